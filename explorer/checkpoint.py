@@ -1,0 +1,124 @@
+"""The only place that saves and rebuilds a model.
+
+A checkpoint is one .safetensors file: weights (fp16 or fp32) plus string metadata holding JSON
+(model config, tokenizer, training config and command, curves, metrics, corpus, word set).
+Nothing is ever unpickled and no code from a checkpoint is executed.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+from .data.tokenizer import CharTokenizer
+from .model import ModelConfig, Transformer
+
+FORMAT = "mdlm-explorer"
+FORMAT_VERSION = 1
+SUFFIX = ".safetensors"
+TIED = "head.weight"  # tied to tok_emb.weight: stored once, re-tied on load
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, unreadable, or not one of ours; the message says which."""
+
+
+def checkpoints_dir() -> Path:
+    env = os.environ.get("MDLM_EXPLORER_CHECKPOINTS")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "checkpoints"
+
+
+def list_checkpoints(directory: Path | None = None) -> list[str]:
+    d = directory or checkpoints_dir()
+    return sorted(p.stem for p in d.glob(f"*{SUFFIX}")) if d.is_dir() else []
+
+
+def resolve_checkpoint(name_or_path: str | Path, allow_paths: bool = True,
+                       directory: Path | None = None) -> Path:
+    """A bare name means checkpoints/<name>.safetensors. With allow_paths=False (the dashboard,
+    URLs) anything that is not a plain name inside checkpoints/ is refused before any file is opened."""
+    s = str(name_or_path).strip()
+    d = (directory or checkpoints_dir()).resolve()
+    is_plain = s and "/" not in s and "\\" not in s and s not in (".", "..") and not s.startswith(".")
+    if is_plain:
+        path = d / (s if s.endswith(SUFFIX) else s + SUFFIX)
+    elif allow_paths:
+        path = Path(s).expanduser()
+    else:
+        raise CheckpointError(f"checkpoint {s!r} is not a plain name; choose one of {list_checkpoints(d)}")
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint {s!r} (looked for {path}); available: {list_checkpoints(d)}")
+    return path
+
+
+def save_checkpoint(model: Transformer, path: str | Path, meta: dict, dtype=torch.float16) -> Path:
+    """Write weights (cast to `dtype`) and JSON metadata atomically (tmp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
+               for k, v in model.state_dict().items() if k != TIED}
+    full = dict(meta)
+    full["model_config"] = model.config.to_dict()
+    header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(full)}
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    save_file(tensors, str(tmp), metadata=header)
+    os.replace(tmp, path)
+    return path
+
+
+def read_metadata(path: str | Path) -> dict:
+    """The JSON metadata of a checkpoint file, validated, without loading weights."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors checkpoint ({e})") from e
+    if header.get("format") != FORMAT:
+        raise CheckpointError(f"{path} has no mdlm-explorer metadata; it was not written by this tool")
+    if header.get("format_version") != str(FORMAT_VERSION):
+        raise CheckpointError(f"{path} has format version {header.get('format_version')!r}; "
+                              f"this version of mdlm-explorer reads version {FORMAT_VERSION}")
+    try:
+        meta = json.loads(header["meta"])
+    except (KeyError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} has corrupted metadata ({e})") from e
+    for key in ("model_config", "tokenizer"):
+        if key not in meta:
+            raise CheckpointError(f"{path} metadata lacks {key!r}")
+    return meta
+
+
+def _read_weights(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: weights are unreadable ({e})") from e
+
+
+def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu", *,
+                    allow_paths: bool = True) -> Transformer:
+    """Rebuild the model in eval mode with `.tokenizer`, `.config`, `.meta` and `.path` attached."""
+    path = resolve_checkpoint(name_or_path, allow_paths)
+    meta = read_metadata(path)
+    try:
+        cfg = ModelConfig.from_dict(meta["model_config"])
+        tokenizer = CharTokenizer.from_dict(meta["tokenizer"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: incompatible metadata ({e})") from e
+    if tokenizer.vocab_size != cfg.vocab_size or tokenizer.mask_id != cfg.mask_id:
+        raise CheckpointError(f"{path}: tokenizer ({tokenizer.vocab_size} ids) does not match the model config")
+    model = Transformer(cfg)
+    weights = {k: v.float() for k, v in _read_weights(path).items()}
+    weights[TIED] = weights.get("tok_emb.weight")
+    try:
+        model.load_state_dict(weights, strict=True)
+    except (RuntimeError, TypeError) as e:
+        raise CheckpointError(f"{path}: weights do not fit the stored config ({str(e).splitlines()[0]})") from e
+    model.to(device).eval()
+    model.tokenizer, model.meta, model.path = tokenizer, meta, path
+    return model

@@ -1,0 +1,72 @@
+"""`python run.py train`: train and save a checkpoint, with a tqdm bar; Ctrl-C saves before exiting."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from dataclasses import fields
+
+from . import CLIError
+from ..checkpoint import CheckpointError, checkpoints_dir
+from ..data.corpus import CorpusError
+from ..train import TrainConfig, Trainer
+
+CHOICES = {"kind": ("diffusion", "ar"), "time_conditioning": ("none", "adaln"), "weighting": ("elbo", "uniform"),
+           "lr_schedule": ("cosine", "linear", "constant"), "device": ("auto", "cpu", "cuda"),
+           "precision": ("auto", "fp32", "bf16")}
+
+
+def add_arguments(p: argparse.ArgumentParser):
+    p.add_argument("--out", required=True, help="checkpoint name (saved in checkpoints/) or a .safetensors path")
+    p.add_argument("--resume", default=None, help="checkpoint to continue training from")
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            p.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=None,
+                           metavar="BOOL", help=f"default {f.default}")
+            continue
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        p.add_argument(flag, type=kind, default=None, choices=CHOICES.get(f.name),
+                       help=f"default {f.default}")
+
+
+def out_path(out: str):
+    if "/" in out or out.endswith(".safetensors"):
+        return out
+    return checkpoints_dir() / f"{out}.safetensors"
+
+
+def main(args) -> int:
+    from tqdm import tqdm
+
+    overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
+    try:
+        cfg = TrainConfig(**overrides)
+        trainer = Trainer(cfg, out_path(args.out), resume=args.resume,
+                          command="python run.py " + shlex.join(sys.argv[1:]))
+    except (ValueError, CorpusError, CheckpointError) as e:
+        raise CLIError(str(e)) from e
+    cfg = trainer.cfg
+    print(f"training {cfg.kind} model: {trainer.model.n_params / 1e6:.2f}M params on {trainer.corpus.name}, "
+          f"device {trainer.device}, {'bf16' if trainer.autocast else 'fp32'}", file=sys.stderr)
+    bar = tqdm(total=cfg.max_steps, initial=trainer.state["step"], unit="step", dynamic_ncols=True)
+    last_val = float("nan")
+    try:
+        for rec in trainer.run():
+            if rec["type"] == "val":
+                last_val = rec["nats_per_char"]
+                tqdm.write(f"step {rec['step']}: val {last_val:.4f} nats/char ({rec['bits_per_char']:.4f} bits)")
+                continue
+            bar.update(1)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", val=f"{last_val:.3f}",
+                            tok_s=f"{rec['tokens_per_s']:.0f}")
+    except KeyboardInterrupt:
+        bar.close()
+        path = trainer.save()
+        print(f"\ninterrupted at step {trainer.state['step']}: saved {path}", file=sys.stderr)
+        return 130
+    bar.close()
+    metrics = trainer.final_metrics()
+    path = trainer.save(metrics)
+    print(f"saved {path}: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+    return 0

@@ -1,0 +1,130 @@
+"""Forward masking q(x_t | x_0), the masked-LM losses (uniform and ELBO 1/t), NELBO evaluation.
+
+Time t is the masking probability: t = 1 is all [MASK], t = 0 is clean text.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+WEIGHTINGS = ("uniform", "elbo")
+
+
+def forward_mask(x0: torch.Tensor, t: torch.Tensor, mask_id: int, fixed: torch.Tensor | None = None,
+                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask each non-fixed position independently with probability t (per row).
+
+    x0 (B, L) long; t (B,) or scalar; fixed (B, L) or (L,) bool positions never masked.
+    Returns x_t (B, L) and the boolean mask of masked positions (B, L).
+    """
+    t = torch.as_tensor(t, dtype=torch.float32, device=x0.device).reshape(-1, 1)  # (B or 1, 1)
+    u = torch.rand(x0.shape, generator=generator, device=x0.device)  # (B, L)
+    masked = u < t
+    if fixed is not None:
+        masked &= ~fixed.to(x0.device).bool()
+    return x0.masked_fill(masked, mask_id), masked
+
+
+def sample_t(batch_size: int, eps: float = 1e-3, stratified: bool = True,
+             generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+    """(B,) t ~ U(eps, 1). Stratified: one draw per 1/B-wide stratum, then shuffled (lower variance)."""
+    u = torch.rand(batch_size, generator=generator)
+    if stratified:
+        u = (torch.arange(batch_size) + u) / batch_size
+        u = u[torch.randperm(batch_size, generator=generator)]
+    return (eps + (1 - eps) * u).to(device)
+
+
+def masked_ce(logits: torch.Tensor, x0: torch.Tensor, masked: torch.Tensor, mask_id: int) -> torch.Tensor:
+    """(B, L) cross-entropy of the true token at masked positions, 0 elsewhere; [MASK] logit excluded."""
+    logits = logits.float()
+    logits[..., mask_id] = float("-inf")  # [MASK] is never a prediction
+    ce = torch.zeros(x0.shape, dtype=torch.float32, device=x0.device)
+    if masked.any():
+        ce[masked] = F.cross_entropy(logits[masked], x0[masked], reduction="none")  # (M,)
+    return ce
+
+
+def weighted_loss(ce: torch.Tensor, masked: torch.Tensor, t: torch.Tensor, weighting: str) -> torch.Tensor:
+    """Reduce per-position CE (B, L) to a scalar.
+
+    uniform: mean CE over masked tokens (seeds 001-003).
+    elbo:    mean over rows of (1/t) * sum of masked CE / L: the per-token negative ELBO (seeds 002/004).
+    """
+    if weighting == "uniform":
+        return ce.sum() / masked.sum().clamp(min=1)
+    if weighting == "elbo":
+        L = ce.shape[1]
+        return (ce.sum(dim=1) / (t.reshape(-1) * L)).mean()
+    raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+
+
+def diffusion_loss(model, x0: torch.Tensor, mask_id: int, weighting: str = "elbo", eps: float = 1e-3,
+                   stratified: bool = True, generator: torch.Generator | None = None):
+    """One training loss on clean batch x0 (B, L): draw t, mask, predict, weight.
+
+    Returns (loss, stats) where stats has the masked fraction and the uniform-weighted CE for logging.
+    """
+    t = sample_t(x0.shape[0], eps, stratified, generator, x0.device)  # (B,)
+    xt, masked = forward_mask(x0, t, mask_id, generator=generator)
+    ce = masked_ce(model(xt, t), x0, masked, mask_id)
+    loss = weighted_loss(ce, masked, t, weighting)
+    n = masked.sum().clamp(min=1)
+    return loss, {"masked_fraction": masked.float().mean().item(), "masked_ce": (ce.sum() / n).item()}
+
+
+def ar_loss(model, x: torch.Tensor, mask_id: int) -> torch.Tensor:
+    """Next-token cross-entropy (nats/char) for the causal baseline; [MASK] logit excluded."""
+    logits = model(x[:, :-1]).float()  # (B, L-1, V)
+    logits[..., mask_id] = float("-inf")
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+
+
+@torch.no_grad()
+def nelbo(model, tokens: torch.Tensor, mask_id: int | None = None, n_t: int = 8, seed: int = 0,
+          batch_size: int = 64, eps: float = 1e-3) -> dict:
+    """Deterministic, low-variance negative-ELBO estimate on held-out tokens (N, L).
+
+    Each sequence is scored at n_t stratified times t_k in (eps, 1) with fixed-seed masks, so the
+    same model and data always give the same number and two checkpoints see the same noise.
+    """
+    mask_id = model.config.mask_id if mask_id is None else mask_id
+    device = next(model.parameters()).device
+    g = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, tokens.shape[0], batch_size):
+        x0 = tokens[start:start + batch_size]
+        for k in range(n_t):
+            # stratum k of [0, 1): every row gets a different offset inside it
+            u = (k + torch.rand(x0.shape[0], generator=g)) / n_t
+            t = eps + (1 - eps) * u  # (b,)
+            mask_u = torch.rand(x0.shape, generator=g)
+            masked = (mask_u < t[:, None]).to(device)
+            xd, td = x0.to(device), t.to(device)
+            ce = masked_ce(model(xd.masked_fill(masked, mask_id), td), xd, masked, mask_id)
+            total += (ce.sum(dim=1) / (td * x0.shape[1])).sum().item()
+            count += x0.shape[0]
+    model.train(was_training)
+    nats = total / count
+    return {"nats_per_char": nats, "bits_per_char": nats / math.log(2)}
+
+
+@torch.no_grad()
+def ar_cross_entropy(model, tokens: torch.Tensor, batch_size: int = 64) -> dict:
+    """Held-out next-char cross-entropy of the causal baseline on (N, L) tokens."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, tokens.shape[0], batch_size):
+        x = tokens[start:start + batch_size].to(device)
+        n = x.shape[0] * (x.shape[1] - 1)
+        total += ar_loss(model, x, model.config.mask_id).item() * n
+        count += n
+    model.train(was_training)
+    nats = total / count
+    return {"nats_per_char": nats, "bits_per_char": nats / math.log(2)}

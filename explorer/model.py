@@ -1,0 +1,210 @@
+"""The network only: a bidirectional transformer denoiser and its causal (AR) twin.
+
+No loss and no sampling live here (see diffusion.py and sampling/). Both models share
+the same Block; the AR baseline is the same stack with a causal attention mask.
+
+Public call used everywhere downstream:
+    logits = model(x, t)   # x (B, L) long, may hold [MASK]; t (B,) float masked fraction
+    logits = ar_model(x)   # next-token logits (B, L, V)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+KINDS = ("diffusion", "ar")
+TIME_CONDITIONING = ("none", "adaln")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to rebuild the network; stored verbatim in every checkpoint."""
+
+    vocab_size: int  # includes the [MASK] id
+    mask_id: int
+    block_size: int = 256  # context length (positions)
+    n_layer: int = 6
+    n_head: int = 6
+    n_embd: int = 192
+    dropout: float = 0.0
+    kind: str = "diffusion"  # "diffusion" (bidirectional) or "ar" (causal)
+    time_conditioning: str = "none"  # "none" or "adaln"
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.time_conditioning not in TIME_CONDITIONING:
+            raise ValueError(
+                f"time_conditioning must be one of {TIME_CONDITIONING}, got {self.time_conditioning!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if not 0 <= self.mask_id < self.vocab_size:
+            raise ValueError(f"mask_id {self.mask_id} outside vocabulary of {self.vocab_size}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model config keys: {sorted(unknown)}")
+        return cls(**d)
+
+
+class KVCache:
+    """Per-layer key/value store for incremental causal decoding (AR baseline only)."""
+
+    def __init__(self):
+        self.k: list[torch.Tensor | None] = []
+        self.v: list[torch.Tensor | None] = []
+        self.length = 0  # number of positions already cached
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        while len(self.k) <= layer:
+            self.k.append(None)
+            self.v.append(None)
+        if self.k[layer] is not None:
+            k = torch.cat([self.k[layer], k], dim=2)  # (B, nh, T_past+T, hs)
+            v = torch.cat([self.v[layer], v], dim=2)
+        self.k[layer], self.v[layer] = k, v
+        return k, v
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.dropout = cfg.dropout
+        self.causal = cfg.kind == "ar"
+
+    def forward(self, x, cache: KVCache | None = None, layer: int = 0):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        if cache is not None:
+            k, v = cache.update(layer, k, v)  # (B, nh, T_past+T, hs)
+        # With a cache, new queries sit at the end of the keys; a causal mask aligned to the
+        # top-left would be wrong, so a single new token attends to everything (is_causal=False).
+        causal = self.causal and q.size(2) > 1
+        if causal and k.size(2) != q.size(2):
+            raise ValueError("cached causal attention supports one new token per call after the prompt")
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x):
+        return self.drop(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block; with adaLN, t shifts and scales both norms (seed 004)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = SelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = MLP(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.ada = None
+        if cfg.time_conditioning == "adaln":
+            self.ada = nn.Sequential(nn.SiLU(), nn.Linear(cfg.n_embd, 4 * cfg.n_embd))
+            # Zero init: every block starts as the unconditioned block (adaLN-Zero, DiT).
+            nn.init.zeros_(self.ada[1].weight)
+            nn.init.zeros_(self.ada[1].bias)
+
+    def forward(self, x, temb=None, cache=None, layer=0):
+        h1, h2 = self.ln_1(x), None
+        if self.ada is not None:
+            shift1, scale1, shift2, scale2 = self.ada(temb)[:, None, :].chunk(4, dim=-1)  # (B, 1, C) each
+            h1 = h1 * (1 + scale1) + shift1
+        x = x + self.drop(self.attn(h1, cache, layer))
+        h2 = self.ln_2(x)
+        if self.ada is not None:
+            h2 = h2 * (1 + scale2) + shift2
+        return x + self.mlp(h2)
+
+
+def sinusoidal_embedding(t: torch.Tensor, dim: int, max_period: float = 10_000.0) -> torch.Tensor:
+    """(B,) times in [0, 1] -> (B, dim) sinusoidal features (scaled so t in [0,1] spans them)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    args = 1000.0 * t.float()[:, None] * freqs[None, :]  # (B, half)
+    emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    return F.pad(emb, (0, dim % 2))  # (B, dim)
+
+
+class Transformer(nn.Module):
+    """Token + position embeddings, pre-norm blocks, tied output head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.time_mlp = None
+        if cfg.time_conditioning == "adaln" and cfg.kind == "diffusion":
+            self.time_mlp = nn.Sequential(
+                nn.Linear(cfg.n_embd, cfg.n_embd), nn.SiLU(), nn.Linear(cfg.n_embd, cfg.n_embd))
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        self.head.weight = self.tok_emb.weight  # weight tying (seed 004, nanoGPT)
+
+    @staticmethod
+    def _init_weights(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    @property
+    def device(self) -> torch.device:
+        return self.tok_emb.weight.device
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, *, cache: KVCache | None = None):
+        B, T = x.shape
+        start = cache.length if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} exceeds the model's context of {self.config.block_size}")
+        pos = torch.arange(start, start + T, device=x.device)
+        h = self.drop(self.tok_emb(x) + self.pos_emb(pos))  # (B, T, C)
+        temb = None
+        if self.time_mlp is not None:
+            if t is None:
+                raise ValueError("this model is time-conditioned (adaln): pass t, the masked fraction, shape (B,)")
+            temb = self.time_mlp(sinusoidal_embedding(t.reshape(B), self.config.n_embd))  # (B, C)
+        for i, block in enumerate(self.blocks):
+            h = block(h, temb, cache, i)
+        if cache is not None:
+            cache.length += T
+        return self.head(self.ln_f(h))  # (B, T, V)
+
+
+def build_model(cfg: ModelConfig) -> Transformer:
+    return Transformer(cfg)

@@ -1,0 +1,77 @@
+"""SamplerConfig: every knob of the sampler, validated, frozen (hashable: usable as a cache key)."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+
+STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
+SCHEDULES = ("seed", "linear", "cosine")
+MAX_STEPS = 4096
+
+
+def _check_name(knob: str, value: str, valid) -> None:
+    if value not in valid:
+        raise ValueError(f"unknown {knob} {value!r}; valid: {', '.join(valid)}")
+
+
+def _check_range(knob: str, value, lo, hi, lo_open=False, hi_open=False, allow_none=False) -> None:
+    if value is None and allow_none:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        lb, rb = "(" if lo_open else "[", ")" if hi_open else "]"
+        raise ValueError(f"{knob} must be in {lb}{lo}, {hi}{rb}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    steps: int = 32  # denoising steps S (1 = single shot)
+    temperature: float = 1.0  # 0 = argmax
+    temperature_end: float | None = None  # anneal linearly from temperature to this across steps
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # nucleus mass in (0, 1]; 1 = off
+    strategy: str = "confidence"  # which masked positions to commit: see STRATEGIES
+    schedule: str = "linear"  # how many per step: see SCHEDULES
+    block_length: int = 0  # semi-autoregressive block size; 0 = whole canvas
+    threshold: float | None = None  # Fast-dLLM confidence threshold gamma; None = use the schedule
+    remask: float = 0.0  # ReMDM revision rate eta in [0, 1]
+    remask_t_on: float = 0.55  # revision window [t_off, t_on] in masked fraction t
+    remask_t_off: float = 0.05
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.steps, int) or isinstance(self.steps, bool) or not 1 <= self.steps <= MAX_STEPS:
+            raise ValueError(f"steps must be an integer in [1, {MAX_STEPS}], got {self.steps!r}")
+        _check_range("temperature", self.temperature, 0, 100)
+        _check_range("temperature_end", self.temperature_end, 0, 100, allow_none=True)
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        _check_range("top_p", self.top_p, 0, 1, lo_open=True)
+        _check_name("strategy", self.strategy, STRATEGIES)
+        _check_name("schedule", self.schedule, SCHEDULES)
+        if not isinstance(self.block_length, int) or self.block_length < 0:
+            raise ValueError(f"block_length must be an integer >= 0 (0 = one block), got {self.block_length!r}")
+        _check_range("threshold", self.threshold, 0, 1, allow_none=True)
+        _check_range("remask", self.remask, 0, 1)
+        _check_range("remask_t_on", self.remask_t_on, 0, 1)
+        _check_range("remask_t_off", self.remask_t_off, 0, 1)
+        if self.remask_t_off > self.remask_t_on:
+            raise ValueError(f"remask window needs remask_t_off <= remask_t_on, got "
+                             f"[{self.remask_t_off}, {self.remask_t_on}]")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SamplerConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown sampler knob(s): {', '.join(sorted(unknown))}; valid: {', '.join(sorted(known))}")
+        return cls(**d)
+
+    def replace(self, **changes) -> "SamplerConfig":
+        return replace(self, **changes)

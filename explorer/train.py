@@ -1,0 +1,249 @@
+"""The training loop, as a generator of log records; the CLI (cli/train.py) drives it with tqdm.
+
+Diffusion models train on the masked-LM loss (uniform or ELBO 1/t weighting); the AR baseline on
+next-char cross-entropy. Checkpoints carry the weights, configs, curves and the training position,
+so `resume` continues a run across sessions (Adam's moments restart with a short re-warmup).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+import torch
+
+from . import diffusion
+from .checkpoint import load_checkpoint, save_checkpoint
+from .data.corpus import load_corpus
+from .devices import autocast_dtype, resolve_device
+from .model import ModelConfig, Transformer
+
+LR_SCHEDULES = ("cosine", "linear", "constant")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    corpus: str = "shakespeare"  # "shakespeare", "patterns" or a name for --data
+    data: str | None = None  # path of a UTF-8 text file (overrides the download)
+    kind: str = "diffusion"  # "diffusion" or "ar"
+    time_conditioning: str = "none"
+    weighting: str = "elbo"  # diffusion loss weighting: "elbo" or "uniform"
+    stratified: bool = True  # stratified t across the batch
+    eps: float = 1e-3
+    block_size: int = 256
+    n_layer: int = 6
+    n_head: int = 4
+    n_embd: int = 256
+    dropout: float = 0.0
+    batch_size: int = 32
+    max_steps: int = 5000
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 200
+    lr_schedule: str = "cosine"
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    eval_sequences: int = 64  # held-out sequences for periodic validation
+    save_every: int = 500
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"  # "auto" (bf16 on CUDA and on CPUs with bf16 matmul), "fp32", "bf16"
+    threads: int = 0  # torch threads on CPU (0: torch default)
+    max_minutes: float = 0.0  # stop (and save) after this wall time; 0: no limit
+
+    def __post_init__(self):
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if self.weighting not in diffusion.WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {diffusion.WEIGHTINGS}, got {self.weighting!r}")
+        for name in ("batch_size", "max_steps", "block_size", "eval_every", "save_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def lr_at(step: int, cfg: TrainConfig, rewarm_from: int = -1) -> float:
+    """Warmup then cosine / linear / constant decay to min_lr_ratio * lr (seed 002's comparison).
+    After a resume, Adam's moments are fresh, so the LR re-warms over warmup_steps from `rewarm_from`."""
+    if step < cfg.warmup_steps:
+        factor = (step + 1) / cfg.warmup_steps
+    else:
+        progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+        floor = cfg.min_lr_ratio
+        if cfg.lr_schedule == "cosine":
+            factor = floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+        elif cfg.lr_schedule == "linear":
+            factor = 1 - (1 - floor) * progress
+        else:
+            factor = 1.0
+    if rewarm_from >= 0 and step - rewarm_from < cfg.warmup_steps:
+        factor *= (step - rewarm_from + 1) / cfg.warmup_steps
+    return cfg.lr * factor
+
+
+class Trainer:
+    """Holds model, optimizer and run state; `run()` yields log records; `save()` writes a checkpoint."""
+
+    def __init__(self, cfg: TrainConfig, out: str | Path, resume: str | Path | None = None,
+                 command: str = "", corpus=None):
+        self.device = resolve_device(cfg.device)
+        if self.device.type == "cpu":
+            torch.set_flush_denormal(True)  # denormals made CPU training ~37x slower here
+            if cfg.threads:
+                torch.set_num_threads(cfg.threads)
+        self.out = Path(out)
+        self.state = {"step": 0, "tokens": 0, "seconds": 0.0, "commands": [], "curves": {"train": [], "val": []},
+                      "resumed_at": []}
+        prior = load_checkpoint(resume, self.device) if resume else None
+        if prior is not None:
+            cfg = self._merge_resume(cfg, prior)
+        self.cfg = cfg
+        self.corpus = corpus or load_corpus(cfg.corpus, cfg.data)
+        self._check_tokenizer(prior)
+        self.model = prior.train() if prior is not None else self._build_model().to(self.device)
+        self.optimizer = self._build_optimizer()
+        self.autocast = autocast_dtype(self.device, cfg.precision)
+        self.generator = torch.Generator().manual_seed(cfg.seed + self.state["step"])
+        self.val = self.corpus.val_tensor(cfg.block_size, cfg.eval_sequences)
+        self.state["commands"].append(command or "(python api)")
+        self.rewarm_from = self.state["step"] if prior is not None else -1
+
+    def _merge_resume(self, cfg: TrainConfig, prior) -> TrainConfig:
+        """Architecture and data come from the checkpoint; the schedule (max_steps, lr...) from cfg."""
+        old = TrainConfig.from_dict(prior.meta.get("train_config", {}))
+        self.state.update({k: prior.meta["training_state"][k] for k in ("step", "tokens", "seconds")})
+        self.state["commands"] = list(prior.meta.get("commands", []))
+        self.state["curves"] = prior.meta.get("curves", {"train": [], "val": []})
+        self.state["resumed_at"] = prior.meta["training_state"].get("resumed_at", []) + [self.state["step"]]
+        arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "time_conditioning", "block_size",
+                                              "n_layer", "n_head", "n_embd", "dropout")}
+        return replace(cfg, **arch)
+
+    def _check_tokenizer(self, prior):
+        if prior is not None and prior.tokenizer.chars != self.corpus.tokenizer.chars:
+            raise ValueError("the corpus vocabulary differs from the checkpoint's; resume with the same data")
+
+    def _build_model(self) -> Transformer:
+        tok = self.corpus.tokenizer
+        c = self.cfg
+        torch.manual_seed(c.seed)
+        return Transformer(ModelConfig(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=c.block_size,
+                                       n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, dropout=c.dropout,
+                                       kind=c.kind, time_conditioning=c.time_conditioning))
+
+    def _build_optimizer(self):
+        # No weight decay on norms, biases and embeddings' 1-D params (nanoGPT's split).
+        decay = [p for p in self.model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        groups = [{"params": decay, "weight_decay": self.cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=(0.9, 0.99))
+
+    def _amp(self):
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast)
+
+    def _loss(self, x0):
+        mask_id = self.model.config.mask_id
+        with self._amp():
+            if self.cfg.kind == "ar":
+                return diffusion.ar_loss(self.model, x0, mask_id)
+            loss, _ = diffusion.diffusion_loss(self.model, x0, mask_id, self.cfg.weighting, self.cfg.eps,
+                                               self.cfg.stratified, self.generator)
+            return loss
+
+    def train_step(self) -> dict:
+        """One optimizer step; returns its log record."""
+        step = self.state["step"]
+        lr = lr_at(step, self.cfg, self.rewarm_from)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        x0 = self.corpus.batch(self.cfg.batch_size, self.cfg.block_size, self.generator).to(self.device)
+        loss = self._loss(x0)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {step}; lower --lr")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        self.state["step"] += 1
+        self.state["tokens"] += x0.numel()
+        return {"type": "train", "step": self.state["step"], "loss": loss.item(), "lr": lr}
+
+    def validate(self, tokens=None) -> dict:
+        tokens = self.val if tokens is None else tokens
+        with self._amp():
+            if self.cfg.kind == "ar":
+                res = diffusion.ar_cross_entropy(self.model, tokens)
+            else:
+                res = diffusion.nelbo(self.model, tokens, n_t=4)
+        self.model.train()
+        return {"type": "val", "step": self.state["step"], **res}
+
+    def run(self):
+        """Yield a record per step and per validation until max_steps (or max_minutes)."""
+        self.model.train()
+        t_last = time.perf_counter()
+        while self.state["step"] < self.cfg.max_steps:
+            rec = self.train_step()
+            now = time.perf_counter()
+            self.state["seconds"] += now - t_last
+            rec["tokens_per_s"] = self.cfg.batch_size * self.cfg.block_size / max(now - t_last, 1e-9)
+            t_last = now
+            self.state["curves"]["train"].append([rec["step"], round(rec["loss"], 5)])
+            yield rec
+            step = self.state["step"]
+            if step % self.cfg.eval_every == 0 or step == self.cfg.max_steps:
+                val = self.validate()
+                self.state["curves"]["val"].append([step, round(val["nats_per_char"], 5)])
+                yield val
+                t_last = time.perf_counter()  # validation time is not training time
+            if step % self.cfg.save_every == 0:
+                self.save()
+                t_last = time.perf_counter()
+            if self.cfg.max_minutes and self.state["seconds"] > 60 * self.cfg.max_minutes:
+                break
+
+    def final_metrics(self) -> dict:
+        """Held-out figures on the full validation set (deterministic), stored in the checkpoint."""
+        full = self.corpus.val_tensor(self.cfg.block_size)
+        model = self.model
+        with self._amp():
+            if self.cfg.kind == "ar":
+                res = diffusion.ar_cross_entropy(model, full)
+                return {"val_ce_nats_per_char": res["nats_per_char"], "val_ce_bits_per_char": res["bits_per_char"]}
+            res = diffusion.nelbo(model, full, n_t=8)
+        model.train()
+        return {"nelbo_nats_per_char": res["nats_per_char"], "nelbo_bits_per_char": res["bits_per_char"]}
+
+    def metadata(self, metrics: dict | None = None) -> dict:
+        tok = self.corpus.tokenizer
+        return {
+            "tokenizer": tok.to_dict(),
+            "train_config": asdict(self.cfg),
+            "commands": self.state["commands"],
+            "training_state": {k: self.state[k] for k in ("step", "tokens", "seconds", "resumed_at")},
+            "curves": self.state["curves"],
+            "metrics": metrics or {},
+            "corpus": {"name": self.corpus.name, "sha256": self.corpus.sha256, "kind": self.corpus.kind},
+            "words": self.corpus.words,
+            "n_params": self.model.n_params,
+            "device": str(self.device),
+            "precision": "bf16" if self.autocast is not None else "fp32",
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+    def save(self, metrics: dict | None = None, path: str | Path | None = None) -> Path:
+        was_training = self.model.training
+        path = save_checkpoint(self.model, path or self.out, self.metadata(metrics))
+        self.model.train(was_training)
+        return path

@@ -1,0 +1,32 @@
+"""Shared fixtures: tiny corpora and tiny models built in the test, never the network or ../shared."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.data.corpus import TextCorpus
+from explorer.model import ModelConfig, Transformer
+
+TINY_TEXT = ("To be, or not to be, that is the question:\n"
+             "Whether 'tis nobler in the mind to suffer\n"
+             "The slings and arrows of outrageous fortune,\n"
+             "Or to take arms against a sea of troubles\n") * 8
+
+
+@pytest.fixture
+def tiny_corpus() -> TextCorpus:
+    return TextCorpus(TINY_TEXT, name="tiny")
+
+
+def make_model(vocab_size=12, mask_id=11, block_size=16, kind="diffusion", time_conditioning="none",
+               n_layer=2, n_embd=32, n_head=4, seed=0) -> Transformer:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=vocab_size, mask_id=mask_id, block_size=block_size, n_layer=n_layer,
+                      n_head=n_head, n_embd=n_embd, kind=kind, time_conditioning=time_conditioning)
+    return Transformer(cfg).eval()
+
+
+@pytest.fixture(autouse=True)
+def _fast_cpu():
+    torch.set_flush_denormal(True)
+    yield

@@ -1,0 +1,61 @@
+import pytest
+import torch
+
+from explorer.model import KVCache, ModelConfig, Transformer
+from tests.conftest import make_model
+
+
+@pytest.mark.parametrize("tc", ["none", "adaln"])
+def test_denoiser_shapes_and_bidirectionality(tc):
+    m = make_model(time_conditioning=tc)
+    x = torch.randint(0, 11, (3, 10))
+    t = torch.full((3,), 0.5)
+    logits = m(x, t)
+    assert logits.shape == (3, 10, 12) and logits.dtype == torch.float32
+    # bidirectional: changing the last token changes the logits at position 0
+    x2 = x.clone()
+    x2[:, -1] = (x2[:, -1] + 1) % 11
+    assert not torch.allclose(m(x2, t)[:, 0], logits[:, 0])
+
+
+def test_adaln_depends_on_t_and_none_ignores_it():
+    m = make_model(time_conditioning="adaln")
+    for block in m.blocks:  # leave adaLN-Zero init so t actually matters
+        torch.nn.init.normal_(block.ada[1].weight, std=0.05)
+    x = torch.randint(0, 11, (2, 8))
+    assert not torch.allclose(m(x, torch.tensor([0.1, 0.1])), m(x, torch.tensor([0.9, 0.9])))
+    m0 = make_model(time_conditioning="none")
+    assert torch.allclose(m0(x, torch.tensor([0.1, 0.1])), m0(x, torch.tensor([0.9, 0.9])))
+    with pytest.raises(ValueError, match="pass t"):
+        m(x)
+
+
+def test_weight_tying_and_context_limit():
+    m = make_model()
+    assert m.head.weight is m.tok_emb.weight
+    with pytest.raises(ValueError, match="context"):
+        m(torch.zeros(1, 17, dtype=torch.long), torch.ones(1))
+
+
+def test_ar_is_causal_and_kv_cache_matches_full_forward():
+    m = make_model(kind="ar")
+    x = torch.randint(0, 11, (2, 12))
+    full = m(x)
+    x2 = x.clone()
+    x2[:, -1] = (x2[:, -1] + 1) % 11
+    assert torch.allclose(m(x2)[:, :-1], full[:, :-1], atol=1e-5)  # the future does not leak
+    cache = KVCache()
+    steps = [m(x[:, :5], cache=cache)]
+    for i in range(5, 12):
+        steps.append(m(x[:, i:i + 1], cache=cache))
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+
+
+def test_config_validation_and_round_trip():
+    cfg = ModelConfig(vocab_size=10, mask_id=9, n_embd=32, n_head=4)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="kind"):
+        ModelConfig(vocab_size=10, mask_id=9, kind="gpt")
+    with pytest.raises(ValueError, match="unknown model config"):
+        ModelConfig.from_dict({**cfg.to_dict(), "flash": True})
+    assert Transformer(cfg).n_params > 0

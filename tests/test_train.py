@@ -1,0 +1,82 @@
+import math
+
+import pytest
+import torch
+
+from explorer import load_checkpoint
+from explorer.data.corpus import TextCorpus
+from explorer.train import TrainConfig, Trainer, lr_at
+from tests.conftest import TINY_TEXT
+
+TINY = dict(corpus="tiny", block_size=32, n_layer=2, n_head=4, n_embd=64, batch_size=16, lr=3e-3,
+            warmup_steps=20, eval_every=100, save_every=1000, eval_sequences=4, precision="fp32",
+            device="cpu")
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+class FixedBatchCorpus(TextCorpus):
+    """Always the same 8 crops: a tiny corpus a tiny model can memorise at every masking ratio."""
+
+    def batch(self, batch_size, length, generator=None, split="train"):
+        return torch.stack([self.train_ids[i * 7:i * 7 + length] for i in range(batch_size)])
+
+
+@pytest.mark.parametrize("kind,weighting", [("diffusion", "uniform"), ("diffusion", "elbo"), ("ar", "elbo")])
+def test_tiny_model_overfits_tiny_corpus(tmp_path, kind, weighting):
+    corpus = FixedBatchCorpus(TINY_TEXT, name="tiny")
+    cfg = TrainConfig(**{**TINY, "batch_size": 8, "block_size": 24}, kind=kind, weighting=weighting, max_steps=200)
+    trainer = Trainer(cfg, tmp_path / "m.safetensors", corpus=corpus)
+    losses = [r["loss"] for r in trainer.run() if r["type"] == "train"]
+    assert len(losses) == 200
+    assert _mean(losses[-20:]) < 0.5 * _mean(losses[:10])
+
+
+def test_lr_schedules_warm_up_then_decay():
+    base = dict(lr=1.0, warmup_steps=10, max_steps=110, min_lr_ratio=0.1)
+    cos, lin, const = (TrainConfig(**base, lr_schedule=s) for s in ("cosine", "linear", "constant"))
+    assert lr_at(0, cos) == pytest.approx(0.1)
+    assert lr_at(9, cos) == pytest.approx(1.0)
+    assert lr_at(60, cos) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert lr_at(60, lin) == pytest.approx(1 - 0.9 * 0.5)
+    assert lr_at(110, cos) == pytest.approx(0.1) and lr_at(110, lin) == pytest.approx(0.1)
+    assert lr_at(100, const) == 1.0
+    assert lr_at(60, cos, rewarm_from=60) == pytest.approx(lr_at(60, cos) / 10)  # re-warm after resume
+    with pytest.raises(ValueError, match="lr_schedule"):
+        TrainConfig(lr_schedule="step")
+
+
+def test_save_resume_continues_the_run(tmp_path, tiny_corpus):
+    out = tmp_path / "run.safetensors"
+    t1 = Trainer(TrainConfig(**TINY, max_steps=30), out, corpus=tiny_corpus, command="first")
+    list(t1.run())
+    t1.save({"nelbo_nats_per_char": 1.0})
+    m = load_checkpoint(out)
+    assert m.meta["training_state"]["step"] == 30
+    assert m.meta["commands"] == ["first"]
+    assert m.meta["words"] == tiny_corpus.words
+
+    t2 = Trainer(TrainConfig(**{**TINY, "n_embd": 999}, max_steps=50), out, resume=out,
+                 corpus=tiny_corpus, command="second")
+    assert t2.cfg.n_embd == 64  # architecture comes from the checkpoint, not the new flags
+    records = [r for r in t2.run() if r["type"] == "train"]
+    assert [r["step"] for r in records] == list(range(31, 51))
+    t2.save()
+    meta = load_checkpoint(out).meta
+    assert meta["commands"] == ["first", "second"]
+    assert meta["training_state"]["resumed_at"] == [30]
+    assert len(meta["curves"]["train"]) == 50
+
+
+def test_max_minutes_stops_early(tmp_path, tiny_corpus):
+    t = Trainer(TrainConfig(**TINY, max_steps=10_000, max_minutes=0.001), tmp_path / "x.safetensors",
+                corpus=tiny_corpus)
+    steps = [r for r in t.run() if r["type"] == "train"]
+    assert 0 < len(steps) < 10_000
+
+
+def test_cpu_training_flushes_denormals(tmp_path, tiny_corpus):
+    Trainer(TrainConfig(**TINY, max_steps=1), tmp_path / "y.safetensors", corpus=tiny_corpus)
+    assert torch.tensor(1e-42) * 1 == 0  # denormal flushed to zero
