@@ -205,6 +205,7 @@ class Trainer:
             if step % self.cfg.eval_every == 0 or step == self.cfg.max_steps:
                 val = self.validate()
                 self.state["curves"]["val"].append([step, round(val["nats_per_char"], 5)])
+                self.state["last_val"] = val["nats_per_char"]
                 yield val
                 t_last = time.perf_counter()  # validation time is not training time
             if step % self.cfg.save_every == 0:
@@ -233,7 +234,8 @@ class Trainer:
             "commands": self.state["commands"],
             "training_state": {k: self.state[k] for k in ("step", "tokens", "seconds", "resumed_at")},
             "curves": self.state["curves"],
-            "metrics": metrics or {},
+            # Until final metrics exist (an interrupted run), keep the last periodic validation figure.
+            "metrics": metrics or {"val_estimate_nats_per_char": self.state.get("last_val")},
             "corpus": {"name": self.corpus.name, "sha256": self.corpus.sha256, "kind": self.corpus.kind},
             "words": self.corpus.words,
             "n_params": self.model.n_params,

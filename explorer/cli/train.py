@@ -49,7 +49,9 @@ def main(args) -> int:
     cfg = trainer.cfg
     print(f"training {cfg.kind} model: {trainer.model.n_params / 1e6:.2f}M params on {trainer.corpus.name}, "
           f"device {trainer.device}, {'bf16' if trainer.autocast else 'fp32'}", file=sys.stderr)
-    bar = tqdm(total=cfg.max_steps, initial=trainer.state["step"], unit="step", dynamic_ncols=True)
+    # In a log file (not a terminal) refresh rarely so logs stay readable.
+    bar = tqdm(total=cfg.max_steps, initial=trainer.state["step"], unit="step", dynamic_ncols=True,
+               mininterval=0.5 if sys.stderr.isatty() else 30)
     last_val = float("nan")
     try:
         for rec in trainer.run():
