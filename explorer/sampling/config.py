@@ -26,7 +26,7 @@ def _check_range(knob: str, value, lo, hi, lo_open=False, hi_open=False, allow_n
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    steps: int = 32  # denoising steps S (1 = single shot)
+    steps: int = 32  # denoising steps S (1 = single shot; ignored under threshold decoding)
     temperature: float = 1.0  # 0 = argmax
     temperature_end: float | None = None  # anneal linearly from temperature to this across steps
     top_k: int = 0  # 0 = off
@@ -36,7 +36,7 @@ class SamplerConfig:
     block_length: int = 0  # semi-autoregressive block size; 0 = whole canvas
     threshold: float | None = None  # Fast-dLLM confidence threshold gamma; None = use the schedule
     remask: float = 0.0  # ReMDM revision rate eta in [0, 1]
-    remask_t_on: float = 0.55  # revision window [t_off, t_on] in masked fraction t
+    remask_t_on: float = 0.55  # revision window [t_off, t_on]: masked fraction of the current block
     remask_t_off: float = 0.05
     seed: int = 0
 
@@ -56,6 +56,11 @@ class SamplerConfig:
         _check_range("remask", self.remask, 0, 1)
         _check_range("remask_t_on", self.remask_t_on, 0, 1)
         _check_range("remask_t_off", self.remask_t_off, 0, 1)
+        if self.remask > 0 and self.threshold is not None:
+            # Threshold decoding has no step budget that could absorb re-masked positions, so the
+            # two together could revise forever.
+            raise ValueError("remask must be 0 when threshold is set (threshold decoding has no step "
+                             f"schedule to absorb re-masked positions), got remask={self.remask}")
         if self.remask_t_off > self.remask_t_on:
             raise ValueError(f"remask window needs remask_t_off <= remask_t_on, got "
                              f"[{self.remask_t_off}, {self.remask_t_on}]")

@@ -47,6 +47,12 @@ class Trajectory:
     mask_id: int
     kind: str = "diffusion"  # "diffusion" or "ar"
     tokenizer: object | None = field(default=None, repr=False)
+    # Added by the sampler engine (optional for anyone building a Trajectory by hand):
+    blocks: np.ndarray | None = None  # (L,) int64 semi-AR block of each position; -1 for fixed
+    step_t: np.ndarray | None = None  # (S,) float32 masked fraction the model saw (batch mean)
+    temperatures: np.ndarray | None = None  # (S,) float32 temperature used at each step
+    called_model: np.ndarray | None = None  # (S,) bool: False where logits were reused or not needed
+    committed: np.ndarray | None = None  # (S, B, L) bool: committed at the step (even if re-masked at once)
 
     @property
     def n_steps(self) -> int:

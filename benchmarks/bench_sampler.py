@@ -1,0 +1,186 @@
+"""Sampler speed figures (issue 3), printed as a table.
+
+    python benchmarks/bench_sampler.py [--quick] [--device auto|cpu|cuda] [--threads N] [--random-weights]
+
+1. Seed 000's sweep on `patterns` (steps 1..32 x 30 samples x confidence/random): batched (one call
+   of batch 30 per setting) vs one sample at a time, both through `sample(record=False)`. Goal >= 20x.
+2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
+   model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
+   table also gives the in-run ratio: wall time / time spent inside the model calls of that run.
+3. AR with KV cache vs recomputing the prefix, tokens/s ratio, on `shakespeare-ar`.
+A missing checkpoint skips its part, unless --random-weights, which times an untrained model of the
+same shape instead (speed does not depend on the weights). Ratios within one run are what count.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from explorer.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from explorer.devices import describe_device, resolve_device  # noqa: E402
+from explorer.model import ModelConfig, Transformer  # noqa: E402
+from explorer.sampling import SamplerConfig, sample, sample_ar  # noqa: E402
+
+# The shipped models' shapes, for --random-weights when a checkpoint is not there yet.
+SHAPES = {
+    "patterns": dict(vocab_size=16, mask_id=15, block_size=24, n_layer=3, n_head=4, n_embd=64,
+                     time_conditioning="adaln"),
+    "shakespeare": dict(vocab_size=66, mask_id=65, block_size=256, n_layer=6, n_head=4, n_embd=256),
+    "shakespeare-ar": dict(vocab_size=66, mask_id=65, block_size=256, n_layer=6, n_head=4, n_embd=256,
+                           kind="ar"),
+}
+ROWS: list[tuple[str, str, str]] = []
+
+
+def row(figure: str, value: str, note: str = "") -> None:
+    ROWS.append((figure, value, note))
+    print(f"  {figure:<52} {value:>12}  {note}", flush=True)
+
+
+def get_model(name: str, device, random_weights: bool):
+    try:
+        return load_checkpoint(name, device), "checkpoint"
+    except CheckpointError:
+        if not random_weights:
+            print(f"[skip] checkpoints/{name}.safetensors is not there yet (or rerun with --random-weights)")
+            return None, None
+        torch.manual_seed(0)
+        return Transformer(ModelConfig(**SHAPES[name])).to(device).eval(), "untrained, same shape"
+
+
+def sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+class TimedModel(torch.nn.Module):
+    """Wraps a model and adds up the wall time spent inside its forward calls."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config, self.seconds = model, model.config, 0.0
+        self.tokenizer = getattr(model, "tokenizer", None)
+
+    def forward(self, *args, **kwargs):
+        sync(self.inner.device)
+        start = time.perf_counter()
+        out = self.inner(*args, **kwargs)
+        sync(self.inner.device)
+        self.seconds += time.perf_counter() - start
+        return out
+
+
+def bench_sweep(device, quick: bool, random_weights: bool) -> None:
+    model, source = get_model("patterns", device, random_weights)
+    if model is None:
+        return
+    steps_list = [1, 2, 8, 32] if quick else [1, 2, 3, 5, 8, 12, 16, 24, 32]
+    n = 30
+    print(f"\n1. seed 000 sweep on patterns ({source}): steps {steps_list} x {n} samples x confidence/random")
+    batched = one = 0.0
+    for strategy in ("confidence", "random"):
+        for steps in steps_list:
+            cfg = SamplerConfig(steps=steps, strategy=strategy, schedule="seed")  # the notebook rule
+            start = time.perf_counter()
+            sample(model, cfg, batch_size=n, record=False)
+            batched += time.perf_counter() - start
+            start = time.perf_counter()
+            for i in range(n):
+                sample(model, cfg.replace(seed=i), record=False)
+            one += time.perf_counter() - start
+    row("patterns sweep, batched (s)", f"{batched:.2f}")
+    row("patterns sweep, one sample at a time (s)", f"{one:.2f}")
+    row("patterns sweep speed-up, batched vs one at a time", f"{one / batched:.1f}x", "goal >= 20x")
+    # The sampler cannot beat the model: if one forward of 30 rows costs more than 1/20 of 30 forwards
+    # of one row (compute-bound CPU), 20x is out of reach whatever the sampler does.
+    L = model.config.block_size
+    ceiling = statistics.median(n * forward_seconds(model, 1, L, 5) / forward_seconds(model, n, L, 1)
+                                for _ in range(15))  # interleaved: CPU load drifts
+    row(f"  ceiling: {n} x forward(B=1) / forward(B={n})", f"{ceiling:.1f}x", "model only, no sampler")
+
+
+def forward_seconds(model, B: int, L: int, reps: int) -> float:
+    """Median wall time of one forward pass on a half-masked (B, L) canvas."""
+    x = torch.randint(0, model.config.mask_id, (B, L), device=model.device)
+    x[:, ::2] = model.config.mask_id
+    t = torch.full((B,), 0.5, device=model.device)
+    times = []
+    with torch.no_grad():
+        model(x, t)  # warm-up
+        for _ in range(reps):
+            sync(model.device)
+            start = time.perf_counter()
+            model(x, t)
+            sync(model.device)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_overhead(device, quick: bool, random_weights: bool) -> None:
+    model, source = get_model("shakespeare", device, random_weights)
+    if model is None:
+        return
+    L = min(256, model.config.block_size)
+    print(f"\n2. overhead on shakespeare ({source}): {L} chars; ratio = wall / (NFE x forward)")
+    timed = TimedModel(model)
+    for B in (1, 32):
+        steps = 8 if quick and B == 32 and device.type == "cpu" else 32
+        reps = 3 if B == 32 and device.type == "cpu" else 10
+        fwd_before = forward_seconds(model, B, L, reps)
+        for record in (False, True):
+            timed.seconds = 0.0
+            tr = sample(timed, SamplerConfig(steps=steps), batch_size=B, length=L, record=record)
+            fwd = (fwd_before + forward_seconds(model, B, L, reps)) / 2 if record else fwd_before
+            tag = f"B={B}, {steps} steps, record={record}"
+            row(f"overhead {tag}", f"{tr.seconds / (tr.nfe * fwd):.3f}",
+                f"goal <= 1.10; forward {fwd * 1e3:.1f} ms")
+            row(f"  in-run overhead {tag}", f"{tr.seconds / timed.seconds:.3f}",
+                f"{(tr.seconds - timed.seconds) / tr.n_steps * 1e3:.2f} ms/step outside the model")
+
+
+def bench_ar(device, quick: bool, random_weights: bool) -> None:
+    model, source = get_model("shakespeare-ar", device, random_weights)
+    if model is None:
+        return
+    L = 128 if quick else min(256, model.config.block_size)
+    print(f"\n3. AR on shakespeare-ar ({source}): {L} positions, batch 1, tokens/s with and without KV cache")
+    rates = {}
+    for use_cache in (True, False):
+        tr = sample_ar(model, SamplerConfig(), length=L, use_cache=use_cache, record=False)
+        rates[use_cache] = tr.nfe / tr.seconds
+        row(f"AR tokens/s, {'KV cache' if use_cache else 'recompute prefix'}", f"{rates[use_cache]:.0f}")
+    row("AR KV cache speed-up (tokens/s ratio)", f"{rates[True] / rates[False]:.1f}x")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer settings: seconds to a minute or two on a CPU")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--random-weights", action="store_true",
+                   help="time untrained models of the shipped shapes when a checkpoint is missing")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    print(f"device {describe_device(device)}, torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s)"
+          f"{', quick' if args.quick else ''}")
+    with torch.no_grad():
+        bench_sweep(device, args.quick, args.random_weights)
+        bench_overhead(device, args.quick, args.random_weights)
+        bench_ar(device, args.quick, args.random_weights)
+    print("\nsummary")
+    for figure, value, note in ROWS:
+        print(f"| {figure.strip():<52} | {value:>8} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""`python run.py evaluate`: held-out NELBO, accuracy vs masking ratio, and sample quality vs real text.
+
+    python run.py evaluate --checkpoint shakespeare [--data input.txt] [--n 16] [--steps 32]
+
+The held-out split is rebuilt from the training text: --data FILE, else the file recorded in the
+checkpoint, else (Tiny Shakespeare) the download cache. AR checkpoints get their held-out
+cross-entropy and sample quality instead.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import CLIError
+from .sweep import add_common_arguments, format_summary, load_models, load_reference
+
+
+def add_arguments(p: argparse.ArgumentParser):
+    add_common_arguments(p)
+    p.set_defaults(n=16)
+    p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the sampler's default)")
+    p.add_argument("--strategy", default=None, help="unmasking strategy (default: the sampler's default)")
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--val-sequences", type=int, default=0,
+                   help="cap on held-out sequences for NELBO and accuracy (default 0: all of them)")
+
+
+def sampler_config(args):
+    from ..sampling.config import SamplerConfig
+
+    knobs = {k: getattr(args, k) for k in ("steps", "strategy", "temperature") if getattr(args, k) is not None}
+    try:
+        return SamplerConfig(**knobs)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+
+
+def print_likelihood(model, val) -> None:
+    """NELBO (bits/char) for diffusion models, next-char cross-entropy for AR ones, beside the figure
+    stored at training time (which used the full held-out split)."""
+    from ..diffusion import ar_cross_entropy, nelbo
+
+    stored = (model.meta.get("metrics") or {})
+    if model.config.kind == "ar":
+        res, name, key = ar_cross_entropy(model, val), "cross-entropy", "val_ce_bits_per_char"
+    else:
+        res, name, key = nelbo(model, val), "NELBO", "nelbo_bits_per_char"
+    line = f"held-out {name}: {res['bits_per_char']:.4f} bits/char ({res['nats_per_char']:.4f} nats/char) " \
+           f"on {val.shape[0]} x {val.shape[1]} chars"
+    if key in stored:
+        line += f"; stored at training time: {stored[key]:.4f} bits/char"
+    print(line)
+
+
+def print_accuracy(model, val, seed: int) -> None:
+    from ..metrics import ACCURACY_TS, accuracy_vs_t
+
+    table = accuracy_vs_t(model, val, ACCURACY_TS, seed=seed)
+    print("\naccuracy of argmax predictions at masked positions vs masking ratio t:")
+    print(table.to_string(index=False, formatters={"t": "{:.1f}".format, "accuracy": "{:.3f}".format,
+                                                   "mean_confidence": "{:.3f}".format, "nll": "{:.3f}".format}))
+
+
+def print_quality(model, judge, args, reference) -> None:
+    from ..experiments import sample_kind, sweep
+
+    config = sampler_config(args)
+    try:
+        _, summary = sweep(model, config, {"steps": [config.steps]}, args.n, args.seed, length=args.length,
+                           judge=judge, batch_size=args.batch_size, reference=reference)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    what = "AR sampler" if model.config.kind == "ar" else (
+        f"sampler: {config.steps} steps, {config.strategy}, temperature {config.temperature}")
+    note = "; no gen-PPL: no AR judge" if judge is None and sample_kind(model) == "text" else ""
+    print(f"\nsample quality ({args.n} samples; {what}) vs held-out text of the same length (mean ± sem{note}):")
+    print(format_summary(summary, []))
+
+
+def main(args) -> int:
+    from ..experiments import canvas_length
+
+    if args.n < 1:
+        raise CLIError(f"--n must be >= 1, got {args.n}")
+    model, judge, _ = load_models(args)
+    try:
+        length = canvas_length(model, args.length, None)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    corpus, reference = load_reference(model, args, length, required=True)
+    val = corpus.val_tensor(model.config.block_size, args.val_sequences or None)
+    meta = model.meta
+    print(f"{model.path.name}: {model.config.kind}, {model.n_params / 1e6:.2f}M params, trained "
+          f"{(meta.get('training_state') or {}).get('step', '?')} steps on {corpus.name}", file=sys.stderr)
+    print_likelihood(model, val)
+    if model.config.kind != "ar":
+        print_accuracy(model, val, args.seed)
+    print_quality(model, judge, args, reference)
+    return 0

@@ -1,0 +1,98 @@
+"""`python run.py sample`: generate text from a checkpoint (diffusion or AR) with any sampler knob.
+
+Texts go to stdout (a `--- sample i ---` line between samples when -n > 1) and a one-line summary
+to stderr; with --json, stdout is one JSON object: texts, tokens (final ids), nfe, config, seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import MISSING, fields
+
+from . import CLIError
+from ..devices import DEVICE_CHOICES
+
+DEFAULT_CHECKPOINT = "shakespeare"
+KNOB_HELP = {
+    "steps": "denoising steps (1 = single shot; ignored with --threshold)",
+    "temperature": "sampling temperature, 0 = greedy",
+    "temperature_end": "anneal the temperature linearly to this value across the steps",
+    "top_k": "keep only the k most likely tokens (0 = off)",
+    "top_p": "nucleus: keep the smallest set of tokens with this mass (1 = off)",
+    "strategy": "which masked positions to commit first: confidence, margin, entropy, random, left_to_right",
+    "schedule": "how many positions per step: seed, linear, cosine",
+    "block_length": "semi-autoregressive blocks of this many generated positions (0 = one block)",
+    "threshold": "Fast-dLLM: commit every position scoring >= this (replaces the schedule)",
+    "remask": "ReMDM revision rate eta in [0, 1]",
+    "remask_t_on": "revision window upper end (masked fraction of the block)",
+    "remask_t_off": "revision window lower end",
+    "seed": "random seed (same seed, same samples)",
+}
+
+
+def _knob_type(f):
+    # None-defaulted knobs (threshold, temperature_end) are floats; the others take their default's type
+    return float if f.default is None else type(f.default)
+
+
+def add_arguments(p: argparse.ArgumentParser):
+    from ..sampling import SamplerConfig
+
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
+                   help=f"checkpoint name in checkpoints/ or a .safetensors path (default {DEFAULT_CHECKPOINT})")
+    for f in fields(SamplerConfig):
+        default = None if f.default is MISSING else f.default
+        # no argparse `choices`: SamplerConfig names the valid values in a one-line error
+        p.add_argument("--" + f.name.replace("_", "-"), type=_knob_type(f), default=None,
+                       metavar=f.name.upper(), help=f"{KNOB_HELP.get(f.name, f.name)} (default {default})")
+    p.add_argument("--length", type=int, default=None, help="canvas length (default: the model's context)")
+    p.add_argument("--template", "--prompt", dest="template", default=None,
+                   help="text to continue, or a template with █ / [___] marking positions to generate")
+    p.add_argument("-n", "--num-samples", dest="n", type=int, default=1, help="samples to generate (batched)")
+    p.add_argument("--no-cache", action="store_true", help="AR models: recompute the prefix for every token")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of plain text")
+    p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICE_CHOICES)} (default auto)")
+
+
+def _config(args):
+    from ..sampling import SamplerConfig
+
+    knobs = {f.name: getattr(args, f.name) for f in fields(SamplerConfig) if getattr(args, f.name) is not None}
+    return SamplerConfig(**knobs)
+
+
+def _run(args):
+    """Load, sample; every user mistake becomes a CLIError (one line, exit 2)."""
+    from ..checkpoint import CheckpointError, load_checkpoint
+    from ..devices import resolve_device
+    from ..sampling import sample_any
+
+    try:
+        config = _config(args)
+        if args.n < 1:
+            raise ValueError(f"-n must be a positive integer, got {args.n}")
+        model = load_checkpoint(args.checkpoint, resolve_device(args.device))
+        kwargs = {"use_cache": not args.no_cache} if model.config.kind == "ar" else {}
+        traj = sample_any(model, config, batch_size=args.n, length=args.length, template=args.template,
+                          record=False, **kwargs)
+    except (ValueError, CheckpointError) as e:  # CheckpointError is a ValueError; listed for clarity
+        raise CLIError(str(e)) from e
+    return model, config, traj
+
+
+def main(args) -> int:
+    model, config, traj = _run(args)
+    texts = traj.texts()
+    if args.json:
+        print(json.dumps({"checkpoint": str(args.checkpoint), "kind": traj.kind, "texts": texts,
+                          "tokens": traj.final.tolist(), "nfe": traj.nfe, "steps": traj.n_steps,
+                          "config": config.to_dict(), "seconds": round(traj.seconds, 4)}))
+        return 0
+    for i, text in enumerate(texts):
+        if len(texts) > 1:
+            print(f"--- sample {i + 1} ---")
+        print(text)
+    print(f"[{args.checkpoint}: {traj.kind}, {traj.batch_size} x {traj.length} chars, "
+          f"{traj.n_steps} steps, NFE {traj.nfe}, {traj.seconds:.2f} s on {model.device}]", file=sys.stderr)
+    return 0

@@ -1,0 +1,334 @@
+"""`python run.py sweep`: quality and speed vs steps / strategy / any sampler knob, as CSV and a plot.
+
+    python run.py sweep --checkpoint patterns --steps 1,2,4,8,16,32 --strategy confidence,random \\
+        --n 30 --out results.csv --plot results.html
+
+Writes the tidy table (one row per sample) to --out and the per-cell summary beside it
+(<out>.summary.csv); prints the summary and seed 000's sweet spot. Ctrl-C stops after the current
+batch and still writes what is done (a second Ctrl-C aborts at once).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from . import CLIError
+
+# knob -> (parser of one list item, default list or None = not varied)
+KNOB_LISTS = {"steps": (int, "1,2,4,8,16,32"), "strategy": (str, "confidence,random"), "schedule": (str, None),
+              "threshold": ("none_or_float", None), "temperature": (float, None), "top_k": (int, None),
+              "top_p": (float, None), "block_length": (int, None), "remask": (float, None)}
+DEFAULT_JUDGE = "shakespeare-ar"
+
+
+def parse_list(text: str, kind, flag: str) -> list:
+    """'1,2,4' -> [1, 2, 4]; threshold accepts 'none' (schedule decoding) among its values."""
+    out = []
+    for item in (s.strip() for s in text.split(",")):
+        try:
+            if kind == "none_or_float":
+                out.append(None if item.lower() == "none" else float(item))
+            else:
+                out.append(kind(item))
+        except ValueError:
+            raise CLIError(f"{flag}: {item!r} is not a valid value in {text!r}") from None
+    if not out or "" in out:
+        raise CLIError(f"{flag}: give a comma-separated list, got {text!r}")
+    return out
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared with `evaluate`: what to load and how to score text."""
+    p.add_argument("--checkpoint", required=True, help="checkpoint name (in checkpoints/) or path")
+    p.add_argument("--judge", default=None,
+                   help=f"AR checkpoint scoring gen-PPL of text samples (default {DEFAULT_JUDGE} when it "
+                        "exists; 'none' to skip)")
+    p.add_argument("--data", default=None, help="the training text file, to rebuild the held-out reference")
+    p.add_argument("--n", type=int, default=30, help="samples per cell (default 30)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--length", type=int, default=None, help="sample length (default: the model's context)")
+    p.add_argument("--batch-size", type=int, default=None, help="samples per sampler call (default min(n, 64))")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch CPU threads (default 0: torch's choice); 1 gives steadier timings on a busy machine")
+
+
+def add_arguments(p: argparse.ArgumentParser):
+    add_common_arguments(p)
+    for knob, (_, default) in KNOB_LISTS.items():
+        p.add_argument("--" + knob.replace("_", "-"), default=default, metavar="LIST",
+                       help=f"comma-separated values to sweep" + (f" (default {default})" if default else ""))
+    p.add_argument("--ar", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+                   help="add the AR baseline row: the judge, or the AR checkpoint named here")
+    p.add_argument("--no-reference", action="store_true", help="skip the held-out reference row")
+    p.add_argument("--out", default=None, help="CSV of every sample (summary goes to <out>.summary.csv)")
+    p.add_argument("--plot", default=None, help="figure file: .html (standalone) or .png (needs a browser)")
+    p.add_argument("--metric", default=None, metavar="LIST",
+                   help="metric(s) to plot, e.g. gen_ppl,entropy,tokens_per_s (default pattern_quality or "
+                        "gen_ppl); several give one file each, named <plot stem>.<metric>.<x><suffix>")
+    p.add_argument("--x", default="steps", metavar="LIST", help="x axis: steps, nfe, or steps,nfe (default steps)")
+    p.add_argument("--plot-resources", default="inline", choices=("inline", "cdn"),
+                   help="inline: the HTML opens offline (~3 MB); cdn: small, needs the network")
+
+
+def vary_from_args(args) -> dict:
+    vary = {}
+    for knob, (kind, _) in KNOB_LISTS.items():
+        text = getattr(args, knob)
+        if text is not None:
+            vary[knob] = parse_list(text, kind, "--" + knob.replace("_", "-"))
+    return vary
+
+
+def cells_from_vary(vary: dict):
+    """Threshold decoding ignores the step count, so crossing thresholds with --steps would repeat one
+    run per step value: threshold cells are crossed with the other knobs only ('none' keeps the
+    scheduled cells over --steps)."""
+    thresholds = vary.get("threshold")
+    if not thresholds or thresholds == [None]:
+        return vary
+    rest = {k: v for k, v in vary.items() if k != "threshold"}
+    cells = []
+    if None in thresholds:
+        cells += [dict(zip(rest, c), threshold=None) for c in itertools.product(*rest.values())]
+    no_steps = {k: v for k, v in rest.items() if k != "steps"}
+    cells += [dict(zip(no_steps, c), threshold=t) for t in thresholds if t is not None
+              for c in itertools.product(*no_steps.values())]
+    return cells
+
+
+def load_models(args):
+    """(model, judge or None, device). Judge errors are the user's: a name that is not there, or not AR."""
+    import torch
+
+    from ..checkpoint import CheckpointError, list_checkpoints, load_checkpoint
+    from ..devices import resolve_device
+    from ..experiments import sample_kind
+
+    if args.threads < 0:
+        raise CLIError(f"--threads must be >= 0, got {args.threads}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        device = resolve_device(args.device)
+        model = load_checkpoint(args.checkpoint, device)
+        judge_name = args.judge
+        if judge_name is None and sample_kind(model) == "text" and DEFAULT_JUDGE in list_checkpoints():
+            judge_name = DEFAULT_JUDGE
+        if judge_name is None or judge_name.lower() == "none" or sample_kind(model) == "patterns":
+            return model, None, device
+        judge = load_checkpoint(judge_name, device)
+    except (CheckpointError, ValueError) as e:
+        raise CLIError(str(e)) from e
+    if judge.config.kind != "ar":
+        raise CLIError(f"--judge {judge_name} is a {judge.config.kind} model; the judge must be an AR checkpoint")
+    return model, judge, device
+
+
+def load_ar(spec, judge, device):
+    """--ar alone: the judge is the AR baseline; --ar NAME: that AR checkpoint."""
+    from ..checkpoint import CheckpointError, load_checkpoint
+
+    if spec is None:
+        return None
+    if spec is True:
+        if judge is None:
+            raise CLIError("--ar without a name uses the judge as AR baseline, but there is no judge; "
+                           "pass --ar CHECKPOINT")
+        return judge
+    try:
+        ar = load_checkpoint(spec, device)
+    except CheckpointError as e:
+        raise CLIError(str(e)) from e
+    if ar.config.kind != "ar":
+        raise CLIError(f"--ar {spec} is a {ar.config.kind} model, not an AR checkpoint")
+    return ar
+
+
+def load_reference(model, args, length: int, required: bool):
+    """Held-out samples for the reference row, or None with a note when the text cannot be found."""
+    from ..data.corpus import CorpusError
+    from ..experiments import held_out, reference_samples
+
+    try:
+        corpus = held_out(model, args.data)
+        return corpus, reference_samples(model, corpus, length, args.n, args.seed)
+    except (CorpusError, ValueError) as e:
+        if required:
+            raise CLIError(str(e)) from e
+        print(f"note: no reference row ({e})", file=sys.stderr)
+        return None, None
+
+
+def format_summary(summary, knobs) -> str:
+    """The summary as text: one line per cell, each metric as mean ± sem."""
+    import pandas as pd
+
+    from ..experiments import METRIC_DIRECTION
+
+    cols = {"sampler": summary["sampler"]}
+    for k in knobs:
+        cols[k] = summary[k].astype(object).where(summary[k].notna(), "-")
+    cols["n"] = summary["n"]
+    for name in ("nfe", "tokens_per_s", *(m for m in METRIC_DIRECTION if m != "gen_nll")):  # = log gen_ppl
+        if f"{name}_mean" in summary:
+            m, e = summary[f"{name}_mean"], summary[f"{name}_sem"]
+            digits = 0 if name in ("nfe", "tokens_per_s") else 3
+            cols[name] = ["-" if pd.isna(m_) else f"{m_:.{digits}f}" + ("" if pd.isna(e_) else f" ± {e_:.{digits}f}")
+                          for m_, e_ in zip(m, e)]
+    if "gen_ppl_pooled" in summary:
+        cols["gen_ppl_pooled"] = [f"{v:.3f}" if pd.notna(v) else "-" for v in summary["gen_ppl_pooled"]]
+    return pd.DataFrame(cols).to_string(index=False)
+
+
+class _CtrlCCancels:
+    """First Ctrl-C sets the cancel event (the sweep stops between batches); a second one aborts."""
+
+    def __init__(self, event: threading.Event):
+        self.event, self.previous = event, None
+
+    def _handler(self, signum, frame):
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.event.set()
+        print("\nstopping after this batch (Ctrl-C again to abort)", file=sys.stderr)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def run_sweep(model, judge, ar, vary, args, reference):
+    """The sweep with a tqdm bar; returns (table, summary, cancelled)."""
+    from tqdm import tqdm
+
+    from ..experiments import SweepCancelled, aggregate, sweep
+    from ..sampling.config import SamplerConfig
+
+    bar = tqdm(unit="sample", dynamic_ncols=True, file=sys.stderr)
+
+    def progress(done, total):
+        bar.total = total
+        bar.update(done - bar.n)
+
+    cancel = threading.Event()
+    try:
+        with _CtrlCCancels(cancel):
+            table, summary = sweep(model, SamplerConfig(), cells_from_vary(vary), args.n, args.seed, length=args.length,
+                                   judge=judge, batch_size=args.batch_size, progress=progress, cancel=cancel,
+                                   include_ar=ar, reference=reference)
+        return table, summary, False
+    except SweepCancelled as e:
+        return e.table, (aggregate(e.table, e.table.attrs.get("knobs")) if len(e.table) else None), True
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    finally:
+        bar.close()
+
+
+def plot_paths(args, summary) -> list[tuple[str, str, Path]]:
+    """(metric, x, file) for every requested figure; one figure keeps the --plot name as given."""
+    default = "pattern_quality" if "pattern_quality_mean" in summary else "gen_ppl"
+    metrics_ = parse_list(args.metric or default, str, "--metric")
+    xs = parse_list(args.x, str, "--x")
+    for m in metrics_:
+        if f"{m}_mean" not in summary:
+            have = ", ".join(c[:-5] for c in summary.columns if c.endswith("_mean"))
+            raise CLIError(f"--metric {m}: not in this sweep; have {have}")
+    path = Path(args.plot)
+    if len(metrics_) * len(xs) == 1:
+        return [(metrics_[0], xs[0], path)]
+    return [(m, x, path.with_name(f"{path.stem}.{m}.{x}{path.suffix}")) for m in metrics_ for x in xs]
+
+
+def check_plot_args(args, kind: str | None = None, judge=None) -> None:
+    """Fail on a --metric / --x the sweep cannot produce before it runs, not after: misspelt names
+    first, then (once the model is loaded) metrics of the other corpus kind or gen-PPL without judge."""
+    from ..experiments import METRIC_DIRECTION
+
+    known = {*METRIC_DIRECTION, "tokens_per_s", "seconds"}
+    for m in parse_list(args.metric, str, "--metric") if args.metric else []:
+        if m not in known:
+            raise CLIError(f"--metric {m}: unknown; valid: {', '.join(sorted(known))}")
+        if kind is not None and (m == "pattern_quality") != (kind == "patterns") and m in METRIC_DIRECTION:
+            raise CLIError(f"--metric {m}: not measured on a {kind} checkpoint")
+        if kind is not None and m in ("gen_ppl", "gen_nll") and judge is None:
+            raise CLIError(f"--metric {m} needs an AR judge (--judge CHECKPOINT)")
+    for x in parse_list(args.x, str, "--x"):
+        if x not in ("steps", "nfe"):
+            raise CLIError(f"--x {x}: use steps or nfe")
+
+
+def write_outputs(table, summary, args) -> None:
+    from ..plots import quality_speed_plot, save_plot, speed_plot
+
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out, index=False)
+        summary.to_csv(out.with_suffix(".summary.csv"), index=False)
+        print(f"wrote {out} ({len(table)} rows) and {out.with_suffix('.summary.csv')}", file=sys.stderr)
+    if not args.plot:
+        return
+    for metric, x, path in plot_paths(args, summary):
+        try:
+            fig = speed_plot(summary, x=x) if metric == "tokens_per_s" else quality_speed_plot(summary, metric, x=x)
+            save_plot(fig, path, args.plot_resources)
+        except (RuntimeError, ValueError) as e:
+            raise CLIError(str(e)) from e
+        print(f"wrote {path}", file=sys.stderr)
+
+
+def print_sweet_spot(summary, args) -> None:
+    """Seed 000's rule on the first plotted metric that has a better direction (default: the main one)."""
+    from ..experiments import METRIC_DIRECTION, sweet_spot
+
+    wanted = [m for m in parse_list(args.metric, str, "--metric") if METRIC_DIRECTION.get(m)] if args.metric else []
+    try:
+        spot = sweet_spot(summary, wanted[0] if wanted else None)
+    except ValueError as e:
+        print(f"(no sweet spot: {e})")
+        return
+    print("\nsweet spot (fewest steps reaching 90% of the best mean):")
+    print(spot.to_string(index=False))
+
+
+def main(args) -> int:
+    from ..experiments import canvas_length, sample_kind, sweep_cells
+    from ..sampling.config import SamplerConfig
+
+    vary = vary_from_args(args)
+    if args.n < 1:
+        raise CLIError(f"--n must be >= 1, got {args.n}")
+    try:  # bad knob values fail here, before any model is loaded
+        sweep_cells(SamplerConfig(), cells_from_vary(vary))
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    check_plot_args(args)
+    model, judge, _ = load_models(args)
+    check_plot_args(args, sample_kind(model), judge)
+    ar = load_ar(args.ar, judge, next(model.parameters()).device)
+    try:
+        length = canvas_length(model, args.length, None)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    reference = None if args.no_reference else load_reference(model, args, length, required=False)[1]
+    table, summary, cancelled = run_sweep(model, judge, ar, vary, args, reference)
+    if summary is None:
+        print("cancelled before the first batch finished: nothing to write", file=sys.stderr)
+        return 130
+    knobs = summary.attrs.get("knobs") or list(vary)
+    print(format_summary(summary, knobs))
+    if "steps" in vary and len(vary["steps"]) > 1 and not cancelled:
+        print_sweet_spot(summary, args)
+    write_outputs(table, summary, args)
+    return 130 if cancelled else 0

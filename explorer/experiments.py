@@ -1,0 +1,375 @@
+"""Sweeps over sampler knobs: quality and speed as tidy tables (seed 000's experiments, generalised).
+
+    table, summary = sweep(model, SamplerConfig(), {"steps": [1, 4, 16], "strategy": ["confidence", "random"]},
+                           n_samples=30, seed=0)
+    sweet_spot(summary, "pattern_quality")
+
+`table` has one row per generated sample (every varied knob, nfe, wall seconds, tokens/s, each
+quality metric); `summary` = aggregate(table) has mean / std / sem per cell. The AR baseline and
+the held-out reference appear as their own rows (column `sampler` = "ar" / "reference").
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import metrics
+from .data.corpus import CorpusError, PatternCorpus, TextCorpus, fetch_shakespeare, read_text_file
+from .sampling import SamplerConfig, parse_template, sample, sample_ar
+
+# +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
+METRIC_DIRECTION = {"pattern_quality": 1, "gen_ppl": -1, "gen_nll": -1, "entropy": 0, "word_validity": 1,
+                    "distinct_2": 1, "distinct_3": 1}
+SPEED_COLUMNS = ("nfe", "seconds", "tokens_per_s")
+GROUP_SAMPLER = "sampler"  # "diffusion", "ar" or "reference"
+INT_COLUMNS = ("steps", "top_k", "block_length", "seed", "sample", "batch_size", "length", "nfe")
+
+
+class SweepCancelled(RuntimeError):
+    """Raised when `cancel` fires between batches; `.table` holds the rows finished so far."""
+
+    def __init__(self, table: pd.DataFrame, done: int, total: int):
+        super().__init__(f"sweep cancelled after {done} of {total} samples")
+        self.table, self.done, self.total = table, done, total
+
+
+def sample_kind(model) -> str:
+    """'patterns' for checkpoints trained on the pattern corpus (scored by pattern quality), else 'text'."""
+    meta = getattr(model, "meta", None) or {}
+    return "patterns" if (meta.get("corpus") or {}).get("kind") == "patterns" else "text"
+
+
+def _check_knob(name: str, knobs: set) -> None:
+    if name == "seed":
+        raise ValueError("'seed' cannot be varied: samples already use seed, seed+1, ... per batch")
+    if name not in knobs:
+        raise ValueError(f"unknown sampler knob {name!r}; valid: {', '.join(sorted(knobs - {'seed'}))}")
+
+
+def sweep_cells(base_config: SamplerConfig, vary) -> list[dict]:
+    """The cells of a sweep, each a dict of every varied knob, validated up front so a bad value fails
+    before minutes of sampling rather than at cell 7.
+
+    vary: {knob: [values]} (the cartesian product, in the order given) or a list of {knob: value}
+    cells (explicit, e.g. threshold cells that need no step count); knobs a cell omits take the base
+    config's value, so every row says what it was sampled with.
+    """
+    knobs = {f.name for f in fields(SamplerConfig)}
+    if isinstance(vary, dict):
+        for name, values in vary.items():
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or not len(values):
+                raise ValueError(f"vary[{name!r}] must be a non-empty list of values, got {values!r}")
+        cells = [dict(zip(vary, combo)) for combo in itertools.product(*vary.values())]
+    else:
+        cells = [dict(c) for c in vary]
+    if not cells:
+        raise ValueError("the sweep has no cells")
+    names = list(dict.fromkeys(k for c in cells for k in c))  # union, first-seen order
+    for name in names:
+        _check_knob(name, knobs)
+    full = [{k: c.get(k, getattr(base_config, k)) for k in names} for c in cells]
+    for cell in full:
+        base_config.replace(**cell)  # raises ValueError naming the bad knob
+    return full
+
+
+def _is_cancelled(cancel) -> bool:
+    if cancel is None:
+        return False
+    if hasattr(cancel, "is_set"):  # threading.Event
+        return cancel.is_set()
+    return bool(cancel())
+
+
+def score_samples(kind: str, final: np.ndarray, texts: list[str], *, judge=None, words=None) -> pd.DataFrame:
+    """Quality metrics of a batch, one row per sample: pattern quality for patterns, text metrics else."""
+    if kind == "patterns":
+        return pd.DataFrame({"pattern_quality": metrics.pattern_quality(np.atleast_2d(final))})
+    return metrics.text_quality(texts, judge=judge, words=words)
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """How samples of one sweep are scored: the same for diffusion, AR and reference rows."""
+
+    kind: str
+    judge: object = None
+    words: frozenset | None = None
+    tokenizer: object = None
+
+    @classmethod
+    def for_model(cls, model, judge=None, words=None) -> "_Scoring":
+        kind = sample_kind(model)
+        if words is None and kind == "text":  # default: the training corpus word set from the checkpoint
+            words = (getattr(model, "meta", None) or {}).get("words")
+        return cls(kind, judge if kind == "text" else None,
+                   frozenset(words) if words is not None and kind == "text" else None,
+                   getattr(model, "tokenizer", None))
+
+    def rows(self, final: np.ndarray, columns: dict) -> pd.DataFrame:
+        """`columns` (scalars or per-sample lists) beside the decoded text and quality of `final` (B, L)."""
+        final = np.atleast_2d(np.asarray(final))
+        texts = [self.tokenizer.decode(r) for r in final] if self.tokenizer is not None else [""] * len(final)
+        info = pd.DataFrame({**columns, "text": texts}, index=np.arange(len(final)))
+        quality = score_samples(self.kind, final, texts, judge=self.judge, words=self.words)
+        return pd.concat([info, quality], axis=1)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One sampler call: `n` samples of one cell (or of the AR baseline) with one seed."""
+
+    baseline: bool  # True: the AR baseline's samples; False: the swept model's
+    cell: dict
+    seed: int
+    n: int
+    first: int  # index of its first sample within the cell
+
+
+def _plan(cells: list[dict], n_samples: int, batch_size: int, with_ar: bool) -> list[_Job]:
+    """Batch j of every cell uses seed + j: cells share random numbers, so their differences are the
+    knobs' and not the dice's (common random numbers), and any one cell can be re-run alone."""
+    sizes = [min(batch_size, n_samples - s) for s in range(0, n_samples, batch_size)]
+    firsts = list(range(0, n_samples, batch_size))
+    jobs = [_Job(False, cell, j, b, f) for cell in cells for j, (b, f) in enumerate(zip(sizes, firsts))]
+    if with_ar:
+        jobs += [_Job(True, {}, j, b, f) for j, (b, f) in enumerate(zip(sizes, firsts))]
+    return jobs
+
+
+def _run_job(job: _Job, model, ar_model, base: SamplerConfig, seed: int, length: int, template):
+    """The real, batched sampler without recording (record=False: only the final canvas and timings)."""
+    config = base.replace(**job.cell, seed=seed + job.seed)
+    g = torch.Generator().manual_seed(seed + job.seed)  # CPU: the same samples on every device
+    m = ar_model if job.baseline else model
+    if m.config.kind == "ar":
+        return sample_ar(m, config, batch_size=job.n, length=length, generator=g, record=False)
+    return sample(m, config, batch_size=job.n, length=length, template=template,
+                  generator=g, record=False)
+
+
+def _job_columns(job: _Job, traj, seed: int) -> dict:
+    B, L = traj.final.shape
+    fixed = getattr(traj, "fixed", None)
+    generated = int((~np.asarray(fixed, dtype=bool)).sum()) if fixed is not None else B * L  # template: fewer
+    sampler = "ar" if job.baseline or traj.kind == "ar" else "diffusion"
+    return {GROUP_SAMPLER: sampler, **job.cell, "seed": seed + job.seed,
+            "sample": job.first + np.arange(B), "batch_size": B, "length": L, "nfe": traj.nfe,
+            "seconds": traj.seconds,  # wall time of the whole batch this sample came from
+            "tokens_per_s": generated / traj.seconds if traj.seconds > 0 else math.nan}
+
+
+def canvas_length(model, length: int | None, template) -> int:
+    """Canvas length: the template's (parsed as the sampler will parse it), else length or the context."""
+    if template is not None:
+        return parse_template(template, model.tokenizer, length=length, context=model.config.block_size).length
+    length = model.config.block_size if length is None else int(length)
+    if not 1 <= length <= model.config.block_size:
+        raise ValueError(f"length must be in [1, {model.config.block_size}] (the model's context), got {length}")
+    return length
+
+
+def _ar_model(include_ar, judge):
+    """include_ar: an AR checkpoint, True (= the judge doubles as the AR baseline), or None/False."""
+    if include_ar is None or include_ar is False:
+        return None
+    ar = judge if include_ar is True else include_ar
+    if ar is None or getattr(ar.config, "kind", None) != "ar":
+        raise ValueError("include_ar needs a causal (ar) model: pass one, or include_ar=True with an AR judge")
+    return ar
+
+
+def _warm_up(model, ar_model, base: SamplerConfig, length: int, template) -> None:
+    """One untimed tiny call each, so one-time costs (allocator, kernels) do not land in cell 1's timing."""
+    g = torch.Generator().manual_seed(0)
+    if model.config.kind == "ar":
+        sample_ar(model, base, batch_size=1, length=min(length, 8), generator=g, record=False)
+    else:
+        sample(model, base.replace(steps=1, threshold=None), batch_size=1, length=length,
+               template=template, generator=g, record=False)
+    if ar_model is not None:
+        sample_ar(ar_model, base, batch_size=1, length=min(length, 8), generator=g, record=False)
+
+
+def reference_rows(scoring: _Scoring, reference, length: int) -> pd.DataFrame:
+    """The yardstick: held-out text (list of strings) or pattern ids (N, L), scored like samples."""
+    if len(reference) and isinstance(reference[0], str):
+        if scoring.tokenizer is None:
+            raise ValueError("reference texts need a model with a tokenizer")
+        ids = np.array([scoring.tokenizer.encode(s) for s in reference])
+    else:
+        ids = np.atleast_2d(np.asarray(reference))
+    if ids.shape[1] != length:
+        raise ValueError(f"reference rows have {ids.shape[1]} positions, samples have {length}")
+    return scoring.rows(ids, {GROUP_SAMPLER: "reference", "sample": np.arange(len(ids)), "length": length})
+
+
+def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = None, n_samples: int = 30,
+          seed: int = 0, *, length: int | None = None, template=None, judge=None, words=None,
+          batch_size: int | None = None, progress: Callable[[int, int], None] | None = None, cancel=None,
+          include_ar=None, reference=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Sample n_samples per cell of `vary` (see sweep_cells) and score every sample.
+
+    Returns (table, aggregate(table)). progress(done, total) counts samples after each batch; `cancel`
+    (threading.Event or callable) is checked before each batch and raises SweepCancelled with the
+    partial table. reference: held-out texts (or pattern ids) scored as a "reference" row.
+    """
+    base = base_config or SamplerConfig()
+    cells = sweep_cells(base, vary or {"steps": [base.steps]})
+    knobs = list(cells[0])
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    length = canvas_length(model, length, template)
+    ar_model = _ar_model(include_ar, judge)
+    if template is not None and (ar_model is not None or model.config.kind == "ar"):
+        raise ValueError("an AR model cannot fill a template; sweep without include_ar")
+    scoring = _Scoring.for_model(model, judge, words)
+    jobs = _plan(cells, n_samples, batch_size or min(n_samples, 64), ar_model is not None)
+    total, done, parts = sum(j.n for j in jobs), 0, []
+    _warm_up(model, ar_model, base, length, template)
+    for job in jobs:
+        if _is_cancelled(cancel):
+            raise SweepCancelled(_concat(parts, base=base.to_dict(), knobs=knobs, kind=scoring.kind), done, total)
+        traj = _run_job(job, model, ar_model, base, seed, length, template)
+        parts.append(scoring.rows(traj.final, _job_columns(job, traj, seed)))
+        done += job.n
+        if progress is not None:
+            progress(done, total)
+    if reference is not None:
+        parts.append(reference_rows(scoring, reference, length))
+    table = _concat(parts, base=base.to_dict(), knobs=knobs, kind=scoring.kind)
+    return table, aggregate(table, knobs)
+
+
+def _concat(parts: list[pd.DataFrame], **attrs) -> pd.DataFrame:
+    """One table from the batches' rows; attrs carry what the rows alone do not (knobs, base config).
+    Integer columns stay integers (nullable Int64) where reference / AR rows leave them empty."""
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    for col in INT_COLUMNS:
+        if col in table and table[col].dtype.kind in "fi":
+            table[col] = table[col].astype("Int64")
+    table.attrs.update(attrs)
+    return table
+
+
+def _value_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in (*SPEED_COLUMNS, *METRIC_DIRECTION) if c in table.columns]
+
+
+def aggregate(table: pd.DataFrame, knobs: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per cell (sampler + varied knobs): n, and mean / std / sem of speed and quality columns.
+
+    std is the sample std (ddof=1, the ±1 std bands); sem = std / sqrt(count of non-NaN values).
+    Quality stats are over samples; speed stats (nfe, seconds, tokens/s) over sampler calls (batches),
+    so one batch per cell gives a speed without a spread (NaN std) rather than a false ± 0.
+    """
+    if knobs is None:
+        knobs = table.attrs.get("knobs") or [f.name for f in fields(SamplerConfig)
+                                             if f.name in table.columns and f.name != "seed"]
+    keys = [GROUP_SAMPLER, *knobs]
+    groups = table.groupby(keys, dropna=False, sort=False)
+    # speed is measured once per sampler call: its spread is over batches, not over the rows sharing one
+    batches = table.drop_duplicates([*keys, "seed"]) if "seed" in table else table
+    by_batch = batches.groupby(keys, dropna=False, sort=False)
+    out = groups.size().rename("n").to_frame()
+    for col in _value_columns(table):
+        g = by_batch if col in SPEED_COLUMNS else groups
+        stats = g[col].agg(["mean", "std", "count"]).astype(float)  # Int64 NA -> NaN
+        out[f"{col}_mean"], out[f"{col}_std"] = stats["mean"], stats["std"]
+        out[f"{col}_sem"] = stats["std"] / np.sqrt(stats["count"])
+    if "gen_nll_mean" in out:  # corpus-level gen-PPL (exp of the mean NLL, as MDLM reports it); the
+        out["gen_ppl_pooled"] = np.exp(out["gen_nll_mean"])  # mean of per-sample PPLs is >= this (Jensen)
+    out = out.reset_index()
+    out.attrs.update(table.attrs)
+    return out
+
+
+def metric_direction(metric: str, higher_is_better: bool | None = None) -> int:
+    if higher_is_better is not None:
+        return 1 if higher_is_better else -1
+    d = METRIC_DIRECTION.get(metric)
+    if not d:
+        raise ValueError(f"{metric!r} has no better direction; pass higher_is_better "
+                         f"(known: {', '.join(k for k, v in METRIC_DIRECTION.items() if v)})")
+    return d
+
+
+def sweet_spot(table: pd.DataFrame, metric: str | None = None, *, x: str = "steps", by: Sequence[str] | None = None,
+               frac: float = 0.9, higher_is_better: bool | None = None) -> pd.DataFrame:
+    """Seed 000's sweet spot per group: the fewest `x` whose mean reaches `frac` of the best mean.
+
+    Higher-is-better: mean >= frac * best. Lower-is-better (gen-PPL): mean <= best / frac, i.e. 1/PPL
+    reaches frac of the best 1/PPL. Accepts the tidy table or its aggregate. Only rows with an `x` value
+    (diffusion cells) take part; one output row per group of the other varied knobs.
+    """
+    summary = table if any(c.endswith("_mean") for c in table.columns) else aggregate(table)
+    metric = metric or next((m for m in ("pattern_quality", "gen_ppl", "word_validity") if f"{m}_mean" in summary),
+                            "gen_ppl")
+    col, sign = f"{metric}_mean", metric_direction(metric, higher_is_better)
+    x = x if x in summary or f"{x}_mean" not in summary else f"{x}_mean"  # x="nfe": the cell's mean NFE
+    if col not in summary or x not in summary:
+        raise ValueError(f"the table has no {metric!r} or {x!r} column")
+    rows = summary[(summary[GROUP_SAMPLER] == "diffusion") & summary[x].notna() & summary[col].notna()]
+    if x == "steps" and "threshold" in rows:  # threshold decoding ignores the step count
+        rows = rows[rows["threshold"].isna()]
+    if by is None:
+        names = {f.name for f in fields(SamplerConfig)}
+        knobs = summary.attrs.get("knobs") or [c for c in summary.columns if c in names]
+        # x = NFE: the points along x are still steps; x = steps: only scheduled (threshold-free) cells remain
+        by = [k for k in knobs if k not in (x, "steps") and not (x == "steps" and k == "threshold")]
+    groups = rows.groupby(list(by), dropna=False, sort=False) if by else [((), rows)]
+    return pd.DataFrame([_sweet_row(g, x, col, sign, frac, key, by) for key, g in groups])
+
+
+def _sweet_row(group: pd.DataFrame, x: str, col: str, sign: int, frac: float, key, by) -> dict:
+    group = group.sort_values(x)
+    best = group[col].max() if sign > 0 else group[col].min()
+    target = frac * best if sign > 0 else best / frac
+    ok = group[col] >= target if sign > 0 else group[col] <= target
+    first = group[ok].iloc[0]
+    key = key if isinstance(key, tuple) else (key,)
+    return {**dict(zip(by, key)), x: first[x], col: first[col], "target": target, "best": best,
+            f"best_{x}": group.loc[group[col].idxmax() if sign > 0 else group[col].idxmin(), x]}
+
+
+def reference_samples(model, corpus, length: int, n: int, seed: int = 0):
+    """n held-out samples of `length` for the reference row: text crops, or pattern rows (ids)."""
+    if getattr(corpus, "kind", "text") == "patterns":
+        return corpus.val_tensor(length, n).numpy()
+    return metrics.reference_texts(corpus.val_text, length, n, seed)
+
+
+def held_out(model, data: str | None = None):
+    """Rebuild the corpus a checkpoint was trained on, for its held-out split, without the network
+    where possible: PatternCorpus for patterns; for text, `data`, else the training file recorded in
+    the checkpoint, else (Tiny Shakespeare only) the download cache. The file must be the one trained
+    on (same sha256): another file would give another split. Raises CorpusError saying what to pass.
+    """
+    meta = getattr(model, "meta", None) or {}
+    corpus = meta.get("corpus") or {}
+    if corpus.get("kind") == "patterns":
+        return PatternCorpus(seq_len=model.config.block_size, n_symbols=len(model.tokenizer.chars))
+    path = data or _recorded_data(meta)
+    if path is None:
+        if corpus.get("name") != "shakespeare":
+            raise CorpusError(f"this checkpoint was trained on {corpus.get('name', 'an unknown corpus')!r}; "
+                              "pass --data FILE (the same file) to rebuild its held-out split")
+        path = fetch_shakespeare()  # cache, or one verified download; CorpusError says to use --data
+    text, digest = read_text_file(path)
+    if corpus.get("sha256") and digest != corpus["sha256"]:
+        raise CorpusError(f"{path} (sha256 {digest[:12]}...) is not the file this checkpoint was trained on "
+                          f"({corpus['sha256'][:12]}...): its held-out split would be different text")
+    return TextCorpus(text, name=corpus.get("name", "text"), sha256=digest, tokenizer=model.tokenizer)
+
+
+def _recorded_data(meta: dict) -> str | None:
+    """The --data path recorded at training time, when it still exists on this machine."""
+    path = (meta.get("train_config") or {}).get("data")
+    return path if path and Path(path).is_file() else None

@@ -1,0 +1,343 @@
+"""Quality of generated samples and the model's view of masked text, as plain numpy / pandas.
+
+Pure functions: a model goes in, numbers come out; nothing global, no torch tensors in any output
+(the dashboard plots numpy). Every random choice goes through an explicit torch.Generator seeded
+from the `seed` argument, so the same call gives the same numbers.
+
+Sample quality (seed 000 and the issue):  pattern_quality, char_entropy, gen_nll / gen_ppl,
+word_validity, distinct_n, text_quality, reference_texts.
+The model's view of masked text (seeds 002, 003): masked_fraction_vs_t, accuracy_vs_t,
+per_position_confidence, topk_predictions.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .data.corpus import WORD_RE
+from .data.tokenizer import UnknownCharacterError
+from .diffusion import forward_mask
+
+PATTERN_PERIODS = range(2, 7)  # seed 000 checks pattern lengths 2..6
+ACCURACY_TS = tuple(round(0.1 * k, 1) for k in range(1, 10))  # t = 0.1 .. 0.9
+
+
+# ----------------------------------------------------------------------------- samples: patterns
+
+def pattern_quality(seq) -> float | np.ndarray:
+    """Seed 000's measure_pattern_quality, vectorised.
+
+    For each period p in 2..6 the score is the fraction of positions i >= p with seq[i] == seq[i % p]
+    (does the sequence repeat its first p symbols?); the result is the best score, 0 if none applies.
+    A 1-D sequence gives a float; a (B, L) batch gives a (B,) array.
+    """
+    arr = np.asarray(seq.cpu() if isinstance(seq, torch.Tensor) else seq)
+    batch = np.atleast_2d(arr)  # (B, L)
+    L = batch.shape[1]
+    best = np.zeros(batch.shape[0])
+    for p in PATTERN_PERIODS:
+        if L <= p:  # no position to check: seed 000 skips the period (total == 0)
+            continue
+        idx = np.arange(p, L)
+        score = (batch[:, idx] == batch[:, idx % p]).mean(axis=1)  # (B,)
+        best = np.maximum(best, score)
+    return float(best[0]) if arr.ndim == 1 else best
+
+
+# ----------------------------------------------------------------------------- samples: text
+
+def char_entropy(sample: str | Sequence[int]) -> float:
+    """Unigram entropy (nats) of the characters (or ids) of one sample.
+
+    Reported beside gen-PPL because a judge rewards dull, repetitive text: 'aaaa' has PPL near 1 and
+    entropy 0. English prose sits near 3 nats/char by this measure.
+    """
+    counts = np.array(list(Counter(sample).values()), dtype=np.float64)
+    if counts.size == 0:
+        return float("nan")
+    p = counts / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def words_of(text: str) -> list[str]:
+    """Lower-cased words, split exactly as the training corpus's word set was built (WORD_RE)."""
+    return [w.lower() for w in WORD_RE.findall(text)]
+
+
+def word_validity(text: str, words: Iterable[str]) -> float:
+    """Fraction of the sample's words found in `words` (the training corpus word set); NaN if no words."""
+    vocab = words if isinstance(words, (set, frozenset)) else set(words)
+    found = words_of(text)
+    if not found:
+        return float("nan")
+    return sum(w in vocab for w in found) / len(found)
+
+
+def distinct_n(text: str, n: int) -> float:
+    """Share of unique word n-grams among the sample's word n-grams; NaN if it has fewer than n words."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    w = words_of(text)
+    grams = [tuple(w[i:i + n]) for i in range(len(w) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+def _judge_ids(judge, samples) -> list[list[int]]:
+    """Samples as judge token ids. Texts are encoded with the judge's own tokenizer, so a diffusion
+    model and a judge trained on different character sets still agree on what a sample says."""
+    if isinstance(samples, str):
+        samples = [samples]
+    if len(samples) and isinstance(samples[0], str):
+        out = []
+        for i, text in enumerate(samples):
+            try:
+                out.append(judge.tokenizer.encode(text))
+            except UnknownCharacterError as e:
+                raise ValueError(f"sample {i} cannot be scored by the judge: {e} (a leftover [MASK] "
+                                 "or a checkpoint trained on other text?)") from e
+        return out
+    ids = np.asarray(samples.cpu() if isinstance(samples, torch.Tensor) else samples)
+    ids = np.atleast_2d(ids)
+    bad = (ids < 0) | (ids >= judge.config.mask_id)  # [MASK] is no character the judge can score
+    if bad.any():
+        raise ValueError(f"{int(bad.sum())} id(s) are outside the judge's {judge.config.mask_id} characters "
+                         f"(first at sample {int(np.argwhere(bad)[0][0])}); pass texts instead of ids")
+    return ids.tolist()
+
+
+@torch.no_grad()
+def _mean_next_nll(judge, x: torch.Tensor) -> torch.Tensor:
+    """(B,) mean next-char NLL of rows x (B, L) under a causal judge; [MASK] logit excluded."""
+    was_training = judge.training
+    judge.eval()  # dropout off: the same sample always gets the same score
+    logits = judge(x[:, :-1]).float()  # (B, L-1, V)
+    judge.train(was_training)
+    logits[..., judge.config.mask_id] = float("-inf")
+    logp = torch.log_softmax(logits, dim=-1)
+    nll = -logp.gather(-1, x[:, 1:, None]).squeeze(-1)  # (B, L-1)
+    return nll.mean(dim=1)
+
+
+def gen_nll(judge, samples, batch_size: int = 32) -> np.ndarray:
+    """(N,) mean next-char NLL (nats) of each sample under the AR judge (the first char is not scored).
+
+    samples: list of strings (encoded with judge.tokenizer) or an (N, L) array of judge ids.
+    Rows of equal length are batched together; a sample shorter than 2 chars gets NaN.
+    """
+    if judge.config.kind != "ar":
+        raise ValueError(f"the judge must be a causal (ar) model, got kind {judge.config.kind!r}")
+    rows = _judge_ids(judge, samples)
+    out = np.full(len(rows), np.nan)
+    device = next(judge.parameters()).device
+    by_len: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_len.setdefault(len(r), []).append(i)
+    for L, idx in by_len.items():
+        if L < 2:
+            continue
+        if L - 1 > judge.config.block_size:
+            raise ValueError(f"samples of {L} chars exceed the judge's context of {judge.config.block_size}")
+        for s in range(0, len(idx), batch_size):
+            chunk = idx[s:s + batch_size]
+            x = torch.tensor([rows[i] for i in chunk], dtype=torch.long, device=device)  # (b, L)
+            out[chunk] = _mean_next_nll(judge, x).cpu().numpy()
+    return out
+
+
+def gen_ppl(judge, samples, batch_size: int = 32) -> np.ndarray:
+    """(N,) generative perplexity: exp of each sample's mean next-char NLL under the AR judge."""
+    return np.exp(gen_nll(judge, samples, batch_size))
+
+
+def text_quality(texts: Sequence[str], *, judge=None, words: Iterable[str] | None = None,
+                 batch_size: int = 32) -> pd.DataFrame:
+    """One row per sample: entropy, distinct_2, distinct_3, and word_validity / gen_ppl / gen_nll when
+    a word set / judge is given. Columns absent rather than NaN when their input is missing."""
+    texts = list(texts)
+    table = pd.DataFrame({"entropy": [char_entropy(s) for s in texts],
+                          "distinct_2": [distinct_n(s, 2) for s in texts],
+                          "distinct_3": [distinct_n(s, 3) for s in texts]})
+    if words is not None:
+        vocab = set(words)
+        table["word_validity"] = [word_validity(s, vocab) for s in texts]
+    if judge is not None:
+        nll = gen_nll(judge, texts, batch_size)
+        table["gen_nll"] = nll
+        table["gen_ppl"] = np.exp(nll)
+    return table
+
+
+def reference_texts(text: str, length: int, n: int, seed: int = 0) -> list[str]:
+    """n crops of `length` chars from held-out text at seeded random offsets: the yardstick row."""
+    if len(text) < length:
+        raise ValueError(f"held-out text has {len(text)} chars, fewer than the sample length {length}")
+    g = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(text) - length + 1, (n,), generator=g).tolist()
+    return [text[s:s + length] for s in starts]
+
+
+# ----------------------------------------------------------------------------- the model's view
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _as_tokens(tokens) -> torch.Tensor:
+    x = torch.as_tensor(np.asarray(tokens) if not isinstance(tokens, torch.Tensor) else tokens)
+    if x.ndim != 2:
+        raise ValueError(f"validation tokens must be (N, L), got shape {tuple(x.shape)}")
+    return x.long().cpu()
+
+
+def masked_fraction_vs_t(ts: Sequence[float], length: int = 256, n: int = 256, seed: int = 0) -> pd.DataFrame:
+    """Forward-process check: the fraction of positions masked at each t (expected: y = t).
+
+    Returns t, masked_fraction (mean over n rows of `length`), its std across rows, and expected (= t).
+    """
+    rows = []
+    for t in ts:
+        g = torch.Generator().manual_seed(seed)
+        _, masked = forward_mask(torch.zeros(n, length, dtype=torch.long), float(t), mask_id=1, generator=g)
+        per_row = masked.float().mean(dim=1)  # (n,)
+        rows.append({"t": float(t), "masked_fraction": per_row.mean().item(),
+                     "std": per_row.std().item() if n > 1 else 0.0, "expected": float(t)})
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def _masked_predictions(model, x0: torch.Tensor, t: float, g: torch.Generator):
+    """Mask x0 (B, L) at ratio t and run the denoiser once.
+
+    Returns masked (B, L) bool, argmax (B, L), max-prob (B, L) and p(true token) (B, L), all on CPU.
+    The [MASK] logit is excluded: it is never a prediction (as in diffusion.masked_ce).
+    """
+    xt, masked = forward_mask(x0, t, model.config.mask_id, generator=g)  # (B, L) each
+    tt = torch.full((x0.shape[0],), float(t))
+    logits = model(xt.to(_device(model)), tt.to(_device(model))).float().cpu()  # (B, L, V)
+    logits[..., model.config.mask_id] = float("-inf")
+    probs = torch.softmax(logits, dim=-1)
+    conf, pred = probs.max(dim=-1)  # (B, L) each
+    p_true = probs.gather(-1, x0[..., None]).squeeze(-1)  # (B, L)
+    return masked, pred, conf, p_true
+
+
+def _batched_predictions(model, tokens, t: float, seed: int, batch_size: int):
+    """_masked_predictions over all rows of (N, L) tokens, concatenated.
+
+    One generator per call, seeded from `seed`: every t sees the same uniform draws, so the masks are
+    nested across t (common random numbers: an accuracy curve over t is not jagged from mask noise).
+    """
+    x = _as_tokens(tokens)
+    g = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    parts = [_masked_predictions(model, x[s:s + batch_size], t, g) for s in range(0, len(x), batch_size)]
+    model.train(was_training)
+    masked, pred, conf, p_true = (torch.cat(p) for p in zip(*parts))
+    return x, masked, pred, conf, p_true
+
+
+def accuracy_vs_t(model, val_tokens, ts: Sequence[float] = ACCURACY_TS, seed: int = 0,
+                  batch_size: int = 64) -> pd.DataFrame:
+    """Argmax accuracy at masked positions vs masking ratio t on held-out (N, L) tokens (seed 003).
+
+    Columns: t, accuracy, n_masked, mean_confidence (max-prob), nll (mean CE of the true token, nats).
+    """
+    rows = []
+    for t in ts:
+        x, masked, pred, conf, p_true = _batched_predictions(model, val_tokens, float(t), seed, batch_size)
+        n = int(masked.sum())
+        hit = (pred == x)[masked]
+        rows.append({"t": float(t), "accuracy": hit.float().mean().item() if n else float("nan"),
+                     "n_masked": n, "mean_confidence": conf[masked].mean().item() if n else float("nan"),
+                     "nll": (-p_true[masked].clamp_min(1e-30).log()).mean().item() if n else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def per_position_confidence(model, val_tokens, t: float = 0.5, seed: int = 0,
+                            batch_size: int = 64) -> pd.DataFrame:
+    """Mean max-probability at masked positions, per position, at masking ratio t (seed 003 TODO 2).
+
+    Columns: position, confidence, accuracy, n_masked; NaN where a position was never masked.
+    """
+    x, masked, pred, conf, _ = _batched_predictions(model, val_tokens, float(t), seed, batch_size)
+    m = masked.float()  # (N, L)
+    n = m.sum(dim=0)  # (L,)
+    confidence = ((conf * m).sum(dim=0) / n).numpy()  # 0/0 -> NaN where never masked
+    accuracy = (((pred == x).float() * m).sum(dim=0) / n).numpy()
+    return pd.DataFrame({"position": np.arange(x.shape[1]), "confidence": confidence,
+                         "accuracy": accuracy, "n_masked": n.long().numpy()})
+
+
+def _given_ids(model, text_or_ids) -> torch.Tensor:
+    if isinstance(text_or_ids, str):
+        ids = model.tokenizer.encode(text_or_ids)  # UnknownCharacterError (a ValueError) names the chars
+    else:
+        ids = np.asarray(text_or_ids).reshape(-1).tolist()
+    x = torch.tensor(ids, dtype=torch.long)[None]  # (1, L)
+    if x.shape[1] > model.config.block_size:
+        raise ValueError(f"text of {x.shape[1]} tokens exceeds the model's context of {model.config.block_size}")
+    if ((x < 0) | (x >= model.config.mask_id)).any():
+        raise ValueError("ids must be characters of the model's vocabulary (no [MASK] in the clean text)")
+    return x
+
+
+def _given_mask(mask, t, L: int, seed: int) -> torch.Tensor:
+    """(1, L) bool: the mask given (bool array or list of positions), or one drawn at ratio t."""
+    if mask is None:
+        if t is None:
+            raise ValueError("give either t (a masking ratio) or mask (which positions to hide)")
+        g = torch.Generator().manual_seed(seed)
+        return forward_mask(torch.zeros(1, L, dtype=torch.long), float(t), mask_id=1, generator=g)[1]
+    m = np.asarray(mask)
+    if m.dtype != bool:  # a list of positions
+        pos, m = m.astype(int), np.zeros(L, dtype=bool)
+        if pos.size and (pos.min() < 0 or pos.max() >= L):
+            raise ValueError(f"mask positions must be in [0, {L}), got {pos.tolist()}")
+        m[pos] = True
+    if m.shape != (L,):
+        raise ValueError(f"mask must have shape ({L},), got {m.shape}")
+    return torch.from_numpy(m)[None]
+
+
+@torch.no_grad()
+def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k: int = 3,
+                     seed: int = 0) -> dict:
+    """Top-k predictions with probabilities at each masked position of one text (seeds 002/003).
+
+    Returns numpy ids (L,), x_t (L,), mask (L,) bool, the masked and argmax-filled texts (when the
+    model has a tokenizer), `accuracy`, and `table`: one row per masked position with true, top1..k,
+    p1..pk, p_true and correct (top-1 == true). Deterministic for a given seed.
+    """
+    x = _given_ids(model, text_or_ids)  # (1, L)
+    masked = _given_mask(mask, t, x.shape[1], seed)  # (1, L)
+    xt = x.masked_fill(masked, model.config.mask_id)
+    tt = torch.tensor([masked.float().mean().item() if t is None else float(t)])  # t the model is told
+    logits = model(xt.to(_device(model)), tt.to(_device(model)))[0].float().cpu()  # (L, V)
+    logits[:, model.config.mask_id] = float("-inf")
+    probs = torch.softmax(logits, dim=-1)
+    top_p, top_i = probs.topk(min(k, model.config.mask_id), dim=-1)  # (L, k)
+    return _topk_result(model, x[0], xt[0], masked[0], probs, top_p, top_i)
+
+
+def _topk_result(model, x, xt, masked, probs, top_p, top_i) -> dict:
+    tok = getattr(model, "tokenizer", None)
+    name = (lambda i: tok.decode([i])) if tok is not None else (lambda i: int(i))
+    rows = []
+    for pos in torch.nonzero(masked).flatten().tolist():
+        row = {"position": pos, "true": name(x[pos].item()), "true_id": int(x[pos]),
+               "p_true": probs[pos, x[pos]].item(), "correct": bool(top_i[pos, 0] == x[pos])}
+        for r in range(top_i.shape[1]):
+            row[f"top{r + 1}"], row[f"p{r + 1}"] = name(top_i[pos, r].item()), top_p[pos, r].item()
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=None if rows else ["position", "true", "true_id", "p_true", "correct"])
+    filled = torch.where(masked, top_i[:, 0], x)
+    out = {"ids": x.numpy(), "x_t": xt.numpy(), "mask": masked.numpy(), "table": table,
+           "accuracy": float(table["correct"].mean()) if rows else float("nan")}
+    if tok is not None:
+        out["masked_text"], out["predicted_text"] = tok.decode(xt.tolist()), tok.decode(filled.tolist())
+    return out

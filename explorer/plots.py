@@ -1,0 +1,233 @@
+"""Figures of sweep results (HoloViews, bokeh backend), shared by the CLI and the dashboard.
+
+Inputs are the DataFrames of explorer.experiments (the aggregate: `<metric>_mean`, `_std` columns);
+colours are chosen here and nowhere upstream. Nothing heavy happens at import: holoviews is
+imported inside the functions.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#ad1457")
+LABELS = {"pattern_quality": "pattern quality", "gen_ppl": "gen-PPL (AR judge)", "gen_nll": "gen NLL (nats/char)",
+          "entropy": "unigram entropy (nats)", "word_validity": "valid-word fraction", "distinct_2": "distinct-2",
+          "distinct_3": "distinct-3", "tokens_per_s": "tokens / s", "steps": "denoising steps",
+          "nfe": "forward passes (NFE)"}
+SAMPLER = "sampler"
+
+
+def _hv():
+    """holoviews with the bokeh backend loaded (a script has not called hv.extension; the dashboard has)."""
+    import holoviews as hv
+
+    if "bokeh" not in hv.Store.renderers:
+        import holoviews.plotting.bokeh  # noqa: F401  registers the backend
+    if hv.Store.current_backend != "bokeh":
+        hv.Store.set_current_backend("bokeh")
+    return hv
+
+
+def _x_column(summary: pd.DataFrame, x: str) -> str:
+    return x if x in summary.columns else f"{x}_mean"  # x = "nfe": the cell's mean NFE
+
+
+def _groups(rows: pd.DataFrame, by: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(legend label, rows) per curve; one knob gives its bare value as the label."""
+    if not by:
+        strategy = f" ({rows['strategy'].iloc[0]})" if "strategy" in rows and rows["strategy"].nunique() == 1 else ""
+        return [("diffusion" + strategy, rows)]
+    out = []
+    for key, g in rows.groupby(list(by), dropna=False, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        # names speak for themselves ("random", "threshold"); numbers need their knob ("temperature=0.7")
+        parts = [str(v) if isinstance(v, str) else f"{k}={v:g}" if pd.notna(v) else f"{k}=none"
+                 for k, v in zip(by, key) if not (k == "decoding" and v == "schedule")]
+        out.append((", ".join(parts) or ("schedule" if "decoding" in by else "diffusion"), g))
+    return out
+
+
+def _default_by(summary: pd.DataFrame, x: str) -> list[str]:
+    """Every varied knob except the x axis (and steps, the points along an NFE axis) that takes more
+    than one value among the diffusion cells."""
+    knobs = summary.attrs.get("knobs") or [c for c in ("strategy", "schedule", "threshold", "temperature", "top_k",
+                                                       "top_p", "block_length", "remask") if c in summary.columns]
+    diff = summary[summary[SAMPLER] == "diffusion"] if SAMPLER in summary else summary
+    return [k for k in knobs if k not in (x, "steps") and diff[k].nunique(dropna=False) > 1]
+
+
+def _dims(metric: str, x: str):
+    hv = _hv()
+
+    return (hv.Dimension(x, label=LABELS.get(x.removesuffix("_mean"), x)),
+            hv.Dimension(metric, label=LABELS.get(metric, metric)),
+            hv.Dimension("tokens_per_s", label=LABELS["tokens_per_s"]))
+
+
+def _curve_elements(label, rows, xcol, metric, color, dims, speed: bool) -> list:
+    """Mean curve with a ±1 std band, and (optionally) tokens/s on the second axis, for one group."""
+    hv = _hv()
+
+    xd, yd, sd = dims
+    rows = rows.sort_values(xcol)
+    x, mean = rows[xcol].to_numpy(float), rows[f"{metric}_mean"].to_numpy(float)
+    std = np.nan_to_num(rows[f"{metric}_std"].to_numpy(float))  # one sample: no band
+    els = [hv.Spread((x, mean, std), xd, [yd, "std"]).opts(color=color, alpha=0.15, line_alpha=0),
+           hv.Curve((x, mean), xd, yd, label=label).opts(color=color, line_width=2.5),
+           hv.Scatter((x, mean, std), xd, [yd, "std"]).opts(color=color, size=7, tools=["hover"])]
+    if speed and "tokens_per_s_mean" in rows:
+        tps = rows["tokens_per_s_mean"].to_numpy(float)
+        els.append(hv.Curve((x, tps), xd, sd, label=f"{label}: tokens/s").opts(
+            color=color, line_dash="dashed", line_width=1.5))
+    return els
+
+
+def _baseline_elements(summary, name, label, xs, xcol, metric, dims, speed, color) -> list:
+    """A flat line across the x range for the AR baseline / held-out reference (no steps of their own);
+    on an NFE axis the AR baseline is a single point at NFE = length instead."""
+    hv = _hv()
+
+    rows = summary[summary[SAMPLER] == name]
+    if rows.empty or f"{metric}_mean" not in rows or not np.isfinite(rows[f"{metric}_mean"].iloc[0]):
+        return []
+    xd, yd, sd = dims
+    y = float(rows[f"{metric}_mean"].iloc[0])
+    if xcol == "nfe_mean" and name == "ar":
+        nfe = float(rows["nfe_mean"].iloc[0])
+        return [hv.Scatter(([nfe], [y]), xd, yd, label=label).opts(color=color, size=11, marker="diamond")]
+    span = [float(np.nanmin(xs)), float(np.nanmax(xs))]
+    els = [hv.Curve((span, [y, y]), xd, yd, label=label).opts(color=color, line_dash="dotted", line_width=2)]
+    if speed and name == "ar" and "tokens_per_s_mean" in rows:
+        tps = float(rows["tokens_per_s_mean"].iloc[0])
+        els.append(hv.Curve((span, [tps, tps]), xd, sd, label=f"{label}: tokens/s").opts(
+            color=color, line_dash="dashdot", line_width=1.5))
+    return els
+
+
+def _threshold_lines(rows, by, xs, metric, dims, start: int) -> list:
+    """Threshold decoding has no step count: on a steps axis each threshold cell is a flat dotted line
+    at its mean quality, labelled with the NFE it actually used."""
+    hv = _hv()
+
+    xd, yd, _ = dims
+    span, els = [float(np.nanmin(xs)), float(np.nanmax(xs))], []
+    for i, (_, r) in enumerate(rows.iterrows()):
+        extra = ", ".join(str(r[k]) for k in by if k != "threshold")
+        label = f"threshold {r['threshold']:g}{' ' + extra if extra else ''} (NFE {r['nfe_mean']:.1f})"
+        y = float(r[f"{metric}_mean"])
+        els.append(hv.Curve((span, [y, y]), xd, yd, label=label).opts(
+            color=PALETTE[(start + i) % len(PALETTE)], line_dash="dotted", line_width=2))
+    return els
+
+
+def _diffusion_curves(diff: pd.DataFrame, x: str, xcol: str, by: list, metric: str, dims, speed: bool):
+    """Curves per group, and the x values they span. With threshold cells: on x = NFE they form one more
+    curve per group (across thresholds, column `decoding`); on x = steps they are flat lines."""
+    thr = diff["threshold"].notna() if "threshold" in diff else pd.Series(False, index=diff.index)
+    by = [k for k in by if k != "threshold"]
+    if x == "nfe" and thr.any():
+        diff = diff.assign(decoding=np.where(thr, "threshold", "schedule"))
+        curves, flat, by = diff, diff.iloc[:0], [*by, "decoding"]
+    else:
+        curves, flat = diff[~thr], diff[thr]
+    els, groups = [], _groups(curves, by)
+    for i, (label, rows) in enumerate(groups):
+        els += _curve_elements(label, rows, xcol, metric, PALETTE[i % len(PALETTE)], dims, speed)
+    if not flat.empty:
+        els += _threshold_lines(flat, by, curves[xcol].to_numpy(float), metric, dims, len(groups))
+    if "decoding" in curves and (curves["decoding"] == "threshold").any():
+        t = curves[curves["decoding"] == "threshold"]  # name each threshold point by its gamma
+        els.append(_hv().Labels((t[xcol].to_numpy(float), t[f"{metric}_mean"].to_numpy(float),
+                                 [f"γ={v:g}" for v in t["threshold"]]), [dims[0], dims[1]], "gamma").opts(
+            text_font_size="9pt", text_baseline="bottom"))
+    return els, curves[xcol].to_numpy(float)
+
+
+def _fixed_xticks(ticks: list[float]):
+    """A bokeh hook putting a tick at every x value (each step count): holoviews ignores `xticks` on a
+    log axis, whose default ticker labels only 1, 5, 10 ... on these short ranges."""
+    def hook(plot, element):
+        from bokeh.models import FixedTicker
+
+        plot.state.xaxis.ticker = FixedTicker(ticks=ticks)
+        for grid in plot.state.xgrid:
+            grid.ticker = plot.state.xaxis[0].ticker
+    return hook
+
+
+def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", by: Sequence[str] | None = None,
+                       speed: bool = True, logx: bool = True, title: str | None = None):
+    """Quality vs steps (or NFE) with ±1 std bands per group, tokens/s on a second y axis, and the AR
+    baseline / held-out reference as their own lines. Returns a HoloViews Overlay."""
+    hv = _hv()
+
+    xcol = _x_column(summary, x)
+    diff = summary[summary[SAMPLER] == "diffusion"] if SAMPLER in summary else summary
+    if diff.empty or f"{metric}_mean" not in diff:
+        raise ValueError(f"no diffusion rows with {metric!r} to plot")
+    by = _default_by(summary, x) if by is None else list(by)
+    dims = _dims(metric, xcol)
+    els, xs = _diffusion_curves(diff, x, xcol, by, metric, dims, speed)
+    els += _baseline_elements(summary, "ar", "AR baseline", xs, xcol, metric, dims, speed, "#212121")
+    els += _baseline_elements(summary, "reference", "held-out text", xs, xcol, metric, dims, False, "#757575")
+    ticks = np.unique(np.round(xs[np.isfinite(xs)], 1))
+    extra = {"hooks": [_fixed_xticks([float(v) for v in ticks])]} if len(ticks) <= 12 else {}
+    return hv.Overlay(els).opts(
+        multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), width=1000, height=480, show_grid=True,
+        padding=0.05, legend_position="right", title=title or f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}",
+        **extra)
+
+
+def speed_plot(summary: pd.DataFrame, *, x: str = "steps", by: Sequence[str] | None = None, logx: bool = True,
+               title: str | None = None):
+    """tokens/s vs steps per group, with the AR baseline as its own line (seed 000's speed benchmark)."""
+    return quality_speed_plot(summary, "tokens_per_s", x=x, by=by, speed=False, logx=logx,
+                              title=title or f"tokens / s vs {LABELS.get(x, x)}")
+
+
+def save_plot(obj, path: str | Path, resources: str = "inline") -> Path:
+    """Standalone HTML (resources='inline' embeds BokehJS, ~3 MB, opens offline; 'cdn' is ~20 kB but
+    needs the network), or PNG for a .png path (rendered by a headless Chromium, see save_png)."""
+    hv = _hv()
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".png":
+        return save_png(obj, path)
+    hv.save(obj, str(path), fmt="html", backend="bokeh", resources=resources)
+    return path
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def save_png(obj, path: str | Path, timeout_ms: int = 30_000) -> Path:
+    """PNG through the machine's Chromium driven by playwright (bokeh's own export needs selenium):
+    the inline HTML is opened headless and the rendered figure is screenshotted."""
+    import tempfile
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        raise RuntimeError("PNG export needs playwright (pip install playwright); save as .html instead") from e
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        html = save_plot(obj.opts(toolbar=None, clone=True), Path(tmp) / "figure.html", resources="inline")
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=_chromium(), headless=True)
+                page = browser.new_page(viewport={"width": 1200, "height": 700}, device_scale_factor=2)
+                page.goto(html.as_uri())
+                page.wait_for_selector(".bk-Figure, .bk-Canvas", timeout=timeout_ms)
+                page.wait_for_timeout(500)  # let BokehJS finish drawing the canvas
+                page.locator(".bk-Figure, .bk-Canvas").first.screenshot(path=str(path))
+                browser.close()
+        except Exception as e:  # playwright's errors carry the browser's own message
+            raise RuntimeError(f"PNG export failed ({str(e).splitlines()[0]}); save as .html instead") from e
+    return path

@@ -1,0 +1,40 @@
+"""Sampling: the batched masked-diffusion sampler, the AR baseline, and their shared data types.
+
+    from explorer.sampling import SamplerConfig, sample_any
+    traj = sample_any(model, SamplerConfig(steps=32, strategy="margin"), batch_size=8, template="ROMEO:")
+    traj.texts()
+
+Files: config.py (knobs), template.py (█ / [___] notation), proposals.py (temperature, top-k/top-p,
+Gumbel), strategies.py and schedules.py (registries), sampler.py (diffusion), ar.py (AR baseline),
+recorder.py + trajectory.py (what a run returns).
+"""
+from __future__ import annotations
+
+from .ar import sample_ar
+from .config import SamplerConfig
+from .recorder import SamplingCancelled
+from .sampler import sample
+from .schedules import SCHEDULES, get_schedule
+from .strategies import STRATEGIES, get_strategy
+from .template import BLANK, Canvas, blank_canvas, parse_template
+from .trajectory import StepRecord, Trajectory
+
+
+def sample_any(model, config: SamplerConfig, **kwargs) -> Trajectory:
+    """sample() for diffusion models, sample_ar() for AR ones; `template` is taken as the AR prompt."""
+    if getattr(model.config, "kind", "diffusion") == "ar":
+        if "template" in kwargs:
+            if kwargs.get("prompt") is not None:
+                raise ValueError("give either template or prompt, not both")
+            kwargs["prompt"] = kwargs.pop("template")
+        return sample_ar(model, config, **kwargs)
+    if "prompt" in kwargs:
+        kwargs["template"] = kwargs.pop("prompt")
+    if "use_cache" in kwargs:
+        kwargs.pop("use_cache")  # only meaningful for AR models; accepted so callers need not branch
+    return sample(model, config, **kwargs)
+
+
+__all__ = ["sample", "sample_ar", "sample_any", "SamplerConfig", "Trajectory", "StepRecord",
+           "SamplingCancelled", "STRATEGIES", "SCHEDULES", "get_strategy", "get_schedule",
+           "parse_template", "blank_canvas", "Canvas", "BLANK"]

@@ -1,0 +1,123 @@
+"""The autoregressive baseline sampler: left to right, one token per model call, KV cache.
+
+It uses the same proposal rule as the diffusion sampler (temperature and its annealing, top-k then
+top-p, float64 Gumbel-max, [MASK] excluded) and returns the same Trajectory type (kind="ar", one
+step per generated token, NFE = tokens generated), so the dashboard can show both side by side.
+Knobs that only make sense for diffusion (steps, strategy, schedule, blocks, threshold, remask)
+are ignored.
+
+The causal model was never trained to predict position 0, so generation needs at least one given
+token: the prompt, or when there is none a start token fixed at position 0 ("\\n" if the vocabulary
+has it, which makes samples start at a line boundary; otherwise one drawn uniformly from the
+generator). The start token counts as fixed, not generated.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ..model import KVCache
+from .config import SamplerConfig
+from .proposals import draw
+from .recorder import Recorder
+from .sampler import (NAN, as_config, check_batch_size, cpu_generator, eval_mode, initial_state,
+                      make_canvas, model_device)
+from .template import Canvas, blank_canvas
+from .trajectory import Trajectory
+
+
+def _start_token(model, generator: torch.Generator) -> int:
+    tok = getattr(model, "tokenizer", None)
+    if tok is not None and "\n" in getattr(tok, "stoi", {}):
+        return tok.stoi["\n"]
+    ids = [i for i in range(model.config.vocab_size) if i != model.config.mask_id]
+    return ids[int(torch.randint(len(ids), (1,), generator=generator))]
+
+
+def ar_canvas(model, length: int | None, prompt: str | None, generator: torch.Generator) -> Canvas:
+    """The AR canvas: the prompt (fixed prefix) then masks; a start token when there is no prompt."""
+    cfg = model.config
+    if prompt is not None:
+        canvas = make_canvas(model, length, prompt)
+        if not canvas.is_prefix:
+            raise ValueError("an autoregressive model can only continue a prompt: put every █ / [___] "
+                             "after the given text, or use a diffusion model to fill gaps")
+        return canvas
+    canvas = blank_canvas(cfg.block_size if length is None else length, cfg.mask_id, cfg.block_size)
+    if canvas.length < 2:
+        raise ValueError("length must be at least 2 for an autoregressive model without a prompt "
+                         "(position 0 holds the start token)")
+    tokens, fixed = canvas.tokens.copy(), canvas.fixed.copy()
+    tokens[0], fixed[0] = _start_token(model, generator), True
+    return Canvas(tokens, fixed)
+
+
+def _next_logits(model, x: torch.Tensor, pos: int, cache: KVCache | None) -> torch.Tensor:
+    """(B, V) logits for position `pos` given x[:, :pos]."""
+    if cache is None:  # the baseline without a cache: recompute the whole prefix every time
+        return model(x[:, :pos])[:, -1]
+    if cache.length == 0:  # first call: the whole prefix once
+        return model(x[:, :pos], cache=cache)[:, -1]
+    return model(x[:, pos - 1:pos], cache=cache)[:, -1]  # then one new token per call
+
+
+def _temperature(config: SamplerConfig, i: int, n: int) -> float:
+    if config.temperature_end is None or n < 2:
+        return config.temperature
+    return config.temperature + (config.temperature_end - config.temperature) * i / (n - 1)
+
+
+def _ar_step(model, config, generator, st, pos: int, i: int, n: int, cache) -> tuple:
+    """Generate position `pos` in every row; returns (scores, committed, t, temperature)."""
+    mask_id = model.config.mask_id
+    logits = _next_logits(model, st.x, pos, cache).float()  # (B, V)
+    logits[:, mask_id] = float("-inf")
+    temperature = _temperature(config, i, n)
+    tok = draw(logits, temperature, generator, config.top_k, config.top_p)  # (B,)
+    conf = torch.softmax(logits, dim=-1).gather(-1, tok[:, None]).squeeze(-1)  # (B,)
+    t = float((st.x == mask_id).float().mean())
+    st.x = st.x.clone()  # keep earlier rows intact for whoever still holds them
+    st.x[:, pos] = tok
+    st.committed_at[:, pos] = i
+    st.commit_conf[:, pos] = conf
+    scores = torch.full(st.x.shape, NAN, device=st.x.device)  # (B, L): AR scores only the new position
+    scores[:, pos] = conf
+    committed = torch.zeros(st.x.shape, dtype=torch.bool, device=st.x.device)
+    committed[:, pos] = True
+    return scores, committed, t, temperature
+
+
+def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int = 1, length: int | None = None,
+              prompt: str | None = None, generator: torch.Generator | None = None, use_cache: bool = True,
+              record: bool = True, on_step=None) -> Trajectory:
+    """Generate `batch_size` continuations from a causal model; see the module docstring.
+
+    length: canvas length including the prompt (default: the model's context). prompt: plain text,
+    or a template whose gaps are all at the end. use_cache=False recomputes the whole prefix per
+    token (the benchmark's baseline); greedy outputs are identical either way.
+    """
+    config = as_config(config)
+    check_batch_size(batch_size)
+    if getattr(ar_model.config, "kind", None) != "ar":
+        raise ValueError(f"sample_ar needs an autoregressive model (kind 'ar'), got kind "
+                         f"{getattr(ar_model.config, 'kind', None)!r}; use sample() for diffusion models")
+    gen = cpu_generator(generator, config.seed)
+    canvas = ar_canvas(ar_model, length, prompt, gen)
+    first = int(np.argmin(canvas.fixed))  # first position to generate
+    n = canvas.length - first
+    st = initial_state(canvas, batch_size, model_device(ar_model))
+    recorder = Recorder(st.x, record, on_step)
+    cache = KVCache() if use_cache else None
+    with torch.no_grad(), eval_mode(ar_model):
+        for i, pos in enumerate(range(first, canvas.length)):
+            start = time.perf_counter()
+            scores, committed, t, temp = _ar_step(ar_model, config, gen, st, pos, i, n, cache)
+            recorder.add(i, st.x, st.x, scores, scores, committed, torch.zeros_like(committed), t=t,
+                         temperature=temp, called=True, seconds=time.perf_counter() - start)
+    blocks = np.where(canvas.fixed, -1, 0).astype(np.int64)
+    return recorder.finish(
+        final=st.x, committed_at=st.committed_at, commit_confidence=st.commit_conf, fixed=canvas.fixed,
+        nfe=n, config=config, seed=config.seed if generator is None else -1, mask_id=ar_model.config.mask_id,
+        kind="ar", tokenizer=getattr(ar_model, "tokenizer", None), blocks=blocks)

@@ -1,0 +1,84 @@
+"""Collects what each step produced and assembles the Trajectory; shared by both samplers.
+
+With record=False and no on_step callback nothing is copied to the host per step except the
+step's wall time, t, temperature and whether the model was called (a few floats).
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .config import SamplerConfig
+from .trajectory import StepRecord, Trajectory
+
+
+class SamplingCancelled(Exception):
+    """Raised when an `on_step` callback returns False; `.step` is the last step that ran."""
+
+    def __init__(self, step: int):
+        self.step = step
+        super().__init__(f"sampling cancelled by the on_step callback after step {step}")
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    # Always a copy: a CPU tensor's .numpy() shares memory, and the sampler updates some in place.
+    return t.detach().to("cpu", copy=True).numpy()
+
+
+class Recorder:
+    def __init__(self, x0: torch.Tensor, record: bool, on_step: Callable | None):
+        self.record, self.on_step = record, on_step
+        self.start = time.perf_counter()
+        self.seconds: list[float] = []
+        self.t: list[float] = []
+        self.temperatures: list[float] = []
+        self.called: list[bool] = []
+        self.rows: dict[str, list[np.ndarray]] = {k: [] for k in
+                                                  ("tokens", "scores", "proposals", "confidence", "committed",
+                                                            "remasked")}
+        if record:
+            self.rows["tokens"].append(_np(x0))
+
+    def add(self, index: int, x, proposals, scores, confidence, committed, remasked, *,
+            t: float, temperature: float, called: bool, seconds: float) -> None:
+        """Store one step; call on_step; raise SamplingCancelled if it returns False."""
+        self.seconds.append(seconds)
+        self.t.append(t)
+        self.temperatures.append(temperature)
+        self.called.append(called)
+        if not self.record and self.on_step is None:
+            return
+        rec = StepRecord(index=index, tokens=_np(x), scores=_np(scores), proposals=_np(proposals),
+                         confidence=_np(confidence), committed=_np(committed), remasked=_np(remasked),
+                         t=t, temperature=temperature, called_model=called, seconds=seconds)
+        if self.record:
+            for key in self.rows:
+                self.rows[key].append(getattr(rec, key))
+        if self.on_step is not None and self.on_step(rec) is False:
+            raise SamplingCancelled(index)
+
+    def _stack(self, key: str, shape: tuple, dtype) -> np.ndarray | None:
+        if not self.record:
+            return None
+        rows = self.rows[key]
+        return np.stack(rows).astype(dtype, copy=False) if rows else np.zeros((0, *shape), dtype=dtype)
+
+    def finish(self, *, final, committed_at, commit_confidence, fixed, nfe: int, config: SamplerConfig,
+               seed: int, mask_id: int, kind: str, tokenizer, blocks: np.ndarray | None) -> Trajectory:
+        final = _np(final)
+        BL = final.shape
+        return Trajectory(
+            tokens=self._stack("tokens", BL, np.int64), scores=self._stack("scores", BL, np.float32),
+            proposals=self._stack("proposals", BL, np.int64),
+            confidence=self._stack("confidence", BL, np.float32),
+            committed=self._stack("committed", BL, bool), remasked=self._stack("remasked", BL, bool),
+            committed_at=_np(committed_at).astype(np.int64), commit_confidence=_np(commit_confidence),
+            fixed=np.broadcast_to(fixed, BL).copy(), final=final.astype(np.int64), nfe=nfe,
+            step_seconds=np.array(self.seconds, dtype=np.float64), seconds=time.perf_counter() - self.start,
+            config=config, seed=seed, mask_id=mask_id, kind=kind, tokenizer=tokenizer, blocks=blocks,
+            step_t=np.array(self.t, dtype=np.float32),
+            temperatures=np.array(self.temperatures, dtype=np.float32),
+            called_model=np.array(self.called, dtype=bool))

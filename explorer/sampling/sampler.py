@@ -1,0 +1,285 @@
+"""The masked-diffusion sampler: one pure, batched function that records the whole trajectory.
+
+One step (issue 3, rules 1-9):
+  1. call the model on the canvas with t = masked fraction of each row's canvas;
+  2. draw proposals from softmax(logits / T) after top-k then top-p, Gumbel-max in float64, with
+     [MASK] excluded (T = 0: argmax);
+  3. score every masked position with the strategy, on the untempered, unfiltered distribution;
+  4. commit the k best-scored masked positions of the current block (k from the schedule), or
+  6. with a threshold, every masked position of the block scoring >= threshold, at least the best;
+  7. inside the revision window, send the lowest-confidence decoded tokens of the block back to
+     [MASK] (never at a block's last step, so the canvas always ends fully decoded);
+  8. the temperature moves linearly from `temperature` to `temperature_end` across the steps;
+  9. the model is called only when the canvas changed since the last call: t is a function of the
+     canvas, so unchanged input means unchanged logits, and they are reused (no NFE), with or
+     without time conditioning. A step with nothing left to commit in its block calls nothing.
+
+Blocks (rule 5) partition the positions to generate, in order, into runs of `block_length` (the last
+run may be shorter: any block_length works). For a prompt this is LLaDA's semi-AR layout; for an
+infill template it fills the gaps left to right. The steps are split as evenly as possible across
+blocks, the first blocks taking the remainder, and every block gets at least one step.
+With a threshold the step count is not fixed: each block runs until it is fully decoded.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .config import SamplerConfig
+from .proposals import draw
+from .recorder import Recorder
+from .schedules import get_schedule, split_steps
+from .strategies import get_strategy
+from .template import Canvas, blank_canvas, parse_template
+from .trajectory import Trajectory
+
+NAN = float("nan")
+
+
+def model_device(model) -> torch.device:
+    dev = getattr(model, "device", None)
+    if isinstance(dev, torch.device):
+        return dev
+    p = next(model.parameters(), None) if hasattr(model, "parameters") else None
+    return p.device if p is not None else torch.device("cpu")
+
+
+def check_batch_size(batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def make_canvas(model, length: int | None, template: str | None) -> Canvas:
+    """The starting canvas from a template (needs the model's tokenizer) or a plain length."""
+    cfg = model.config
+    if template is not None:
+        tok = getattr(model, "tokenizer", None)
+        if tok is None:
+            raise ValueError("a template needs the model's tokenizer: load the model with load_checkpoint, "
+                             "or sample by length only")
+        return parse_template(template, tok, length=length, context=cfg.block_size)
+    return blank_canvas(cfg.block_size if length is None else length, cfg.mask_id, cfg.block_size)
+
+
+def plan_blocks(fixed: np.ndarray, block_length: int) -> np.ndarray:
+    """(L,) block index of every position to generate (runs of block_length, in order); -1 if fixed."""
+    todo = np.flatnonzero(~fixed)
+    blocks = np.full(fixed.shape, -1, dtype=np.int64)
+    size = block_length if 0 < block_length < len(todo) else max(len(todo), 1)
+    blocks[todo] = np.arange(len(todo)) // size
+    return blocks
+
+
+@dataclass
+class _Run:
+    """Everything that stays fixed during one call."""
+
+    model: torch.nn.Module
+    config: SamplerConfig
+    generator: torch.Generator
+    device: torch.device
+    mask_id: int
+    n_generate: int  # positions to generate per row
+    total_steps: int | None  # None under threshold decoding
+    strategy: object = None
+    schedule: object = None
+    recorder: Recorder | None = None
+
+    def __post_init__(self):
+        self.strategy = get_strategy(self.config.strategy)
+        self.schedule = get_schedule(self.config.schedule)
+        self.mask_index = torch.tensor([self.mask_id], device=self.device)
+
+
+@dataclass
+class _State:
+    """The evolving canvas and what each position's commit looked like."""
+
+    x: torch.Tensor  # (B, L) long
+    committed_at: torch.Tensor  # (B, L) long, -1 until committed (and for fixed positions)
+    commit_conf: torch.Tensor  # (B, L) float32, NaN until committed
+    logits: torch.Tensor | None = None  # (B, L, V) float32 from the last model call, [MASK] at -inf
+    probs: torch.Tensor | None = None  # (B, L, V) float32 softmax of `logits`
+    stale: bool = True  # canvas changed since `logits` were computed
+    nfe: int = 0
+    step: int = 0  # global step index
+    block_start_masked: torch.Tensor | None = field(default=None, repr=False)  # (B,) N of the block
+
+
+def initial_state(canvas: Canvas, batch_size: int, device) -> _State:
+    x = torch.as_tensor(canvas.tokens, device=device).expand(batch_size, -1).clone()  # (B, L)
+    return _State(x=x, committed_at=torch.full_like(x, -1),
+                  commit_conf=torch.full(x.shape, NAN, dtype=torch.float32, device=device))
+
+
+@contextmanager
+def eval_mode(model):
+    """Sample in eval mode (no dropout) and leave the model as it was found."""
+    was_training = bool(getattr(model, "training", False))
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def cpu_generator(generator: torch.Generator | None, seed: int) -> torch.Generator:
+    if generator is None:
+        return torch.Generator().manual_seed(seed)
+    if generator.device.type != "cpu":
+        raise ValueError("generator must be a CPU torch.Generator (noise is drawn on the CPU and moved, "
+                         "so every device gives the same trajectory for a seed)")
+    return generator
+
+
+def _temperature(run: _Run, st: _State, masked: torch.Tensor) -> float:
+    cfg = run.config
+    if cfg.temperature_end is None:
+        return cfg.temperature
+    if run.total_steps is not None:
+        frac = st.step / (run.total_steps - 1) if run.total_steps > 1 else 0.0
+    else:  # threshold decoding has no step count: anneal by the fraction already decoded
+        frac = 1.0 - float(masked.sum()) / (masked.shape[0] * run.n_generate)
+    return cfg.temperature + (cfg.temperature_end - cfg.temperature) * frac
+
+
+def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor) -> bool:
+    """Call the model if the canvas changed since its last call (rule 9); True if it was called."""
+    if st.logits is not None and not st.stale:
+        return False
+    t = masked.float().mean(dim=1)  # (B,) masked fraction of each row's canvas
+    logits = run.model(st.x, t).float()  # (B, L, V)
+    logits = logits.index_fill(-1, run.mask_index, float("-inf"))  # [MASK] is never proposed
+    st.logits, st.probs = logits, torch.softmax(logits, dim=-1)  # (B, L, V) each
+    st.stale, st.nfe = False, st.nfe + 1
+    return True
+
+
+def _propose(run: _Run, st: _State, masked: torch.Tensor, temperature: float):
+    """Proposals (B, L) everywhere (current token where not masked); scores and confidence (B, L)
+    at masked positions, NaN elsewhere."""
+    cfg = run.config
+    where = masked.nonzero(as_tuple=True)  # noise only where a proposal is needed: ~half the cost
+    drawn = draw(st.logits[where], temperature, run.generator, cfg.top_k, cfg.top_p)  # (M,)
+    proposals = st.x.index_put(where, drawn)  # (B, L)
+    conf = st.probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
+    scores = run.strategy(st.probs, proposals, run.generator).float()  # (B, L)
+    return proposals, scores.masked_fill(~masked, NAN), conf.masked_fill(~masked, NAN)
+
+
+def rank_in_row(key: torch.Tensor, descending: bool) -> torch.Tensor:
+    """(B, L) rank of each entry within its row, 0 = first; ties go to the earlier position."""
+    order = key.argsort(dim=1, descending=descending, stable=True)  # (B, L)
+    ranks = torch.arange(key.shape[1], device=key.device).expand_as(order)
+    return torch.empty_like(order).scatter_(1, order, ranks)
+
+
+def _choose(run: _Run, st: _State, todo: torch.Tensor, scores: torch.Tensor, s: int, S: int | None):
+    """(B, L) bool: the masked positions of the block that commit at this step."""
+    rank = rank_in_row(scores.masked_fill(~todo, float("-inf")), descending=True)  # (B, L)
+    if run.config.threshold is not None:  # rule 6: all above threshold, at least the best one
+        return todo & ((scores >= run.config.threshold) | (rank == 0))
+    n = todo.sum(dim=1)  # (B,)
+    k = run.schedule(n, st.block_start_masked, s, S).clamp(min=0).minimum(n)  # (B,)
+    return todo & (rank < k[:, None])
+
+
+def _revise(run: _Run, st: _State, block: torch.Tensor) -> torch.Tensor:
+    """(B, L) bool: the ceil(eta * d) lowest-confidence decoded tokens of the block, in rows whose
+    block masked fraction lies in [t_off, t_on] (rule 7)."""
+    cfg = run.config
+    masked = st.x == run.mask_id  # (B, L)
+    decoded = block & ~masked  # (B, L) committed, never fixed (blocks hold no fixed position)
+    t_block = (block & masked).sum(dim=1) / block.sum()  # (B,)
+    active = (t_block >= cfg.remask_t_off) & (t_block <= cfg.remask_t_on)
+    # float64 and a tiny epsilon so that e.g. 0.3 * 10 counts as 3, not 4
+    r = torch.ceil(decoded.sum(dim=1).double() * cfg.remask - 1e-9).long() * active  # (B,)
+    rank = rank_in_row(st.commit_conf.masked_fill(~decoded, float("inf")), descending=False)
+    return decoded & (rank < r[:, None])
+
+
+def _decide(run: _Run, st: _State, masked, todo, temperature: float, s: int, S: int | None):
+    """Proposals, scores, confidence and the commit mask of one step; skips the model entirely when
+    nothing of the block is left to commit."""
+    if not bool(todo.any()):
+        nan = torch.full(st.x.shape, NAN, device=st.x.device)
+        return st.x, nan, nan, torch.zeros_like(todo), False
+    called = _refresh_logits(run, st, masked)
+    proposals, scores, conf = _propose(run, st, masked, temperature)
+    return proposals, scores, conf, _choose(run, st, todo, scores, s, S), called
+
+
+def _step(run: _Run, st: _State, block: torch.Tensor, s: int, S: int | None) -> None:
+    start = time.perf_counter()
+    masked = st.x == run.mask_id  # (B, L)
+    t_mean = float(masked.float().mean())
+    temperature = _temperature(run, st, masked)
+    proposals, scores, conf, commit, called = _decide(run, st, masked, masked & block, temperature, s, S)
+    st.x = torch.where(commit, proposals, st.x)  # (B, L), a new tensor: recorded rows stay intact
+    st.committed_at.masked_fill_(commit, st.step)
+    st.commit_conf = torch.where(commit, conf, st.commit_conf)
+    remask = torch.zeros_like(commit)
+    if run.config.remask > 0 and S is not None and s < S - 1:  # never at a block's last step
+        remask = _revise(run, st, block)
+        st.x = st.x.masked_fill(remask, run.mask_id)
+        st.committed_at.masked_fill_(remask, -1)
+        st.commit_conf.masked_fill_(remask, NAN)
+    st.stale = st.stale or bool((commit | remask).any())
+    run.recorder.add(st.step, st.x, proposals, scores, conf, commit, remask, t=t_mean,
+                     temperature=temperature, called=called, seconds=time.perf_counter() - start)
+    st.step += 1
+
+
+def _run_block(run: _Run, st: _State, block: torch.Tensor, S: int | None) -> None:
+    """S steps on one block; with a threshold (S None), steps until the block is decoded."""
+    st.block_start_masked = ((st.x == run.mask_id) & block).sum(dim=1)  # (B,) N of the schedule
+    s = 0
+    while s < S if S is not None else bool(((st.x == run.mask_id) & block).any()):
+        _step(run, st, block, s, S)
+        s += 1
+
+
+def as_config(config) -> SamplerConfig:
+    if isinstance(config, SamplerConfig):
+        return config
+    if isinstance(config, dict):
+        return SamplerConfig.from_dict(config)
+    raise TypeError(f"config must be a SamplerConfig (or a dict of its knobs), got {type(config).__name__}")
+
+
+def sample(model, config: SamplerConfig, *, batch_size: int = 1, length: int | None = None,
+           template: str | None = None, generator: torch.Generator | None = None, record: bool = True,
+           on_step=None) -> Trajectory:
+    """Generate `batch_size` samples from a masked-diffusion model; see the module docstring.
+
+    length: canvas length (default: the model's context). template: █ / [___] / plain prompt,
+    see parse_template (needs `model.tokenizer`). generator: a CPU torch.Generator (default: seeded
+    from config.seed). record=False keeps only final tokens, NFE and timings (for sweeps).
+    on_step(StepRecord) runs after every step; returning False raises SamplingCancelled.
+    """
+    config = as_config(config)
+    check_batch_size(batch_size)
+    if getattr(model.config, "kind", "diffusion") != "diffusion":
+        raise ValueError(f"sample() needs a diffusion model, got kind {model.config.kind!r}; "
+                         "use sample_ar() or sample_any()")
+    canvas = make_canvas(model, length, template)
+    blocks = plan_blocks(canvas.fixed, config.block_length)
+    n_blocks = int(blocks.max()) + 1
+    steps = None if config.threshold is not None else split_steps(config.steps, n_blocks)
+    device = model_device(model)
+    run = _Run(model, config, cpu_generator(generator, config.seed), device, model.config.mask_id,
+               canvas.n_generate, None if steps is None else sum(steps))
+    st = initial_state(canvas, batch_size, device)
+    run.recorder = Recorder(st.x, record, on_step)
+    block_ids = torch.as_tensor(blocks, device=device)  # (L,)
+    with torch.no_grad(), eval_mode(model):
+        for b in range(n_blocks):
+            _run_block(run, st, block_ids == b, None if steps is None else steps[b])
+    return run.recorder.finish(
+        final=st.x, committed_at=st.committed_at, commit_confidence=st.commit_conf, fixed=canvas.fixed,
+        nfe=st.nfe, config=config, seed=config.seed if generator is None else -1, mask_id=run.mask_id,
+        kind="diffusion", tokenizer=getattr(model, "tokenizer", None), blocks=blocks)

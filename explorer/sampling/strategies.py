@@ -1,0 +1,60 @@
+"""Unmasking strategies: which masked positions deserve to be committed first (higher score first).
+
+Every strategy has one signature:
+    strategy(probs, proposals, generator) -> scores
+    probs      (B, L, V) float32 softmax of the untempered, unfiltered logits, p([MASK]) = 0
+    proposals  (B, L)    long, the token drawn at each position this step
+    generator  torch.Generator (CPU) for strategies that need randomness
+    scores     (B, L)    float32; the sampler only looks at masked positions of the current block
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+Strategy = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+
+
+def confidence(probs, proposals, generator):
+    """p(x̂): LLaDA's low_confidence remasking, seed 000's confidence-based unmasking."""
+    return probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
+
+
+def margin(probs, proposals, generator):
+    """Top-1 minus top-2 probability: sure *and* unambiguous positions first."""
+    top2 = probs.topk(2, dim=-1).values  # (B, L, 2)
+    return top2[..., 0] - top2[..., 1]
+
+
+def entropy(probs, proposals, generator):
+    """Negative entropy: the most peaked distributions first (0 * log 0 counts as 0)."""
+    return torch.special.xlogy(probs, probs).sum(dim=-1)  # (B, L), <= 0
+
+
+def random(probs, proposals, generator):
+    """Uniform noise (seed 000's random remasking); from the CPU generator so devices agree."""
+    return torch.rand(proposals.shape, generator=generator).to(probs.device)  # (B, L)
+
+
+def left_to_right(probs, proposals, generator):
+    """Earlier positions first (seed 001's forced left-to-right): score = -position."""
+    B, L = proposals.shape
+    pos = torch.arange(L, device=probs.device, dtype=torch.float32)  # (L,)
+    return (-pos).expand(B, L)
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "confidence": confidence,
+    "margin": margin,
+    "entropy": entropy,
+    "random": random,
+    "left_to_right": left_to_right,
+}
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}") from None

@@ -1,0 +1,97 @@
+"""Template notation (seeds 001 and 004): which canvas positions are given and which are generated.
+
+    "To be█████that is"        █ marks one position to generate
+    "To [___] or not to [___]"  [___] stands for five of them
+    "ROMEO:"                   a plain prompt: a template whose tail is masked
+
+Everything else is a fixed character, never changed and never re-masked. The dashboard calls
+`parse_template` to validate what the user typed before it starts a run, so every error is a
+`ValueError` whose message can be shown as it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data.tokenizer import MASK_GLYPH
+
+BLANK = "[___]"
+BLANK_WIDTH = 5
+
+
+@dataclass(frozen=True)
+class Canvas:
+    """The starting canvas of one sample: token ids with [MASK] where text is generated."""
+
+    tokens: np.ndarray  # (L,) int64, mask_id at positions to generate
+    fixed: np.ndarray  # (L,) bool, True where the template gives the character
+
+    @property
+    def length(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def n_generate(self) -> int:
+        return int((~self.fixed).sum())
+
+    @property
+    def is_prefix(self) -> bool:
+        """True when every fixed position precedes every generated one (what an AR model can do)."""
+        first_gap = int(np.argmin(self.fixed)) if not self.fixed.all() else self.length
+        return not self.fixed[first_gap:].any()
+
+
+def _expand(template: str) -> str:
+    """Replace every [___] by five █, so one character is one position."""
+    return template.replace(BLANK, MASK_GLYPH * BLANK_WIDTH)
+
+
+def _check_length(n: int, length: int | None, context: int | None) -> int:
+    if length is not None:
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ValueError(f"length must be a positive integer, got {length!r}")
+        if length < n:
+            raise ValueError(f"the template is {n} positions long but length is {length}; "
+                             f"raise length or shorten the template")
+    if context is not None and max(n, length or 0) > context:
+        raise ValueError(f"the canvas would be {max(n, length or 0)} positions but the model's context "
+                         f"is {context}; shorten the template or the length")
+    return length if length is not None else n
+
+
+def blank_canvas(length: int, mask_id: int, context: int | None = None) -> Canvas:
+    """A canvas with every position to generate (no template)."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"length must be a positive integer, got {length!r}")
+    if context is not None and length > context:
+        raise ValueError(f"length {length} exceeds the model's context of {context}")
+    return Canvas(np.full(length, mask_id, dtype=np.int64), np.zeros(length, dtype=bool))
+
+
+def parse_template(template: str, tokenizer, *, length: int | None = None,
+                   context: int | None = None) -> Canvas:
+    """Parse a template into a Canvas.
+
+    length: canvas length; the template is padded with █ up to it. Without it, a template with gaps
+    is used as written and a plain prompt (no gaps) is padded to `context`, the model's context.
+    Raises ValueError for an empty template, unknown characters (named), a canvas longer than the
+    context, or a template that leaves nothing to generate.
+    """
+    if not isinstance(template, str) or template == "":
+        raise ValueError("the template is empty; type a prompt, or use █ / [___] for positions to generate")
+    text = _expand(template)
+    bad = tokenizer.unknown_chars(text.replace(MASK_GLYPH, ""))
+    if bad:
+        shown = ", ".join(repr(c) for c in bad[:10]) + (" ..." if len(bad) > 10 else "")
+        raise ValueError(f"the template has {len(bad)} character(s) the model does not know: {shown}")
+    if length is None and MASK_GLYPH not in text and context is not None:
+        length = max(context, len(text))  # plain prompt: masked tail up to the context
+    total = _check_length(len(text), length, context)
+    text = text + MASK_GLYPH * (total - len(text))
+    fixed = np.array([c != MASK_GLYPH for c in text], dtype=bool)  # (L,)
+    if fixed.all():
+        raise ValueError("the template leaves nothing to generate; add █ or [___], or raise length")
+    ids = np.full(total, tokenizer.mask_id, dtype=np.int64)
+    ids[fixed] = tokenizer.encode("".join(c for c in text if c != MASK_GLYPH))
+    return Canvas(ids, fixed)

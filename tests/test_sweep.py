@@ -1,0 +1,325 @@
+"""Sweeps, sweet spot, plots and the sweep / evaluate CLIs on tiny models (CPU, seconds, no network)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from explorer import experiments
+from explorer.checkpoint import save_checkpoint
+from explorer.cli import main as cli_main
+from explorer.data.corpus import TextCorpus
+from explorer.data.patterns import pattern_tokenizer
+from explorer.experiments import SweepCancelled, aggregate, sweep, sweet_spot
+from explorer.model import ModelConfig
+from explorer.sampling import SamplerConfig
+from tests.conftest import TINY_TEXT, make_model
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models: one torch thread is fastest and keeps timings sane on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+TIMING = ["seconds", "tokens_per_s"]
+
+
+def _patterns_model(block_size=12):
+    tok = pattern_tokenizer(15)
+    model = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=block_size)
+    model.tokenizer, model.meta = tok, {"corpus": {"name": "patterns", "kind": "patterns"}, "words": []}
+    return model
+
+
+class PeriodicDenoiser(torch.nn.Module):
+    """Mock denoiser with known logits: always 90% on the symbol of 'ABCABC...' at each position, so
+    every sample is a perfect period-3 pattern whatever the steps or strategy."""
+
+    def __init__(self, block_size=12):
+        super().__init__()
+        tok = pattern_tokenizer(15)
+        self.config = ModelConfig(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=block_size)
+        self.tokenizer, self.meta = tok, {"corpus": {"name": "patterns", "kind": "patterns"}}
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, x, t=None):
+        B, L = x.shape
+        target = torch.arange(L) % 3  # (L,) A B C A B C ...
+        probs = torch.full((B, L, self.config.vocab_size), 0.1 / (self.config.vocab_size - 2))
+        probs[..., self.config.mask_id] = 1e-12
+        probs[:, torch.arange(L), target] = 0.9
+        return probs.log()  # (B, L, V)
+
+
+@pytest.fixture(scope="module")
+def text_models():
+    corpus = TextCorpus(TINY_TEXT, name="tiny")
+    tok = corpus.tokenizer
+    model = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=24)
+    model.tokenizer, model.meta = tok, {"corpus": {"name": "tiny", "kind": "text"}, "words": corpus.words}
+    judge = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=24, kind="ar", seed=1)
+    judge.tokenizer = tok
+    return corpus, model, judge
+
+
+# ----------------------------------------------------------------------------- sweep tables
+
+def test_sweep_table_shape_and_aggregate():
+    model = _patterns_model()
+    calls = []
+    table, summary = sweep(model, SamplerConfig(), {"steps": [1, 2, 4], "strategy": ["confidence", "random"]},
+                           n_samples=5, seed=0, batch_size=3, progress=lambda d, t: calls.append((d, t)),
+                           reference=np.tile([0, 1, 2], 4)[None].repeat(4, 0))
+    assert len(table) == 3 * 2 * 5 + 4
+    for col in ["sampler", "steps", "strategy", "seed", "sample", "batch_size", "length", "nfe", *TIMING,
+                "text", "pattern_quality"]:
+        assert col in table.columns
+    diff = table[table["sampler"] == "diffusion"]
+    assert (diff["nfe"] <= diff["steps"]).all() and (diff["tokens_per_s"] > 0).all()
+    assert list(diff["sample"][:5]) == [0, 1, 2, 3, 4] and list(diff["seed"][:5]) == [0, 0, 0, 1, 1]
+    assert diff["text"].str.len().eq(12).all() and diff["pattern_quality"].between(0, 1).all()
+    assert (table.loc[table["sampler"] == "reference", "pattern_quality"] == 1.0).all()
+    assert len(summary) == 7 and (summary["n"].iloc[:6] == 5).all()
+    assert {"pattern_quality_mean", "pattern_quality_std", "pattern_quality_sem", "tokens_per_s_mean"} <= set(summary)
+    assert calls[-1] == (30, 30) and [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_sweep_numbers_are_stable_for_a_fixed_seed():
+    model = _patterns_model()
+    run = lambda seed: sweep(model, SamplerConfig(), {"steps": [2, 4]}, n_samples=4, seed=seed, batch_size=2)[0]
+    a, b, c = run(7), run(7), run(8)
+    pd.testing.assert_frame_equal(a.drop(columns=TIMING), b.drop(columns=TIMING))
+    assert list(a["text"]) != list(c["text"])
+    # batch j uses seed + j in every cell: a cell re-run alone reproduces its rows
+    alone = sweep(model, SamplerConfig(), {"steps": [4]}, n_samples=4, seed=7, batch_size=2)[0]
+    assert list(alone["text"]) == list(a.loc[a["steps"] == 4, "text"])
+
+
+def test_known_denoiser_scores_perfect_patterns_and_sweet_spot_is_one_step():
+    table, summary = sweep(PeriodicDenoiser(), SamplerConfig(temperature=0), {"steps": [1, 4, 12]}, n_samples=3)
+    assert (table["pattern_quality"] == 1.0).all()
+    assert (table["text"] == "ABCABCABCABC").all()
+    spot = sweet_spot(summary, "pattern_quality")
+    assert spot["steps"].tolist() == [1] and spot["best"].tolist() == [1.0]
+
+
+def test_text_sweep_with_judge_ar_baseline_and_reference(text_models):
+    corpus, model, judge = text_models
+    ref = experiments.reference_samples(model, corpus, 24, n=3, seed=0)
+    table, summary = sweep(model, SamplerConfig(), {"steps": [2, 8]}, n_samples=3, seed=0, judge=judge,
+                           include_ar=True, reference=ref)
+    assert list(summary["sampler"]) == ["diffusion", "diffusion", "ar", "reference"]
+    for col in ["entropy", "distinct_2", "distinct_3", "word_validity", "gen_nll", "gen_ppl"]:
+        assert col in table.columns
+    ar = table[table["sampler"] == "ar"]
+    assert (ar["nfe"] == 23).all()  # one call per generated char: position 0 holds the AR start token
+    assert ar["steps"].isna().all()  # the AR row has no diffusion knobs
+    assert np.isfinite(table["gen_ppl"]).all() and (table["gen_ppl"] >= 1).all()
+    assert (summary["gen_ppl_pooled"] <= summary["gen_ppl_mean"] + 1e-9).all()  # Jensen
+    ref_rows = table[table["sampler"] == "reference"]
+    assert list(ref_rows["text"]) == ref
+    # crops cut words at both ends, yet real text beats an untrained model's output by far
+    assert ref_rows["word_validity"].mean() > 0.6 > table.loc[table["sampler"] == "diffusion", "word_validity"].mean()
+
+
+def test_cancel_between_batches_keeps_partial_rows():
+    model = _patterns_model()
+    stop = threading.Event()
+    with pytest.raises(SweepCancelled) as info:
+        sweep(model, SamplerConfig(), {"steps": [1, 2]}, n_samples=4, batch_size=2, cancel=stop,
+              progress=lambda done, total: stop.set())
+    assert info.value.done == 2 and info.value.total == 8 and len(info.value.table) == 2
+    assert info.value.table.attrs["knobs"] == ["steps"]
+    with pytest.raises(SweepCancelled) as info:
+        sweep(model, SamplerConfig(), {"steps": [1]}, n_samples=2, cancel=lambda: True)
+    assert info.value.done == 0 and info.value.table.empty
+
+
+def test_sweep_rejects_bad_input_before_sampling():
+    model = _patterns_model()
+    with pytest.raises(ValueError, match="unknown sampler knob 'stepz'.*steps"):
+        sweep(model, SamplerConfig(), {"stepz": [1]})
+    with pytest.raises(ValueError, match="unknown strategy 'nope'"):
+        sweep(model, SamplerConfig(), {"steps": [1], "strategy": ["confidence", "nope"]})
+    with pytest.raises(ValueError, match="'seed' cannot be varied"):
+        sweep(model, SamplerConfig(), {"seed": [1, 2]})
+    with pytest.raises(ValueError, match="non-empty list"):
+        sweep(model, SamplerConfig(), {"steps": []})
+    with pytest.raises(ValueError, match="causal"):
+        sweep(model, SamplerConfig(), {"steps": [1]}, include_ar=model)
+    with pytest.raises(ValueError, match="context"):
+        sweep(model, SamplerConfig(), {"steps": [1]}, length=13)
+
+
+def test_explicit_cells_fill_unvaried_knobs_from_the_base():
+    cells = experiments.sweep_cells(SamplerConfig(steps=16), [{"steps": 2}, {"threshold": 0.9}])
+    assert cells == [{"steps": 2, "threshold": None}, {"steps": 16, "threshold": 0.9}]
+
+
+# ----------------------------------------------------------------------------- aggregate, sweet spot
+
+def _summary(steps, means, metric="pattern_quality", **extra):
+    return pd.DataFrame({"sampler": "diffusion", "steps": steps, f"{metric}_mean": means, **extra})
+
+
+def test_aggregate_mean_std_sem_by_hand():
+    table = pd.DataFrame({"sampler": "diffusion", "steps": [1, 1, 1, 2], "pattern_quality": [0.1, 0.2, 0.6, 1.0],
+                          "nfe": [1, 1, 1, 2]})
+    out = aggregate(table, ["steps"])
+    row = out[out["steps"] == 1].iloc[0]
+    assert row["n"] == 3 and row["pattern_quality_mean"] == pytest.approx(0.3)
+    assert row["pattern_quality_std"] == pytest.approx(np.std([0.1, 0.2, 0.6], ddof=1))
+    assert row["pattern_quality_sem"] == pytest.approx(np.std([0.1, 0.2, 0.6], ddof=1) / np.sqrt(3))
+
+
+def test_aggregate_speed_is_per_batch_not_per_row():
+    # rows 0-1 come from one sampler call (seed 0), row 2 from another (seed 1)
+    table = pd.DataFrame({"sampler": "diffusion", "steps": 4, "seed": [0, 0, 1], "tokens_per_s": [10.0, 10.0, 20.0],
+                          "pattern_quality": [1.0, 0.5, 0.0]})
+    row = aggregate(table, ["steps"]).iloc[0]
+    assert row["tokens_per_s_mean"] == pytest.approx(15.0) and row["pattern_quality_mean"] == pytest.approx(0.5)
+    one_batch = aggregate(table[table["seed"] == 0], ["steps"]).iloc[0]
+    assert np.isnan(one_batch["tokens_per_s_std"])  # one timing: no spread claimed
+
+
+def test_sweet_spot_seed000_rule_both_directions():
+    spot = sweet_spot(_summary([8, 1, 2, 4], [0.9, 0.1, 0.5, 0.85]), "pattern_quality")
+    assert spot["steps"].tolist() == [4] and spot["best_steps"].tolist() == [8]  # 0.85 >= 0.9 * 0.9
+    ppl = sweet_spot(_summary([1, 2, 4, 8], [30.0, 12.0, 10.5, 10.0], "gen_ppl"), "gen_ppl")
+    assert ppl["steps"].tolist() == [4] and ppl["target"].iloc[0] == pytest.approx(10 / 0.9)
+    with pytest.raises(ValueError, match="no better direction"):
+        sweet_spot(_summary([1, 2], [3.0, 2.0], "entropy"), "entropy")
+    assert sweet_spot(_summary([1, 2], [3.0, 2.0], "entropy"), "entropy", higher_is_better=False)["steps"].item() == 2
+
+
+def test_sweet_spot_per_group_ignores_threshold_and_baseline_rows():
+    s = pd.DataFrame({"sampler": ["diffusion"] * 5 + ["ar"],
+                      "steps": [1, 2, 1, 2, 32, np.nan], "strategy": ["c", "c", "r", "r", "c", np.nan],
+                      "threshold": [None, None, None, None, 0.9, None],
+                      "pattern_quality_mean": [0.5, 1.0, 0.95, 1.0, 2.0, 9.0]})
+    spot = sweet_spot(s, "pattern_quality", by=["strategy"])
+    assert spot.set_index("strategy")["steps"].to_dict() == {"c": 2, "r": 1}
+
+
+# ----------------------------------------------------------------------------- plots
+
+def test_quality_speed_plot_and_html(tmp_path, text_models):
+    from explorer.plots import quality_speed_plot, save_plot, speed_plot
+
+    corpus, model, judge = text_models
+    cells = [{"steps": 2}, {"steps": 4}, {"threshold": 0.5}]
+    _, summary = sweep(model, SamplerConfig(), cells, n_samples=2, judge=judge, include_ar=True,
+                       reference=experiments.reference_samples(model, corpus, 24, n=2))
+    for x in ("steps", "nfe"):
+        assert quality_speed_plot(summary, "gen_ppl", x=x) is not None
+    path = save_plot(speed_plot(summary), tmp_path / "speed.html", resources="cdn")
+    assert path.read_text().count("tokens") > 0
+    with pytest.raises(ValueError, match="no diffusion rows"):
+        quality_speed_plot(summary, "pattern_quality")
+
+
+# ----------------------------------------------------------------------------- CLI
+
+@pytest.fixture
+def ckpt_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    pat = _patterns_model(block_size=12)
+    save_checkpoint(pat, tmp_path / "pat.safetensors",
+                    {"tokenizer": pat.tokenizer.to_dict(), **pat.meta, "training_state": {"step": 0}})
+    corpus = TextCorpus(TINY_TEXT, name="tiny")
+    txt = make_model(vocab_size=corpus.tokenizer.vocab_size, mask_id=corpus.tokenizer.mask_id, block_size=24)
+    meta = {"tokenizer": corpus.tokenizer.to_dict(), "words": corpus.words,
+            "corpus": {"name": "tiny", "sha256": corpus.sha256, "kind": "text"}}
+    save_checkpoint(txt, tmp_path / "txt.safetensors", meta)
+    ar = make_model(vocab_size=corpus.tokenizer.vocab_size, mask_id=corpus.tokenizer.mask_id, block_size=24,
+                    kind="ar", seed=1)
+    save_checkpoint(ar, tmp_path / "ar.safetensors", meta)
+    (tmp_path / "tiny.txt").write_text(TINY_TEXT)
+    (tmp_path / "other.txt").write_text(TINY_TEXT + "!")
+    return tmp_path
+
+
+def test_cli_sweep_writes_csv_summary_and_plot(ckpt_dir, capsys):
+    out = ckpt_dir / "res.csv"
+    rc = cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--strategy", "confidence,random",
+                   "--n", "2", "--out", str(out), "--plot", str(ckpt_dir / "res.html"), "--plot-resources", "cdn"])
+    assert rc == 0
+    table = pd.read_csv(out)
+    assert len(table) == 2 * 2 * 2 + 2 and set(table["sampler"]) == {"diffusion", "reference"}
+    assert (ckpt_dir / "res.summary.csv").is_file() and (ckpt_dir / "res.html").is_file()
+    assert "sweet spot" in capsys.readouterr().out
+    # several metrics / axes: one file each
+    assert cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--n", "2", "--no-reference",
+                     "--plot", str(ckpt_dir / "f.html"), "--metric", "pattern_quality,tokens_per_s",
+                     "--x", "steps,nfe", "--plot-resources", "cdn"]) == 0
+    assert sorted(p.name for p in ckpt_dir.glob("f.*.html")) == [
+        f"f.{m}.{x}.html" for m in ("pattern_quality", "tokens_per_s") for x in ("nfe", "steps")]
+
+
+def test_cli_evaluate_patterns_and_text(ckpt_dir, capsys):
+    assert cli_main(["evaluate", "--checkpoint", "pat", "--n", "2", "--steps", "4", "--val-sequences", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "NELBO" in out and "accuracy" in out and "reference" in out
+    assert cli_main(["evaluate", "--checkpoint", "txt", "--data", str(ckpt_dir / "tiny.txt"), "--n", "2",
+                     "--steps", "4", "--judge", "none"]) == 0
+    assert "word_validity" in capsys.readouterr().out
+
+
+def test_cli_text_sweep_with_judge_and_ar_baseline(ckpt_dir, capsys):
+    rc = cli_main(["sweep", "--checkpoint", "txt", "--data", str(ckpt_dir / "tiny.txt"), "--judge", "ar", "--ar",
+                   "--steps", "1,2", "--strategy", "confidence", "--threshold", "none,0.5", "--n", "2",
+                   "--out", str(ckpt_dir / "t.csv"), "--plot", str(ckpt_dir / "t.html"),
+                   "--metric", "gen_ppl,entropy", "--x", "steps,nfe", "--plot-resources", "cdn"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "gen_ppl" in out and "sweet spot" in out
+    table = pd.read_csv(ckpt_dir / "t.csv")
+    assert set(table["sampler"]) == {"diffusion", "ar", "reference"}
+    assert len(table[table["threshold"] == 0.5]) == 2  # one threshold cell, not one per step count
+    assert len(list(ckpt_dir.glob("t.*.html"))) == 4
+
+
+def test_cli_evaluate_ar_checkpoint(ckpt_dir, capsys):
+    assert cli_main(["evaluate", "--checkpoint", "ar", "--data", str(ckpt_dir / "tiny.txt"), "--n", "2",
+                     "--judge", "ar"]) == 0
+    out = capsys.readouterr().out
+    assert "cross-entropy" in out and "accuracy" not in out and "gen_ppl" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "--checkpoint", "nope"], "no checkpoint 'nope'"),
+    (["sweep", "--checkpoint", "pat", "--steps", "1,x"], "--steps: 'x' is not a valid value"),
+    (["sweep", "--checkpoint", "pat", "--strategy", "confidence,nope"], "unknown strategy 'nope'"),
+    (["sweep", "--checkpoint", "pat", "--n", "0"], "--n must be >= 1"),
+    (["sweep", "--checkpoint", "txt", "--judge", "pat"], "the judge must be an AR checkpoint"),
+    (["sweep", "--checkpoint", "txt", "--ar"], "there is no judge"),
+    (["sweep", "--checkpoint", "pat", "--metric", "gen_ppx"], "--metric gen_ppx: unknown"),
+    (["sweep", "--checkpoint", "pat", "--metric", "gen_ppl"], "--metric gen_ppl: not measured on a patterns"),
+    (["sweep", "--checkpoint", "txt", "--metric", "gen_ppl"], "needs an AR judge"),
+    (["evaluate", "--checkpoint", "txt"], "pass --data FILE"),
+    (["evaluate", "--checkpoint", "txt", "--data", "OTHER"], "is not the file this checkpoint was trained on"),
+])
+def test_cli_error_paths(ckpt_dir, capsys, argv, message):
+    argv = [str(ckpt_dir / "other.txt") if a == "OTHER" else a for a in argv]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+@pytest.mark.browser
+def test_png_export_with_headless_chromium(tmp_path):
+    from explorer.plots import _chromium, quality_speed_plot, save_plot
+
+    if _chromium() is None:
+        pytest.skip("no Chromium on this machine")
+    summary = pd.DataFrame({"sampler": "diffusion", "steps": [1, 2, 4], "strategy": "confidence",
+                            "pattern_quality_mean": [0.2, 0.6, 0.9], "pattern_quality_std": [0.1, 0.1, 0.05],
+                            "tokens_per_s_mean": [300.0, 150.0, 75.0]})
+    path = save_plot(quality_speed_plot(summary, "pattern_quality"), tmp_path / "q.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
