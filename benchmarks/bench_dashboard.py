@@ -1,0 +1,226 @@
+"""How fast the dashboard feels: knob change -> first heatmap rows, and its cost on top of the sampler.
+
+    python benchmarks/bench_dashboard.py [--checkpoint shakespeare] [--runs 5] [--threads 1] [--no-browser]
+
+Setting (issue 5): `shakespeare`, 256 characters, 32 steps, on this CPU. Prints:
+  * the sampler's own time for one run (explorer.sampling.sample, no dashboard), median of --runs;
+  * served session, real headless Chromium: a knob change made in the page (the seed widget's value)
+    -> the new run's start canvas (row 0) and its first sampled row (row 1) in the page's data, and
+    the whole run until its last row is in the page; browser clock, median of --runs;
+  * server-side dashboard work per run: time in the callbacks that turn steps into plot updates
+    (frames, heatmap cells, text, bars) and time serialising the document patches sent to the page.
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+# In the page: set the seed widget's value (as typing would) and time when the heatmap's data source
+# holds row 0, row 1 and the last row of the new run (polled every millisecond).
+KNOB_JS = """async ([seed, lastRow]) => {
+  let src = null, knob = null;
+  for (const doc of Bokeh.documents) {
+    src = src || doc.get_model_by_name('trajectory-cells');
+    for (const m of doc.all_models) {
+      if (!knob && m.css_classes && m.css_classes.includes('knob-seed') && 'value' in m) knob = m;
+    }
+  }
+  const rows = () => { let n = -1; for (const v of src.data.y) n = Math.max(n, v); return n; };
+  const seen = {};
+  let t0 = 0, finish = null;
+  const check = () => {  // runs when the data source changes: a reset (new run) or a streamed row
+    const now = performance.now(), n = src.data.y.length ? rows() : -1;
+    if (n === 0 && seen.row0 === undefined) seen.row0 = now - t0;
+    if (n >= 1 && seen.row1 === undefined && seen.row0 !== undefined) seen.row1 = now - t0;
+    if (n === lastRow && seen.row1 !== undefined && seen.done === undefined) { seen.done = now - t0; finish(); }
+  };
+  src.streaming.connect(check);
+  src.change.connect(check);
+  const done = new Promise(resolve => { finish = resolve; setTimeout(resolve, 120000); });
+  t0 = performance.now(); knob.value = seed;
+  await done;
+  src.streaming.disconnect(check); src.change.disconnect(check);
+  return seen; }"""
+# The seed widget is changed through its Bokeh model, as typing a value does; the times are taken
+# in the page when the heatmap's data source reports the change (no polling).
+
+
+def sampler_baseline(model, config, length: int, runs: int) -> float:
+    """Median seconds of one recorded run of the real sampler, nothing else."""
+    from explorer.sampling import sample
+
+    sample(model, config.replace(steps=2), length=length)  # warm-up: allocator, kernels
+    times = []
+    for r in range(runs):
+        start = time.perf_counter()
+        sample(model, config.replace(seed=100 + r), length=length)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class ServerWork:
+    """Accumulates server-side dashboard time: dispatched UI callbacks and PATCH-DOC serialisation."""
+
+    def __init__(self):
+        self.callbacks = self.callbacks_cpu = 0.0  # wall time, and CPU time of the UI thread
+        self.serialise = 0.0
+        self.patches = 0
+
+    def wrap_dispatch(self, dispatch):
+        def timed(callback):
+            def run():
+                start, cpu = time.perf_counter(), time.thread_time()
+                try:
+                    callback()
+                finally:
+                    self.callbacks += time.perf_counter() - start
+                    self.callbacks_cpu += time.thread_time() - cpu
+            dispatch(run)
+        return timed
+
+    def patch_protocol(self):
+        from bokeh.protocol import Protocol
+
+        create = Protocol.create
+
+        def timed_create(protocol, msgtype, *args, **kwargs):
+            start = time.perf_counter()
+            msg = create(protocol, msgtype, *args, **kwargs)
+            if msgtype == "PATCH-DOC":
+                self.serialise += time.perf_counter() - start
+                self.patches += 1
+            return msg
+        Protocol.create = timed_create
+
+    def reset(self):
+        self.callbacks = self.callbacks_cpu = self.serialise = 0.0
+        self.patches = 0
+
+
+def serve(checkpoint: str, work: ServerWork):
+    import panel as pn
+
+    from explorer.dashboard import create_app
+
+    states = []
+
+    def app():
+        template = create_app(checkpoint=checkpoint)
+        state = template.explorer_state
+        state.param.update(sweep_auto=False)  # measure the live run alone
+        state.dispatch = work.wrap_dispatch(state.dispatch)
+        states.append(state)
+        return template
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
+    return server, port, states
+
+
+def renderer_busy(cdp) -> float:
+    """Seconds the page's renderer main thread has been busy (scripts, layout, paint)."""
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return metrics.get("TaskDuration", float("nan"))
+
+
+def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int) -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    out = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        cdp = page.context.new_cdp_session(page)  # the renderer's own busy time (Performance metrics)
+        cdp.send("Performance.enable")
+        page.goto(url)
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=120_000)
+        deadline = time.monotonic() + 300
+        while not (states and states[-1].trajectory is not None) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the first (auto) run
+        time.sleep(1.0)
+        for r in range(runs):
+            work.reset()
+            busy = renderer_busy(cdp)
+            seen = page.evaluate(KNOB_JS, [1000 + r, last_row])
+            states[-1]._runs.current.done.wait(60)
+            time.sleep(0.3)  # the final callbacks and patches
+            traj = states[-1].trajectory
+            out.append({**seen, "sampler_s": traj.seconds, "callbacks_s": work.callbacks,
+                        "callbacks_cpu_s": work.callbacks_cpu, "serialise_s": work.serialise,
+                        "patches": work.patches, "browser_s": renderer_busy(cdp) - busy})
+        browser.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", default="shakespeare")
+    ap.add_argument("--length", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    ap.add_argument("--no-browser", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    from explorer.dashboard import models
+    from explorer.devices import describe_device, resolve_device
+    from explorer.sampling import SamplerConfig
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device("auto")
+    model = models.load(args.checkpoint, device)
+    config = SamplerConfig(steps=args.steps)
+    print(f"{args.checkpoint}: {args.length} chars, {args.steps} steps, device {describe_device(device)}, "
+          f"torch threads {torch.get_num_threads()}")
+    base = sampler_baseline(model, config, args.length, args.runs)
+    print(f"sampler alone (explorer.sampling.sample, recorded): {base * 1000:.0f} ms per run (median of {args.runs})")
+    if args.no_browser:
+        return 0
+    if not Path(CHROMIUM).exists():
+        print(f"{CHROMIUM} missing: browser figures skipped")
+        return 0
+    report(args, base)
+    return 0
+
+
+def report(args, base: float) -> None:
+    work = ServerWork()
+    work.patch_protocol()
+    server, port, states = serve(args.checkpoint, work)
+    try:
+        url = f"http://localhost:{port}/"
+        rows = browser_runs(url, states, work, args.runs, args.steps)
+    finally:
+        server.stop()
+    med = {k: statistics.median(r[k] for r in rows if k in r) for k in rows[0]}
+    print(f"knob change -> row 0 (start canvas) in the page: {med['row0']:.0f} ms; "
+          f"-> row 1 (first sampled step): {med['row1']:.0f} ms")
+    print(f"knob change -> last row in the page (whole run): {med['done']:.0f} ms; "
+          f"the run's own sampler time in the dashboard: {med['sampler_s'] * 1000:.0f} ms; "
+          f"sampler alone: {base * 1000:.0f} ms")
+    print(f"dashboard work per run on the server: {med['callbacks_s'] * 1000:.0f} ms in plot/frame callbacks "
+          f"(wall; {med['callbacks_cpu_s'] * 1000:.0f} ms CPU) + {med['serialise_s'] * 1000:.0f} ms serialising "
+          f"{med['patches']:.0f} patches = {(med['callbacks_s'] + med['serialise_s']) * 1000:.0f} ms")
+    print(f"browser renderer busy per run (receive, draw): {med['browser_s'] * 1000:.0f} ms")
+    print(f"whole run in the page minus the sampler alone: {med['done'] - base * 1000:.0f} ms")
+    for i, r in enumerate(rows):
+        print(f"  run {i}: " + ", ".join(f"{k}={v * 1000 if k.endswith('_s') else v:.0f}" for k, v in r.items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

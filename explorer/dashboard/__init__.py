@@ -1,0 +1,22 @@
+"""The dashboard (issue 5): a Panel app over explorer.sampling / explorer.experiments.
+
+    from explorer.dashboard import create_app
+    create_app()                     # in Jupyter: shown inline
+    panel serve explorer/dashboard/app.py
+
+Files: state.py (all knobs and results, one Parameterized), sweeps.py (quality vs steps in the
+background, cached), jobs.py (worker threads, dispatch to the UI thread), frames.py (a run as
+display rows, numpy), models.py (model cache, header facts, validation data), palette.py (colours,
+type sizes), views/ (one Viewer per panel), app.py (layout and template).
+Importing this package is cheap: Panel, Bokeh and torch load on first use.
+"""
+
+
+def create_app(checkpoint: str | None = None, device: str = "auto", **kwargs):
+    """Build the dashboard template; see app.create_app."""
+    from .app import create_app as _create
+
+    return _create(checkpoint=checkpoint, device=device, **kwargs)
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,113 @@
+"""Display data of one sampler run, grown row by row from StepRecords (live) or built from a Trajectory.
+
+Pure numpy, no Panel or Bokeh: the views turn these rows into glyphs. Row 0 is the canvas before the
+first step (template characters and [MASK]s); row k >= 1 is the canvas after step k - 1, together with
+the proposals, scores and confidences that step computed. Only batch row `b` (default 0) is shown.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.tokenizer import MASK_GLYPH
+from .palette import STATES
+
+CODE = {name: i for i, name in enumerate(STATES)}  # heatmap cell state -> int8 code (palette order)
+
+
+def glyph_table(tokenizer) -> np.ndarray:
+    """(V,) str: token id -> character, [MASK] -> the mask glyph; vectorised decoding for every row."""
+    return np.array(list(tokenizer.chars) + [MASK_GLYPH], dtype=object)
+
+
+class Frames:
+    """Rows of the trajectory heatmap plus what the text and confidence views need at each row."""
+
+    def __init__(self, initial: np.ndarray, fixed: np.ndarray, mask_id: int, glyphs: np.ndarray):
+        initial = np.asarray(initial, dtype=np.int64).reshape(-1)  # (L,)
+        self.mask_id, self.glyphs = mask_id, glyphs
+        self.fixed = np.asarray(fixed, dtype=bool).reshape(-1)  # (L,)
+        nan = np.full(initial.shape, np.nan, dtype=np.float32)
+        self.tokens = [initial]
+        self.state = [np.where(self.fixed, CODE["fixed"], CODE["masked"]).astype(np.int8)]
+        self.conf = [nan]  # confidence of each position's current token when it was committed
+        self.committed_at = [np.full(initial.shape, -1, dtype=np.int64)]  # row that committed it
+        self.scores, self.proposals, self.step_conf = [nan], [initial], [nan]  # per-step proposals
+        self.committed = [np.zeros(initial.shape, dtype=bool)]
+        self.seconds = [0.0]
+        self.expected_rows = 1  # rows the run will produce when known (sizes the heatmap's axes)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def length(self) -> int:
+        return self.tokens[0].shape[0]
+
+    def add_step(self, tokens, scores, proposals, confidence, committed, remasked, seconds=0.0) -> int:
+        """Append the canvas after one step (each argument (L,)); returns the new row's index."""
+        row = self.n_rows
+        committed, remasked = np.asarray(committed, bool), np.asarray(remasked, bool)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        state = np.where(tokens == self.mask_id, CODE["masked"], CODE["earlier"]).astype(np.int8)
+        state[committed] = CODE["new"]
+        state[remasked] = CODE["remasked"]
+        state[self.fixed] = CODE["fixed"]
+        confidence = np.asarray(confidence, dtype=np.float32)
+        conf = np.where(committed, confidence, self.conf[-1])  # carry commit-time confidence forward
+        conf[tokens == self.mask_id] = np.nan
+        at = np.where(committed, row, self.committed_at[-1])
+        at[tokens == self.mask_id] = -1
+        self.tokens.append(tokens)
+        self.state.append(state)
+        self.conf.append(conf.astype(np.float32))
+        self.committed_at.append(at)
+        self.scores.append(np.asarray(scores, dtype=np.float32))
+        self.proposals.append(np.asarray(proposals, dtype=np.int64))
+        self.step_conf.append(confidence)
+        self.committed.append(committed)
+        self.seconds.append(float(seconds))
+        return row
+
+    def add_record(self, record, b: int = 0) -> int:
+        """Append a sampler StepRecord (batch row b)."""
+        return self.add_step(record.tokens[b], record.scores[b], record.proposals[b], record.confidence[b],
+                             record.committed[b], record.remasked[b], record.seconds)
+
+    @classmethod
+    def from_trajectory(cls, traj, glyphs: np.ndarray, b: int = 0) -> "Frames":
+        """All rows of a finished, recorded Trajectory (replay without re-sampling)."""
+        if not traj.recorded:
+            raise ValueError("this trajectory was sampled with record=False: nothing to replay")
+        frames = cls(traj.tokens[0, b], traj.fixed[b], traj.mask_id, glyphs)
+        for s in range(traj.n_steps):
+            before, after = traj.tokens[s, b], traj.tokens[s + 1, b]
+            committed = (before == traj.mask_id) & (after != traj.mask_id)
+            frames.add_step(after, traj.scores[s, b], traj.proposals[s, b], traj.confidence[s, b], committed,
+                            traj.remasked[s, b], traj.step_seconds[s])
+        return frames
+
+    def chars(self, row: int) -> np.ndarray:
+        """(L,) str: the canvas at `row`, [MASK] as the mask glyph."""
+        return self.glyphs[self.tokens[row]]
+
+    def text(self, row: int | None = None) -> str:
+        return "".join(self.chars(self.n_rows - 1 if row is None else row))
+
+    def cells(self, start: int, stop: int | None = None) -> dict:
+        """Numeric columns for rows [start, stop), one entry per (row, position) cell, row-major.
+
+        All numeric, so they travel to the browser as binary arrays; token ids are turned into
+        characters there, with the glyph table sent once per run."""
+        stop = self.n_rows if stop is None else stop
+        rows = range(start, stop)
+        L = self.length
+
+        def cat(arrays, dtype):
+            return np.concatenate([arrays[r] for r in rows]).astype(dtype) if rows else np.zeros(0, dtype)
+
+        return {"x": np.tile(np.arange(L, dtype=np.int32), len(rows)),
+                "y": np.repeat(np.arange(start, stop, dtype=np.int32), L),
+                "state": cat(self.state, np.int32), "token": cat(self.tokens, np.int32),
+                "proposal": cat(self.proposals, np.int32), "committed_at": cat(self.committed_at, np.int32),
+                "conf": cat(self.conf, np.float32), "score": cat(self.scores, np.float32)}

@@ -1,0 +1,93 @@
+"""Models for the dashboard: loaded once per process, described for the header, validation data.
+
+Only plain names inside checkpoints/ are ever opened (allow_paths=False). A checkpoint that is still
+being trained is re-saved periodically, so the cache key includes the file's modification time:
+choosing it again picks up the newer weights. Issue 7 shares this cache across sessions.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+from ..checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
+
+_CACHE: dict[tuple, object] = {}
+_VAL_CACHE: dict[tuple, object] = {}
+_LOCK = threading.Lock()
+
+
+def available() -> list[str]:
+    return list_checkpoints()
+
+
+def default_checkpoint(names: list[str]) -> str | None:
+    """The shipped Shakespeare diffusion model when present, else the first diffusion-looking name."""
+    for preferred in ("shakespeare", "patterns"):
+        if preferred in names:
+            return preferred
+    plain = [n for n in names if not n.endswith("-ar")]
+    return (plain or names or [None])[0]
+
+
+def load(name: str, device) -> object:
+    """The model for checkpoints/<name>.safetensors on `device`, shared by every session."""
+    path = resolve_checkpoint(name, allow_paths=False)
+    key = (name, str(device), path.stat().st_mtime_ns)
+    with _LOCK:
+        model = _CACHE.get(key)
+        if model is None:
+            for old in [k for k in _CACHE if k[:2] == key[:2]]:
+                del _CACHE[old]  # an older save of the same checkpoint
+            model = _CACHE[key] = load_checkpoint(name, device, allow_paths=False)
+    return model
+
+
+def _latest_val(meta: dict) -> float | None:
+    val = (meta.get("curves") or {}).get("val") or []
+    return float(val[-1][1]) if val else None
+
+
+def describe(model, name: str) -> dict:
+    """What the header shows: name, size, NELBO (or the latest validation loss while training)."""
+    meta = getattr(model, "meta", {}) or {}
+    metrics = meta.get("metrics") or {}
+    n_params = meta.get("n_params") or sum(p.numel() for p in model.parameters())
+    info = {"name": name, "kind": model.config.kind, "n_params": int(n_params),
+            "corpus": (meta.get("corpus") or {}).get("name", "?"), "context": model.config.block_size,
+            "step": (meta.get("training_state") or {}).get("step")}
+    if "nelbo_bits_per_char" in metrics:
+        info["nelbo_bits"] = float(metrics["nelbo_bits_per_char"])
+        info["nelbo_nats"] = float(metrics.get("nelbo_nats_per_char", info["nelbo_bits"] * math.log(2)))
+    elif "val_ce_bits_per_char" in metrics:
+        info["ce_bits"] = float(metrics["val_ce_bits_per_char"])
+    elif _latest_val(meta) is not None:
+        info["val_nats_latest"] = _latest_val(meta)  # training not finished: no final NELBO yet
+    return info
+
+
+def validation_tokens(model, length: int, n: int = 64):
+    """(N, length) held-out tokens of the corpus the checkpoint was trained on (its 10% split).
+
+    Rebuilt from the training config stored in the checkpoint; a text corpus needs its file (the
+    path in the metadata, or the cached Tiny Shakespeare). Raises ValueError with what is missing."""
+    from ..data.corpus import CorpusError, PatternCorpus, load_corpus
+
+    meta = getattr(model, "meta", {}) or {}
+    cfg = meta.get("train_config") or {}
+    key = (str(getattr(model, "path", id(model))), length, n)
+    with _LOCK:
+        if key in _VAL_CACHE:
+            return _VAL_CACHE[key]
+    try:
+        if cfg.get("corpus") == "patterns":
+            corpus = PatternCorpus(seq_len=length)
+        else:
+            corpus = load_corpus(cfg.get("corpus", "shakespeare"), data=cfg.get("data"))
+        if list(corpus.tokenizer.chars) != list(model.tokenizer.chars):
+            raise CorpusError("the corpus found has other characters than the model was trained on")
+        tokens = corpus.val_tensor(length, n)
+    except (CorpusError, OSError) as e:
+        raise ValueError(f"no validation data for this checkpoint: {e}") from e
+    with _LOCK:
+        _VAL_CACHE[key] = tokens
+    return tokens

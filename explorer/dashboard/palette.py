@@ -1,0 +1,36 @@
+"""Colours, cell states and type sizes of the dashboard: chosen here, where plots are drawn.
+
+Okabe-Ito colours (safe for the common colour-blindnesses); states never differ by hue alone:
+new cells also differ in lightness, re-masked cells carry an x mark and fixed cells are dark.
+"""
+from __future__ import annotations
+
+# Cell states of the trajectory heatmap, in the order of their integer codes (see frames.py).
+STATES = ("masked", "new", "earlier", "remasked", "fixed")
+STATE_LABELS = {"masked": "still masked", "new": "committed this step", "earlier": "committed earlier",
+                "remasked": "re-masked (revision)", "fixed": "fixed (template)"}
+STATE_COLORS = {"masked": "#E6E6E6", "new": "#D55E00", "earlier": "#0072B2", "remasked": "#CC79A7",
+                "fixed": "#4D4D4D"}
+STATE_MARK = {"remasked": "×"}  # drawn over the cell as well as its colour
+
+# Confidence bars: committed vs still-masked proposals (marker shape differs too).
+BAR_COMMITTED = "#D55E00"
+BAR_PROPOSED = "#56B4E9"
+BAR_MEAN = "#009E73"
+
+# Per-sampler lines of quality-vs-steps are drawn by explorer.plots; nothing here.
+
+# Type sizes: normal and presentation (projector) mode.
+FONT = {False: {"base": "14px", "plot": "12px", "title": "14px", "text": "15px"},
+        True: {"base": "20px", "plot": "18px", "title": "22px", "text": "24px"}}
+
+MIN_ALPHA = 0.3  # confidence 0 is still visible; 1 is fully saturated
+DARK_CONF = 0.5  # committed cells at least this confident are dark enough for white characters
+
+
+def confidence_alpha(conf):
+    """Fill opacity for a committed cell of confidence `conf` in [0, 1] (numpy in, numpy out)."""
+    import numpy as np
+
+    c = np.nan_to_num(np.clip(conf, 0.0, 1.0), nan=1.0)
+    return MIN_ALPHA + (1.0 - MIN_ALPHA) * c

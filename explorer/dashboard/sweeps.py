@@ -1,0 +1,187 @@
+"""Quality vs steps for the dashboard: explorer.experiments.sweep run in the background, cached per
+(checkpoint, knobs), cancelled when the knobs change. The sweep itself lives in experiments.py.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+
+import param
+
+from ..sampling.config import STRATEGIES
+from . import models
+from .jobs import Worker
+
+log = logging.getLogger(__name__)
+
+STEPS_GRID = (1, 2, 4, 8, 16, 32, 64)
+QUALITY_METRICS = ("pattern_quality", "gen_ppl", "word_validity", "entropy", "distinct_2")
+_CACHE: OrderedDict = OrderedDict()  # key -> (table, summary); shared by every session of the process
+_CACHE_SIZE = 64
+_LOCK = threading.Lock()
+
+
+def cache_get(key):
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    return None
+
+
+def cache_put(key, value) -> None:
+    with _LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
+def pick_metric(summary, wanted: str = "auto") -> str | None:
+    """The metric to plot: the one asked for if the sweep measured it, else the first measured."""
+    measured = [m for m in QUALITY_METRICS if f"{m}_mean" in summary and summary[f"{m}_mean"].notna().any()]
+    if wanted in measured:
+        return wanted
+    return measured[0] if measured else None
+
+
+def find_judge(model, names: list[str]):
+    """An AR checkpoint with the model's alphabet to score text (gen-PPL) and act as the AR baseline."""
+    from ..checkpoint import read_metadata, resolve_checkpoint
+
+    base = getattr(getattr(model, "path", None), "stem", "")
+    ordered = sorted(names, key=lambda n: (n != f"{base}-ar", not n.endswith("-ar"), n))
+    for name in ordered:
+        try:
+            meta = read_metadata(resolve_checkpoint(name, allow_paths=False))
+        except ValueError:
+            continue
+        if meta["model_config"].get("kind") == "ar" and meta["tokenizer"] == model.tokenizer.to_dict():
+            return name
+    return None
+
+
+class SweepState(param.Parameterized):
+    """The quality-vs-steps part of ExplorerState (kept apart to keep each file short)."""
+
+    sweep_strategies = param.ListSelector(default=["confidence", "random"], objects=list(STRATEGIES),
+                                          label="Strategies", doc="Strategies compared in quality vs steps")
+    sweep_x = param.Selector(default="steps", objects=["steps", "nfe"], label="x axis",
+                             doc="Plot against denoising steps or model calls (NFE)")
+    sweep_metric = param.Selector(default="auto", objects=["auto", *QUALITY_METRICS], label="Quality metric",
+                                  doc="auto: pattern quality for patterns, gen-PPL with an AR judge, "
+                                      "else the valid-word fraction")
+    sweep_samples = param.Integer(4, bounds=(1, 64), label="Samples per point",
+                                  doc="Samples per (steps, strategy) point: more = tighter bands, slower")
+    sweep_auto = param.Boolean(True, label="Compute after each run",
+                               doc="Start the quality-vs-steps sweep when a run finishes (cached)")
+    compute_sweep = param.Event(label="Compute", doc="Compute quality vs steps for the current knobs")
+    stop_sweep = param.Event(label="Stop", doc="Stop the quality-vs-steps sweep")
+
+    sweep_progress = param.Integer(0, bounds=(0, 100))
+    sweep_status = param.String("")
+    sweep_error = param.String("")
+    sweep_result = param.Parameter(default=None, doc="(table, summary) DataFrames from experiments.sweep")
+    sweep_running = param.Boolean(False)
+
+    def _init_sweeps(self) -> None:
+        self._sweeps = Worker("sweep")
+        self._judge_name = None
+
+    def sweep_key(self):
+        cfg = self.sampler_config().to_dict()
+        for varied in ("steps", "strategy"):
+            cfg.pop(varied)
+        path = getattr(self.model, "path", None)
+        mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
+        return (self.model_info.get("name"), mtime, tuple(sorted(cfg.items())), self.length, self.template,
+                tuple(self.sweep_strategies), self.sweep_samples, self._judge_name)
+
+    def start_sweep(self, *, wait: bool = False) -> bool:
+        """Show the cached sweep for these knobs, or compute it in the background."""
+        if self.model is None or not self.sweep_strategies:
+            return False
+        if self.model.config.kind != "diffusion":
+            self.sweep_status = "quality vs steps compares diffusion samplers: pick a diffusion model"
+            return False
+        try:
+            key, config, canvas = self.sweep_key(), self.sampler_config(), self.canvas()
+        except ValueError as e:
+            self.sweep_error = str(e)
+            return False
+        self.sweep_error = ""
+        cached = cache_get(key)
+        if cached is not None:
+            self._sweeps.cancel()
+            self.sweep_result, self.sweep_progress, self.sweep_running = cached, 100, False
+            self.sweep_status = "from cache"
+            return True
+        args = (self.model, config, canvas, list(self.sweep_strategies), self.sweep_samples, self.seed, key)
+        self.sweep_progress, self.sweep_running, self.sweep_status = 0, True, "computing …"
+        self._sweeps.submit(lambda job: self._sweep_job(job, *args), wait=wait)
+        return True
+
+    def _sweep_job(self, job, model, config, canvas, strategies, n_samples, seed, key) -> None:
+        from ..experiments import SweepCancelled, sweep
+        from .state import canvas_template
+
+        template = canvas_template(model, canvas)
+        grid = [s for s in STEPS_GRID if s <= max(canvas.n_generate, 1)] or [1]
+
+        def progress(done, total):
+            self.dispatch(lambda: self._sweep_progress(job, done, total))
+
+        try:
+            judge = models.load(self._judge_name, self.device) if self._judge_name else None
+            result = sweep(model, config, {"steps": grid, "strategy": strategies}, n_samples=n_samples,
+                           seed=seed, length=canvas.length, template=template, judge=judge,
+                           progress=progress, cancel=lambda: job.cancelled,
+                           include_ar=judge is not None and template is None)
+        except SweepCancelled:
+            return self.dispatch(lambda: self._sweep_done(job, None, "cancelled"))
+        except Exception as e:  # a readable notice beside the plot
+            log.exception("sweep failed")
+            return self.dispatch(lambda: self._sweep_done(job, None, f"sweep failed: {e}"))
+        cache_put(key, result)
+        self.dispatch(lambda: self._sweep_done(job, result, ""))
+
+    def _sweep_progress(self, job, done: int, total: int) -> None:
+        if self._sweeps.is_current(job):
+            self.sweep_progress = int(100 * done / max(total, 1))
+            self.sweep_status = f"{done} of {total} samples"
+
+    def _sweep_done(self, job, result, message: str) -> None:
+        if job is not self._sweeps.current:
+            return
+        self.sweep_running = False
+        if result is None:
+            self.sweep_status = message if message == "cancelled" else ""
+            self.sweep_error = "" if message == "cancelled" else message
+            return
+        self.sweep_result, self.sweep_progress, self.sweep_status = result, 100, "done"
+
+    def _cancel_sweep(self) -> None:
+        if getattr(self, "_sweeps", None) is not None and self.sweep_running:
+            self._sweeps.cancel()
+            self.sweep_running, self.sweep_status = False, "cancelled (knobs changed)"
+
+    def _after_run(self) -> None:
+        if self.sweep_auto:
+            self.start_sweep()
+
+    def _choose_judge(self) -> None:
+        self._judge_name = find_judge(self.model, self.param.checkpoint.objects) if self.model else None
+
+    @param.depends("compute_sweep", watch=True)
+    def _compute_clicked(self):
+        self.start_sweep()
+
+    @param.depends("stop_sweep", watch=True)
+    def _stop_sweep_clicked(self):
+        self._cancel_sweep()
+
+    @param.depends("sweep_strategies", "sweep_samples", watch=True)
+    def _sweep_knobs_changed(self):
+        self._cancel_sweep()
+        if self.sweep_auto and not self.running:
+            self.start_sweep()

@@ -1,0 +1,132 @@
+"""Per-position confidence: the scores of the proposals at the selected step, committed ones marked;
+or the model's mean per-position confidence at masking ratio t over validation text (metrics.py)."""
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
+from bokeh.plotting import figure
+from bokeh.transform import linear_cmap
+
+from ..palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, FONT
+from ..state import CONFIDENCE_VIEWS
+from .base import StateView, Throttle
+from .heatmap import display_glyphs
+
+TOOLTIPS = [("position", "@x"), ("value", "@top{0.000}"), ("confidence", "@conf{0.000}"),
+            ("proposal", "@proposal{custom}"), ("committed (1 = yes)", "@done")]
+GLYPH = "return value < 0 ? '' : vocab.data.glyph[value];"  # proposal id -> character, in the browser
+
+
+def _empty() -> dict:
+    return {"x": np.zeros(0, np.int32), "top": np.zeros(0), "conf": np.zeros(0), "done": np.zeros(0, np.int8),
+            "proposal": np.zeros(0, np.int32), "mark": np.zeros(0)}
+
+
+def step_bars(frames, row: int) -> dict:
+    """Bars for the proposals of the step that produced `row` (row 0 has none); numeric columns only."""
+    scores, conf = frames.scores[row], frames.step_conf[row]
+    keep = ~np.isnan(scores)  # only positions that were masked going into the step
+    done = frames.committed[row][keep]
+    top = scores[keep].astype(np.float64)
+    return {"x": np.flatnonzero(keep).astype(np.int32), "top": top, "conf": conf[keep].astype(np.float64),
+            "done": done.astype(np.int8), "proposal": frames.proposals[row][keep].astype(np.int32),
+            "mark": np.where(done, top, np.nan)}
+
+
+def mean_bars(table) -> dict:
+    top = table["confidence"].to_numpy(dtype=np.float64)
+    n = len(top)
+    return {"x": table["position"].to_numpy().astype(np.int32), "top": top, "conf": top,
+            "done": np.full(n, 2, np.int8), "proposal": np.full(n, -1, np.int32), "mark": np.full(n, np.nan)}
+
+
+def _y_extent(values) -> dict:
+    """Bars start at 0; scores may be negative (e.g. entropy-based ones); 10% headroom for the marks."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    lo, hi = (min(0.0, v.min()), max(0.0, v.max())) if v.size else (0.0, 1.0)
+    pad = 0.1 * (hi - lo) or 0.1
+    return {"start": lo - (pad if lo < 0 else 0.0), "end": hi + pad}
+
+
+class ConfidenceView(StateView):
+    """Bars per position; a toggle switches to the validation-set mean at t."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._throttle = Throttle()
+        self.source = ColumnDataSource(_empty(), name="confidence-bars")
+        self.vocab = ColumnDataSource({"glyph": []})
+        self.figure = self._make_figure()
+        self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width")
+        self.mode = pn.widgets.RadioButtonGroup.from_param(self.state.param.confidence_view, color="default",
+                                                           sizing_mode="stretch_width")
+        self.t = pn.widgets.FloatSlider.from_param(self.state.param.confidence_t, throttled=True,
+                                                   sizing_mode="stretch_width")
+        self.notice = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
+        self._draw()
+        self._fonts()
+        self._show_error()
+
+    @param.depends("state.confidence_error", watch=True)
+    def _show_error(self):
+        self.notice.object, self.notice.visible = self.state.confidence_error, bool(self.state.confidence_error)
+
+    def _make_figure(self):
+        # Explicit ranges: an auto range over an empty source makes BokehJS log warnings.
+        p = figure(height=230, sizing_mode="stretch_width", x_range=Range1d(-0.5, 255.5), y_range=Range1d(0, 1),
+                   tools="xpan,xwheel_zoom,reset,save", toolbar_location="above", x_axis_label="position",
+                   y_axis_label="score", title="Proposals at this step", name="confidence")
+        # colour by `done`: 0 proposed, 1 committed, 2 the validation mean (the marker shape differs too)
+        color = linear_cmap("done", [BAR_PROPOSED, BAR_COMMITTED, BAR_MEAN], 0, 2)
+        bars = p.vbar(x="x", top="top", width=0.85, fill_color=color, line_color=color, source=self.source)
+        p.scatter(x="x", y="mark", marker="inverted_triangle", size=7, color="#000000", source=self.source)
+        glyph = CustomJSHover(args=dict(vocab=self.vocab), code=GLYPH)
+        p.add_tools(HoverTool(renderers=[bars], tooltips=TOOLTIPS, formatters={"@proposal": glyph}))
+        p.toolbar.logo = None
+        p.xgrid.visible = False
+        return p
+
+    @param.depends("state.step", "state.n_rows", "state.run_id", "state.running", "state.confidence_view",
+                   "state.mean_confidence", watch=True)
+    def _draw(self):
+        frames, mean = self.state.frames, self.state.confidence_view == CONFIDENCE_VIEWS[1]
+        if not mean and not self._throttle.due(self.state.running):
+            return
+        self.t.visible = mean
+        p = self.figure
+        if mean:
+            table = self.state.mean_confidence
+            data = mean_bars(table) if table is not None else _empty()
+            p.title.text = (f"Validation mean, t = {self.state.confidence_t:.2f}"
+                            if table is not None else "Computing the validation mean …")
+            p.yaxis.axis_label = "mean max-probability"
+        else:
+            row = self.state.shown_step
+            data = step_bars(frames, row) if frames is not None and row > 0 else _empty()
+            p.title.text = f"Step {row} proposals (▼ committed)" if row > 0 else "Proposals: pick a step ≥ 1"
+            p.yaxis.axis_label = f"score ({self.state.strategy})"
+        if frames is not None:
+            p.x_range.update(start=-0.5, end=frames.length - 0.5)
+            glyphs = display_glyphs(frames.glyphs)
+            if glyphs != self.vocab.data["glyph"]:
+                self.vocab.data = {"glyph": glyphs}
+        self.source.data = data
+        p.y_range.update(**_y_extent(data["top"]))
+        self.push(self.pane)
+
+    @param.depends("state.presentation", watch=True)
+    def _fonts(self):
+        size = FONT[self.state.presentation]
+        p = self.figure
+        p.title.text_font_size = size["title"]
+        for axis in (p.xaxis, p.yaxis):
+            axis.axis_label_text_font_size = size["plot"]
+            axis.major_label_text_font_size = size["plot"]
+        self.push(self.pane)
+
+    def __panel__(self):
+        return pn.Column(self.mode, self.t, self.notice, self.pane, sizing_mode="stretch_width",
+                         css_classes=["confidence-view"])

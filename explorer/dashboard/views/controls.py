@@ -1,0 +1,73 @@
+"""Sidebar controls: every widget is made from a parameter of the state (its doc is the hover help)."""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from ..palette import FONT
+from .base import StateView
+
+SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
+           "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
+           "remask": pn.widgets.FloatSlider, "length": pn.widgets.IntSlider}
+
+
+class ControlsView(StateView):
+    """Checkpoint, sampler knobs, template editor with its notice, run / stop / seed buttons."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        p = self.state.param
+        w = {name: cls.from_param(p[name], throttled=True, sizing_mode="stretch_width")
+             for name, cls in SLIDERS.items()}
+        w["checkpoint"] = pn.widgets.Select.from_param(p.checkpoint, sizing_mode="stretch_width")
+        w["strategy"] = pn.widgets.Select.from_param(p.strategy, sizing_mode="stretch_width")
+        w["schedule"] = pn.widgets.Select.from_param(p.schedule, sizing_mode="stretch_width")
+        w["block_length"] = pn.widgets.IntInput.from_param(p.block_length, sizing_mode="stretch_width")
+        w["seed"] = pn.widgets.IntInput.from_param(p.seed, sizing_mode="stretch_width")
+        w["template"] = pn.widgets.TextAreaInput.from_param(
+            p.template, placeholder="e.g. ROMEO:  or  To be█████that is  or  To [___] or not", height=90,
+            sizing_mode="stretch_width", css_classes=["template-editor"])
+        w["run"] = pn.widgets.Button.from_param(p.run, color="primary", sizing_mode="stretch_width")
+        w["stop"] = pn.widgets.Button.from_param(p.stop, color="warning", sizing_mode="stretch_width")
+        w["new_seed"] = pn.widgets.Button.from_param(p.new_seed, sizing_mode="stretch_width")
+        w["auto_run"] = pn.widgets.Checkbox.from_param(p.auto_run)
+        w["presentation"] = pn.widgets.Checkbox.from_param(p.presentation)
+        for name, widget in w.items():
+            widget.css_classes = [*widget.css_classes, f"knob-{name.replace('_', '-')}"]  # for browser tests
+            if name not in SLIDERS:
+                # Panel waits 50 ms (Syncable._debounce) before handling a change from the browser,
+                # to merge bursts. Selects, inputs and buttons send one change per edit, and the wait
+                # is a third of the 150 ms knob-to-rows budget. Sliders keep it: arrow keys send a
+                # burst, and unmerged it races the values echoed back to the slider.
+                widget._debounce = 0
+        self.widgets = w
+        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
+                                    css_classes=["error-notice"], name="notice")
+        self._show_error()
+        self._running()
+        self._fonts()
+
+    @param.depends("state.error", watch=True)
+    def _show_error(self):
+        self.notice.object = self.state.error
+        self.notice.visible = bool(self.state.error)
+
+    @param.depends("state.running", watch=True)
+    def _running(self):
+        self.widgets["run"].loading = False  # the button stays clickable: a click supersedes the run
+        self.widgets["stop"].disabled = not self.state.running
+
+    @param.depends("state.presentation", watch=True)
+    def _fonts(self):
+        for widget in self.widgets.values():
+            widget.styles = {"font-size": FONT[self.state.presentation]["base"]}
+
+    def __panel__(self):
+        w = self.widgets
+        return pn.Column(
+            w["checkpoint"], pn.Row(w["run"], w["stop"], sizing_mode="stretch_width"),
+            pn.Row(w["seed"], pn.Column(w["new_seed"], align="end"), sizing_mode="stretch_width"), w["auto_run"],
+            w["template"], self.notice, w["length"], w["steps"], w["strategy"], w["schedule"],
+            w["temperature"], w["top_p"], w["top_k"], w["block_length"], w["threshold"], w["remask"],
+            w["presentation"], sizing_mode="stretch_width")

@@ -1,0 +1,216 @@
+"""Trajectory heatmap: step (rows) x position (columns), filled live while the sampler runs.
+
+Drawn as one RGBA image whose rows are patched in as steps arrive: the browser repaints a single
+bitmap per step (8k rect glyphs cost it ~40 ms a step; an invisible text glyph over all cells ~250
+ms). The cells' data (character, state, scores) are streamed to a second, undrawn source that the
+hover and the zoomed-in character labels read in the browser. Only new rows are ever sent.
+"""
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import BoxAnnotation, ColumnDataSource, CustomJS, CustomJSHover, HoverTool, Range1d
+from bokeh.plotting import figure
+
+from ..frames import CODE
+from ..palette import DARK_CONF, FONT, STATE_COLORS, STATE_LABELS, STATE_MARK, STATES, confidence_alpha
+from .base import StateView
+
+CELL_COLUMNS = ("x", "y", "state", "token", "proposal", "committed_at", "conf", "score")
+SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible in cells and tooltips
+_RGB = np.array([[int(STATE_COLORS[s][k:k + 2], 16) for k in (1, 3, 5)] for s in STATES], dtype=np.float32)
+_JS_STATES = "const STATES = " + repr(list(STATES)) + ";\n"
+
+# Hover: the image only knows pixels, so each line looks its cell up in the cells source (row-major:
+# cell index = step * L + position, since rows are streamed in order, L cells each).
+HOVER_LOOKUP = _JS_STATES + """
+const L = grid.data.dw[0], x = Math.round(special_vars.x), y = Math.round(special_vars.y), i = y * L + x;
+const d = cells.data, g = vocab.data.glyph;
+if (x < 0 || x >= L || y < 0 || i >= d.x.length) return "";
+const f = v => (v === null || Number.isNaN(v)) ? "–" : v.toFixed(3);
+"""
+TOOLTIPS = [("position", "$x{custom}"), ("step", "$y{custom}"), ("score, confidence", "$sx{custom}"),
+            ("committed at, proposal", "$sy{custom}")]
+FORMATTERS = {"$x": "return `${x}: ${g[d.token[i]]}`;", "$y": "return `${y}: ${STATES[d.state[i]]}`;",
+              "$sx": "return `${f(d.score[i])}, ${f(d.conf[i])}`;",
+              "$sy": "return `${d.committed_at[i] >= 0 ? d.committed_at[i] : '–'}, ${g[d.proposal[i]]}`;"}
+
+# Characters in the cells once a cell is big enough to hold one: copied in the browser from the
+# cells source for the visible window only, into a source that is never synced back to the server.
+# White ink on dark cells (fixed, or committed with high confidence), black elsewhere.
+FIT_LABELS = _JS_STATES + f"""
+const xr = p.x_range, yr = p.y_range;
+const w = p.inner_width / Math.abs(xr.end - xr.start), h = p.inner_height / Math.abs(yr.end - yr.start);
+const out = {{x: [], y: [], glyph: [], ink: []}};
+if (w >= 8 && h >= 10) {{
+  const d = cells.data, g = vocab.data.glyph, x0 = Math.min(xr.start, xr.end), x1 = Math.max(xr.start, xr.end);
+  const y0 = Math.min(yr.start, yr.end), y1 = Math.max(yr.start, yr.end);
+  for (let i = 0; i < d.x.length; i++) {{
+    const s = STATES[d.state[i]];
+    if (s === "masked" || s === "remasked") continue;
+    if (d.x[i] < x0 || d.x[i] > x1 || d.y[i] < y0 || d.y[i] > y1) continue;
+    const dark = s === "fixed" || (d.conf[i] >= {DARK_CONF});
+    out.x.push(d.x[i]); out.y.push(d.y[i]); out.glyph.push(g[d.token[i]]); out.ink.push(dark ? "#fff" : "#000");
+  }}
+}}
+if (out.x.length || labels.data.x.length) labels.data = out;
+"""
+
+
+def display_glyphs(glyphs) -> list[str]:
+    """The glyph table with whitespace made visible, for tooltips and cell labels."""
+    return [SHOWN_AS.get(c, c) for c in glyphs]
+
+
+def cell_rgba(state: np.ndarray, conf: np.ndarray) -> np.ndarray:
+    """(n,) uint32 RGBA pixels: each state's colour, committed cells blended toward white by confidence."""
+    committed = (state == CODE["new"]) | (state == CODE["earlier"])
+    alpha = np.where(committed, confidence_alpha(conf), 1.0)[:, None]  # (n, 1)
+    rgb = 255.0 * (1 - alpha) + _RGB[state] * alpha  # (n, 3) over a white background
+    rgba = np.concatenate([rgb, np.full((len(state), 1), 255.0)], axis=1).round().astype(np.uint8)
+    return rgba.view(np.uint32).reshape(-1)
+
+
+def cell_columns(frames, start: int, stop: int | None = None) -> dict:
+    """Cells source columns for rows [start, stop): what hover and labels read, all binary arrays."""
+    cells = frames.cells(start, stop)
+    return {c: cells[c] for c in CELL_COLUMNS}
+
+
+def image_rows(frames, start: int, stop: int) -> np.ndarray:
+    """(stop - start, L) uint32 pixels of heatmap rows [start, stop)."""
+    state = np.stack(frames.state[start:stop])  # (R, L) int8 codes
+    conf = np.stack(frames.conf[start:stop])  # (R, L)
+    return cell_rgba(state.reshape(-1), conf.reshape(-1)).reshape(state.shape)
+
+
+def legend_html() -> str:
+    """The colour key, drawn as HTML (cheaper than a Bokeh legend, and readable at any size)."""
+    items = []
+    for s in STATES:
+        mark = STATE_MARK.get(s, "")
+        items.append(f'<span class="key"><span class="swatch" style="background:{STATE_COLORS[s]}">{mark}</span>'
+                     f'{STATE_LABELS[s]}</span>')
+    items.append('<span class="key">paler = less confident</span>')
+    return " ".join(items)
+
+
+LEGEND_CSS = """
+.key { margin-right: 1em; white-space: nowrap; }
+.swatch { display: inline-block; width: 1em; height: 1em; margin-right: 0.3em; vertical-align: -0.15em;
+          border: 1px solid #888; color: #fff; font-size: 0.8em; line-height: 1.2em; text-align: center; }
+"""
+
+
+class HeatmapView(StateView):
+    """The live trajectory heatmap, its colour key and the selected-step marker."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.cells = ColumnDataSource({c: [] for c in CELL_COLUMNS}, name="trajectory-cells")
+        self.grid = ColumnDataSource({"image": [np.zeros((1, 1), np.uint32)], "x": [-0.5], "y": [-0.5],
+                                      "dw": [1], "dh": [1]}, name="trajectory-image")
+        self.marks = ColumnDataSource({"x": [], "y": []}, name="remasked-marks")
+        self.vocab = ColumnDataSource({"glyph": []}, name="vocab")  # token id -> shown character
+        self.labels = ColumnDataSource({"x": [], "y": [], "glyph": [], "ink": []}, syncable=False)
+        self.figure = self._make_figure()
+        self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", min_height=260)
+        self.legend = pn.pane.HTML(legend_html(), stylesheets=[LEGEND_CSS], sizing_mode="stretch_width",
+                                   margin=(0, 10))
+        self._image = np.zeros((1, 1), np.uint32)  # the full bitmap, kept to regrow it if needed
+        self._shown = 0
+        self._redraw()
+        self._fonts()
+
+    def _make_figure(self):
+        p = figure(height=400, sizing_mode="stretch_width", x_range=Range1d(-0.5, 255.5),
+                   y_range=Range1d(32.5, -0.5), tools="xpan,xwheel_zoom,box_zoom,reset,save",
+                   active_scroll="xwheel_zoom", toolbar_location="above", title="Trajectory: step × position",
+                   x_axis_label="position", y_axis_label="step", name="heatmap")
+        image = p.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.grid)
+        p.scatter("x", "y", source=self.marks, marker="x", size=7, line_color="#ffffff", line_width=1.5)
+        p.text("x", "y", text="glyph", source=self.labels, text_align="center", text_baseline="middle",
+               text_color="ink", text_font_size="10px")
+        args = dict(cells=self.cells, grid=self.grid, vocab=self.vocab)
+        formatters = {k: CustomJSHover(args=args, code=HOVER_LOOKUP + v)
+                      for k, v in FORMATTERS.items()}
+        p.add_tools(HoverTool(renderers=[image], tooltips=TOOLTIPS, formatters=formatters))
+        p.grid.visible = False
+        p.toolbar.logo = None
+        self.marker = BoxAnnotation(top=-0.5, bottom=0.5, fill_alpha=0.0, line_color="#000000",
+                                    line_width=2, line_alpha=0.9)
+        p.add_layout(self.marker)
+        fit = CustomJS(args=dict(p=p, cells=self.cells, labels=self.labels, vocab=self.vocab), code=FIT_LABELS)
+        for model, attr in ((p.x_range, "start"), (p.x_range, "end"), (p.y_range, "start"), (p.y_range, "end"),
+                            (p, "inner_width"), (p, "inner_height"), (self.cells, "streaming"),
+                            (self.cells, "data")):
+            model.js_on_change(attr, fit)
+        return p
+
+    @param.depends("state.run_id", watch=True)
+    def _redraw(self):
+        """A new run: a blank bitmap sized for the steps it will take, and no cells."""
+        frames = self.state.frames
+        self._shown = 0
+        self.cells.data = {c: [] for c in CELL_COLUMNS}
+        self.marks.data = {"x": [], "y": []}
+        if frames is None:
+            return self.push(self.pane)
+        glyphs = display_glyphs(frames.glyphs)
+        if glyphs != self.vocab.data["glyph"]:  # a new model: its alphabet, sent once
+            self.vocab.data = {"glyph": glyphs}
+        rows = max(frames.expected_rows, frames.n_rows)
+        self._set_image(np.zeros((rows, frames.length), np.uint32))  # transparent until drawn
+        self.figure.x_range.update(start=-0.5, end=frames.length - 0.5)
+        self.figure.y_range.update(start=rows - 0.5, end=-0.5)
+        self._append()
+
+    def _set_image(self, image: np.ndarray) -> None:
+        self._image = image
+        rows, length = image.shape
+        self.grid.data = {"image": [image], "x": [-0.5], "y": [-0.5], "dw": [length], "dh": [rows]}
+
+    @param.depends("state.n_rows", watch=True)
+    def _append(self):
+        """Send only the rows the browser has not seen yet: pixels, cell data, revision marks."""
+        frames = self.state.frames
+        if frames is None or frames.n_rows <= self._shown:
+            return
+        start, stop = self._shown, frames.n_rows
+        pixels = image_rows(frames, start, stop)  # (R, L)
+        if stop > self._image.shape[0]:  # threshold decoding outgrew the estimate: regrow the bitmap
+            grown = np.zeros((stop, frames.length), np.uint32)
+            grown[:start] = self._image[:start]
+            grown[start:stop] = pixels
+            self._set_image(grown)
+            self.figure.y_range.start = stop - 0.5
+        else:
+            self._image[start:stop] = pixels
+            self.grid.patch({"image": [((0, slice(start, stop), slice(0, frames.length)), pixels.ravel())]})
+        self.cells.stream(cell_columns(frames, start, stop))
+        re_y, re_x = np.nonzero(np.stack(frames.state[start:stop]) == CODE["remasked"])
+        if len(re_x):
+            self.marks.stream({"x": re_x, "y": re_y + start})
+        self._shown = stop
+        self.push(self.pane)
+
+    @param.depends("state.step", "state.running", "state.n_rows", watch=True)
+    def _mark_step(self):
+        k = self.state.shown_step
+        self.marker.update(top=k - 0.5, bottom=k + 0.5)
+        self.push(self.pane)
+
+    @param.depends("state.presentation", watch=True)
+    def _fonts(self):
+        size = FONT[self.state.presentation]
+        p = self.figure
+        p.title.text_font_size = size["title"]
+        for axis in (p.xaxis, p.yaxis):
+            axis.axis_label_text_font_size = size["plot"]
+            axis.major_label_text_font_size = size["plot"]
+        self.legend.styles = {"font-size": size["base"]}
+        self.push(self.pane)
+
+    def __panel__(self):
+        return pn.Column(self.pane, self.legend, sizing_mode="stretch_width", css_classes=["heatmap-view"])

@@ -1,0 +1,105 @@
+"""Quality vs steps: the sweep's curves (explorer.plots), the sweet spot marked, with a progress bar.
+
+The sweep itself runs in the state (sweeps.py); this view only draws the DataFrames it returns.
+"""
+from __future__ import annotations
+
+import logging
+
+import panel as pn
+import param
+
+from ..palette import FONT
+from ..sweeps import pick_metric
+from .base import StateView
+
+log = logging.getLogger(__name__)
+
+
+def sweet_spot_points(summary, metric: str, x: str):
+    """(x, y) of each strategy's sweet spot (fewest steps reaching 90% of its best), as numpy."""
+    from ...experiments import sweet_spot
+
+    try:
+        spots = sweet_spot(summary, metric, x=x)
+    except ValueError:  # e.g. no finite values yet
+        return [], []
+    col = x if x in spots else f"{x}_mean"
+    return spots[col].to_numpy(float), spots[f"{metric}_mean"].to_numpy(float)
+
+
+def quality_figure(summary, metric: str, x: str, presentation: bool):
+    """The helper's quality-vs-steps overlay plus sweet-spot stars, sized for the dashboard."""
+    import holoviews as hv
+
+    from ...plots import quality_speed_plot
+
+    if "bokeh" not in hv.Store.renderers:
+        hv.extension("bokeh", logo=False)  # registers the plotting options used below
+    plot = quality_speed_plot(summary, metric, x=x)
+    xs, ys = sweet_spot_points(summary, metric, x)
+    stars = hv.Scatter((xs, ys), plot.get(0).kdims, plot.get(0).vdims[:1], label="sweet spot").opts(
+        marker="star", size=16, color="#000000")
+    font = FONT[presentation]
+    kept = plot.opts.get("plot").kwargs  # multi_y, logx, ... : `*` would build an overlay without them
+    kept.pop("width", None)
+    overlay = hv.Overlay([*plot, stars]).map(lambda el: el.opts(tools=["hover"]), [hv.Curve, hv.Scatter])
+    return overlay.opts(**kept).opts(
+        responsive=True, height=380, legend_position="bottom", legend_cols=3,
+        fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],
+                  "yticks": font["plot"], "legend": font["plot"]})
+
+
+class QualityView(StateView):
+    """Controls of the sweep, its progress, and the plot."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        p = self.state.param
+        self.strategies = pn.widgets.CheckButtonGroup.from_param(p.sweep_strategies, sizing_mode="stretch_width")
+        self.x = pn.widgets.RadioButtonGroup.from_param(p.sweep_x)
+        self.metric = pn.widgets.Select.from_param(p.sweep_metric, width=180)
+        self.samples = pn.widgets.IntInput.from_param(p.sweep_samples, width=120)
+        self.auto = pn.widgets.Checkbox.from_param(p.sweep_auto)
+        self.compute = pn.widgets.Button.from_param(p.compute_sweep, color="primary", width=100)
+        self.stop = pn.widgets.Button.from_param(p.stop_sweep, color="warning", width=80)
+        self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", height=14,
+                                               bar_color="primary", css_classes=["sweep-progress"])
+        self.status = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
+        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, name="quality-plot")
+        self._progress()
+        self._draw()
+
+    @param.depends("state.sweep_progress", "state.sweep_status", "state.sweep_error", "state.sweep_running",
+                   watch=True)
+    def _progress(self):
+        s = self.state
+        self.progress.value = s.sweep_progress
+        self.progress.active = s.sweep_running
+        self.status.object = f"Quality vs steps: {s.sweep_status}" if s.sweep_status else "Quality vs steps"
+        self.notice.object, self.notice.visible = s.sweep_error, bool(s.sweep_error)
+
+    @param.depends("state.sweep_result", "state.sweep_x", "state.sweep_metric", "state.presentation", watch=True)
+    def _draw(self):
+        result = self.state.sweep_result
+        if result is None:
+            self.plot.object = None
+            return
+        summary = result[1]
+        metric = pick_metric(summary, self.state.sweep_metric)
+        if metric is None:
+            self.notice.object, self.notice.visible = "the sweep measured no quality metric", True
+            return
+        try:
+            self.plot.object = quality_figure(summary, metric, self.state.sweep_x, self.state.presentation)
+        except Exception as e:  # a notice beside the plot; the session must survive a plotting bug
+            log.exception("quality plot failed")
+            self.notice.object, self.notice.visible = f"cannot plot: {e}", True
+
+    def __panel__(self):
+        return pn.Column(
+            self.status, self.progress, self.strategies,
+            pn.Row(self.x, self.metric, self.samples, sizing_mode="stretch_width"),
+            pn.Row(self.compute, self.stop, self.auto, sizing_mode="stretch_width"),
+            self.notice, self.plot, sizing_mode="stretch_width", css_classes=["quality-view"])

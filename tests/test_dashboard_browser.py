@@ -1,0 +1,192 @@
+"""The dashboard in a real headless Chromium (playwright): loads cleanly, the three views show, knobs
+change the run, a bad template shows the notice; saves assets/dashboard.png.
+
+Needs /usr/bin/chromium (Debian package `chromium`; `.ci/run` installs it) and `pip install playwright`
+(`playwright install` is not needed, and cannot download browsers here).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.dashboard_support import save_tiny_checkpoints
+from tests.test_dashboard_served import free_port, get
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "checkpoints"
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                 reason=f"{CHROMIUM} is missing: apt-get install -y chromium")]
+
+# Heatmap rows and text as the browser has them (Bokeh's document, the text pane's DOM).
+ROWS_JS = """() => { for (const doc of Bokeh.documents) {
+  const m = doc.get_model_by_name('trajectory-cells'); if (m) { let n = 0;
+  for (const v of m.data.y) n = Math.max(n, v + 1); return n; } } return 0; }"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """The app on a free port, over tiny checkpoints; yields (url, the sessions' states)."""
+    import panel as pn
+
+    from explorer.dashboard import create_app
+
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
+    torch.set_num_threads(1)
+    states = []
+
+    def app():
+        template = create_app(checkpoint="tiny", device="cpu")
+        states.append(template.explorer_state)
+        return template
+
+    port = free_port()
+    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
+    get(f"http://localhost:{port}/")  # wait until it answers
+    yield f"http://localhost:{port}/", states
+    server.stop()
+    for state in states:  # stop their background work: it would slow the tests that follow
+        state.close()
+
+
+def open_page(browser, url):
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    problems = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(url)
+    return page, problems
+
+
+def wait_rows(page, n: int, timeout: float = 60_000, states=()) -> None:
+    try:
+        page.wait_for_function(f"() => ({ROWS_JS})() === {n}", timeout=timeout)
+    except Exception as e:  # say what the server side was doing
+        seen = page.evaluate(ROWS_JS)
+        info = [(s.status, s.error, s.n_rows, s.running) for s in states]
+        raise AssertionError(f"page shows {seen} heatmap rows, not {n}; sessions: {info}") from e
+
+
+def wait_until(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the dashboard")
+        time.sleep(0.1)
+
+
+def wait_finished(page, states) -> str:
+    """Until the newest session's run has ended and the page shows its final text; returns that text."""
+    wait_until(lambda: states and not states[-1].running and states[-1].trajectory is not None)
+    final = states[-1].frames.text()
+    wait_until(lambda: sample_text(page) == final)
+    return final
+
+
+def sample_text(page) -> str:
+    return page.locator(".sample-text .canvas").inner_text()
+
+
+def test_page_runs_and_knobs_change_the_run(browser, served):
+    url, states = served
+    page, problems = open_page(browser, url)
+    wait_rows(page, 33, states=states)  # auto-run on load: 32 steps + the start canvas
+    for view in (".heatmap-view", ".text-view", ".confidence-view", ".quality-view"):
+        box = page.locator(view).first.bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 50, view
+    first = wait_finished(page, states)
+    assert len(first.strip()) > 0 and "█" not in first
+
+    page.locator(".knob-steps .noUi-handle").first.focus()  # slider keyboard: one step per key
+    for _ in range(24):
+        page.keyboard.press("ArrowLeft")
+    wait_rows(page, 9, states=states)
+    assert states[-1].steps == 8 and states[-1].frames.n_rows == 9
+
+    state = states[-1]
+    page.locator(".knob-strategy select").select_option("left_to_right")
+    wait_until(lambda: state.strategy == "left_to_right")
+    page.locator(".knob-temperature .noUi-handle").first.focus()
+    for _ in range(10):
+        page.keyboard.press("ArrowLeft")  # 1.0 -> 0.5 in steps of 0.05
+    wait_until(lambda: state.temperature == pytest.approx(0.5))
+    runs = state.run_id
+    page.locator(".knob-run button").first.click()
+    wait_until(lambda: state.run_id > runs and state.trajectory is not None)
+    config = state.trajectory.config
+    assert (config.strategy, config.temperature, config.steps) == ("left_to_right", pytest.approx(0.5), 8)
+    wait_rows(page, 9, states=states)
+    assert wait_finished(page, states) != first
+    assert problems == []
+
+
+def test_bad_template_shows_the_notice(browser, served):
+    url, states = served
+    page, problems = open_page(browser, url)
+    wait_rows(page, 33, states=states)
+    before = wait_finished(page, states)
+    editor = page.locator(".template-editor textarea").first
+    editor.fill("AB zz█")
+    editor.press("Tab")  # the text area commits its value on blur
+    notice = page.locator(".error-notice").get_by_text("does not know")  # text inside the shadow DOM
+    notice.wait_for(state="visible", timeout=30_000)
+    assert "'z'" in notice.inner_text()
+    assert sample_text(page) == before  # the previous result stays
+    assert problems == []
+
+
+def test_screenshot(browser, tmp_path, monkeypatch):
+    """assets/dashboard.png, on the shipped shakespeare checkpoint when present (the README's picture)."""
+    import panel as pn
+
+    from explorer.dashboard import create_app
+
+    name = "shakespeare" if (SHIPPED / "shakespeare.safetensors").exists() else None
+    if name is None:
+        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
+        name = "tiny"
+    else:
+        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(SHIPPED))
+    states = []
+
+    def app():
+        template = create_app(checkpoint=name, device="cpu")
+        template.explorer_state.param.update(sweep_samples=2, sweep_strategies=["confidence", "random"])
+        states.append(template.explorer_state)
+        return template
+
+    port = free_port()
+    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
+    try:
+        get(f"http://localhost:{port}/")
+        page, problems = open_page(browser, f"http://localhost:{port}/")
+        wait_rows(page, 33, timeout=180_000, states=states)
+        budget = float(os.environ.get("MDLM_EXPLORER_SCREENSHOT_WAIT", "240"))
+        page.locator(".quality-view .bk-Canvas, .quality-view canvas").first.wait_for(timeout=budget * 1000)
+        page.wait_for_timeout(1500)
+        ROOT.joinpath("assets").mkdir(exist_ok=True)
+        out = ROOT / "assets" / "dashboard.png"
+        page.screenshot(path=str(tmp_path / "dashboard.png"))
+        shutil.copy(tmp_path / "dashboard.png", out)
+        assert out.stat().st_size > 20_000 and problems == []
+    finally:
+        server.stop()
+        for state in states:
+            state.close()
