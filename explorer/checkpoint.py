@@ -66,6 +66,7 @@ def save_checkpoint(model: Transformer, path: str | Path, meta: dict, dtype=torc
     header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(full)}
     tmp = path.with_suffix(path.suffix + ".tmp")
     save_file(tensors, str(tmp), metadata=header)
+    os.chmod(tmp, 0o644)  # readable by every user of a shared lab server
     os.replace(tmp, path)
     return path
 
@@ -86,6 +87,8 @@ def read_metadata(path: str | Path) -> dict:
         meta = json.loads(header["meta"])
     except (KeyError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path} has corrupted metadata ({e})") from e
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path} has corrupted metadata (a JSON {type(meta).__name__}, not an object)")
     for key in ("model_config", "tokenizer"):
         if key not in meta:
             raise CheckpointError(f"{path} metadata lacks {key!r}")
@@ -98,6 +101,18 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
             return {k: f.get_tensor(k) for k in f.keys()}
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path}: weights are unreadable ({e})") from e
+
+
+def _check_weights(path: Path, expected: dict, weights: dict) -> None:
+    """Name what does not fit (torch's own message starts with a line that names nothing)."""
+    missing = sorted(k for k in expected if weights.get(k) is None)
+    extra = sorted(k for k in weights if k not in expected)
+    wrong = [f"{k} {tuple(weights[k].shape)} != {tuple(v.shape)}" for k, v in expected.items()
+             if weights.get(k) is not None and weights[k].shape != v.shape]
+    problems = [f"{label}: {', '.join(items[:3])}{' ...' if len(items) > 3 else ''}"
+                for label, items in (("missing", missing), ("unexpected", extra), ("wrong shape", wrong)) if items]
+    if problems:
+        raise CheckpointError(f"{path}: weights do not fit the stored config ({'; '.join(problems)})")
 
 
 def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu", *,
@@ -115,10 +130,8 @@ def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu"
     model = Transformer(cfg)
     weights = {k: v.float() for k, v in _read_weights(path).items()}
     weights[TIED] = weights.get("tok_emb.weight")
-    try:
-        model.load_state_dict(weights, strict=True)
-    except (RuntimeError, TypeError) as e:
-        raise CheckpointError(f"{path}: weights do not fit the stored config ({str(e).splitlines()[0]})") from e
+    _check_weights(path, model.state_dict(), weights)
+    model.load_state_dict(weights, strict=True)
     model.to(device).eval()
     model.tokenizer, model.meta, model.path = tokenizer, meta, path
     return model
