@@ -22,7 +22,7 @@ import torch
 
 from . import metrics
 from .data.corpus import CorpusError, PatternCorpus, TextCorpus, fetch_shakespeare, read_text_file
-from .sampling import SamplerConfig, parse_template, sample, sample_ar
+from .sampling import SamplerConfig, SamplingCancelled, parse_template, sample, sample_ar
 
 # +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
 METRIC_DIRECTION = {"pattern_quality": 1, "gen_ppl": -1, "gen_nll": -1, "entropy": 0, "word_validity": 1,
@@ -33,7 +33,8 @@ INT_COLUMNS = ("steps", "top_k", "block_length", "seed", "sample", "batch_size",
 
 
 class SweepCancelled(RuntimeError):
-    """Raised when `cancel` fires between batches; `.table` holds the rows finished so far."""
+    """Raised when `cancel` fires (before a batch or at any sampler step); `.table` holds the rows
+    of the batches finished so far (a batch stopped mid-call is dropped whole)."""
 
     def __init__(self, table: pd.DataFrame, done: int, total: int):
         super().__init__(f"sweep cancelled after {done} of {total} samples")
@@ -144,15 +145,21 @@ def _plan(cells: list[dict], n_samples: int, batch_size: int, with_ar: bool) -> 
     return jobs
 
 
-def _run_job(job: _Job, model, ar_model, base: SamplerConfig, seed: int, length: int, template):
-    """The real, batched sampler without recording (record=False: only the final canvas and timings)."""
+def _run_job(job: _Job, model, ar_model, base: SamplerConfig, seed: int, length: int, template, stop=None):
+    """The real, batched sampler without recording (record=False: only the final canvas and timings);
+    None when `stop()` turned true during the call. should_stop, not on_step: on_step would copy every
+    step's tensors to the host, and those copies would land in the timings being measured."""
     config = base.replace(**job.cell, seed=seed + job.seed)
     g = torch.Generator().manual_seed(seed + job.seed)  # CPU: the same samples on every device
     m = ar_model if job.baseline else model
-    if m.config.kind == "ar":
-        return sample_ar(m, config, batch_size=job.n, length=length, generator=g, record=False)
-    return sample(m, config, batch_size=job.n, length=length, template=template,
-                  generator=g, record=False)
+    try:
+        if m.config.kind == "ar":
+            return sample_ar(m, config, batch_size=job.n, length=length, generator=g, record=False,
+                             should_stop=stop)
+        return sample(m, config, batch_size=job.n, length=length, template=template,
+                      generator=g, record=False, should_stop=stop)
+    except SamplingCancelled:
+        return None
 
 
 def _job_columns(job: _Job, traj, seed: int) -> dict:
@@ -218,8 +225,10 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     """Sample n_samples per cell of `vary` (see sweep_cells) and score every sample.
 
     Returns (table, aggregate(table)). progress(done, total) counts samples after each batch; `cancel`
-    (threading.Event or callable) is checked before each batch and raises SweepCancelled with the
-    partial table. reference: held-out texts (or pattern ids) scored as a "reference" row.
+    (threading.Event or callable) is checked before each batch and after every sampler step (a long
+    cell stops within a step), and raises SweepCancelled with the finished batches' rows.
+    template: as the sampler takes it (█ / [___] / plain prompt); the canvas length is the sampler's.
+    reference: held-out texts (or pattern ids) scored as a "reference" row.
     """
     base = base_config or SamplerConfig()
     cells = sweep_cells(base, vary or {"steps": [base.steps]})
@@ -233,11 +242,12 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     scoring = _Scoring.for_model(model, judge, words)
     jobs = _plan(cells, n_samples, batch_size or min(n_samples, 64), ar_model is not None)
     total, done, parts = sum(j.n for j in jobs), 0, []
+    stop = None if cancel is None else (lambda: _is_cancelled(cancel))
     _warm_up(model, ar_model, base, length, template)
     for job in jobs:
-        if _is_cancelled(cancel):
+        traj = None if _is_cancelled(cancel) else _run_job(job, model, ar_model, base, seed, length, template, stop)
+        if traj is None:
             raise SweepCancelled(_concat(parts, base=base.to_dict(), knobs=knobs, kind=scoring.kind), done, total)
-        traj = _run_job(job, model, ar_model, base, seed, length, template)
         parts.append(scoring.rows(traj.final, _job_columns(job, traj, seed)))
         done += job.n
         if progress is not None:

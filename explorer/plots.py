@@ -158,10 +158,42 @@ def _fixed_xticks(ticks: list[float]):
     return hook
 
 
+def _sweet_spot_stars(diff: pd.DataFrame, metric: str, x: str, xcol: str, by: list, dims) -> list:
+    """A black star on each curve at seed 000's sweet spot (experiments.sweet_spot: the fewest steps
+    reaching 90% of that curve's best), its hover saying "Sweet spot ~N steps". Scheduled cells only:
+    threshold decoding has no step count to save. None for a metric without a better direction
+    (entropy, tokens/s), where "90% of the best" means nothing."""
+    from .experiments import METRIC_DIRECTION, sweet_spot
+
+    hv = _hv()
+    col = f"{metric}_mean"
+    if not METRIC_DIRECTION.get(metric):
+        return []
+    rows = diff[diff[col].notna() & diff[xcol].notna()]
+    if "threshold" in rows:
+        rows = rows[rows["threshold"].isna()]
+    by = [k for k in by if k != "threshold"]
+    unit = {"nfe": "NFE"}.get(x, x)
+    spots = []
+    for label, group in (_groups(rows, by) if len(rows) else []):
+        spot = sweet_spot(group, metric, x=x, by=[]).iloc[0]
+        name = f"Sweet spot ~{spot[xcol]:.0f} {unit}" + (f" ({label})" if by else "")
+        spots.append((float(spot[xcol]), float(spot[col]), name))
+    if not spots:
+        return []
+    xd, yd, _ = dims
+    return [hv.Scatter(tuple(map(list, zip(*spots))), xd, [yd, hv.Dimension("spot", label="sweet spot")],
+                       label="sweet spot").opts(marker="star", size=16, color="#000000", tools=["hover"],
+                                                hover_tooltips="@spot")]
+
+
 def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", by: Sequence[str] | None = None,
-                       speed: bool = True, logx: bool = True, title: str | None = None):
-    """Quality vs steps (or NFE) with ±1 std bands per group, tokens/s on a second y axis, and the AR
-    baseline / held-out reference as their own lines. Returns a HoloViews Overlay."""
+                       speed: bool = True, logx: bool = True, title: str | None = None,
+                       width: int | None = None, height: int = 480):
+    """Quality vs steps (or NFE) with ±1 std bands per group, tokens/s on a second y axis, the AR
+    baseline / held-out reference as their own lines, and each curve's sweet spot starred.
+    width=None stretches the figure to its container (a dashboard column, a browser window); an int
+    fixes it (e.g. for a PNG of a known size). Returns a HoloViews Overlay."""
     hv = _hv()
 
     xcol = _x_column(summary, x)
@@ -173,19 +205,21 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     els, xs = _diffusion_curves(diff, x, xcol, by, metric, dims, speed)
     els += _baseline_elements(summary, "ar", "AR baseline", xs, xcol, metric, dims, speed, "#212121")
     els += _baseline_elements(summary, "reference", "held-out text", xs, xcol, metric, dims, False, "#757575")
+    els += _sweet_spot_stars(diff, metric, x, xcol, by, dims)
     ticks = np.unique(np.round(xs[np.isfinite(xs)], 1))
     extra = {"hooks": [_fixed_xticks([float(v) for v in ticks])]} if len(ticks) <= 12 else {}
+    size = {"responsive": True} if width is None else {"width": int(width)}
     return hv.Overlay(els).opts(
-        multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), width=1000, height=480, show_grid=True,
+        multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), height=height, **size, show_grid=True,
         padding=0.05, legend_position="right", title=title or f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}",
         **extra)
 
 
 def speed_plot(summary: pd.DataFrame, *, x: str = "steps", by: Sequence[str] | None = None, logx: bool = True,
-               title: str | None = None):
+               title: str | None = None, width: int | None = None, height: int = 480):
     """tokens/s vs steps per group, with the AR baseline as its own line (seed 000's speed benchmark)."""
     return quality_speed_plot(summary, "tokens_per_s", x=x, by=by, speed=False, logx=logx,
-                              title=title or f"tokens / s vs {LABELS.get(x, x)}")
+                              title=title or f"tokens / s vs {LABELS.get(x, x)}", width=width, height=height)
 
 
 def save_plot(obj, path: str | Path, resources: str = "inline") -> Path:

@@ -149,9 +149,12 @@ def test_header_facts_cope_with_missing_metrics(checkpoints):
 
 
 def test_checkpoint_names_with_paths_are_refused(checkpoints):
+    # never opened (only names listed in checkpoints/ are): the default is, with a notice saying why
     s = ExplorerState(checkpoint="../tiny", device="cpu", auto_run=False)
     s.load(wait=True)
-    assert s.model is None and "not a plain name" in s.error
+    assert s.model_info["name"] == "tiny" and "'../tiny' is not one of the checkpoints" in s.error
+    s.load("../tiny", wait=True)  # a name from elsewhere than the list: refused by the loader
+    assert s.checkpoint == "tiny" and "not a plain name" in s.error
 
 
 def test_quality_sweep_is_computed_then_cached(state):
@@ -185,3 +188,13 @@ def test_mean_confidence_at_t_over_validation_data(state):
     table = state.mean_confidence
     assert table is not None and len(table) == LENGTH
     assert np.nanmin(table["confidence"]) > 0 and np.nanmax(table["confidence"]) <= 1
+
+
+def test_quality_sweep_takes_the_template_as_typed(state):
+    # the sweep parses the typed template (here with [___] and padding to `length`) as the sampler does
+    state.param.update(template=" AB[___]C ", sweep_strategies=["confidence"], sweep_samples=1)
+    canvas = state.canvas()
+    assert state.start_sweep(wait=True) and state.sweep_error == "" and state.sweep_status == "done"
+    table, _ = state.sweep_result
+    assert set(table["length"]) == {canvas.length} == {state.length}
+    assert (table["text"].str[:2] == "AB").all() and (table["text"].str[7] == "C").all()

@@ -334,6 +334,19 @@ def test_on_step_sees_every_step_and_can_cancel():
     assert info.value.step == 1
 
 
+def test_should_stop_cancels_after_the_step_it_trips_without_building_records(monkeypatch):
+    import explorer.sampling.recorder as recorder
+
+    calls = []
+    stop = lambda: calls.append(1) or len(calls) >= 2  # noqa: E731  trips after the second step
+    monkeypatch.setattr(recorder, "StepRecord", None)  # record=False + should_stop must never build one
+    with pytest.raises(SamplingCancelled, match="should_stop") as info:
+        sample(random_mock(), SamplerConfig(steps=8), record=False, should_stop=stop)
+    assert info.value.step == 1 and len(calls) == 2
+    never = sample(random_mock(), SamplerConfig(steps=4), record=False, should_stop=lambda: False)
+    assert never.tokens is None and len(never.step_seconds) == 4
+
+
 def test_length_template_and_batch_errors():
     model = random_mock(L=12)
     with pytest.raises(ValueError, match="context"):

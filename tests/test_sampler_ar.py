@@ -132,3 +132,5 @@ def test_ar_annealing_cancel_and_record_false():
     assert lean.tokens is None and lean.final.tolist() == tr.final.tolist() and lean.nfe == 5
     with pytest.raises(SamplingCancelled):
         sample_ar(model, SamplerConfig(), prompt="a", length=6, on_step=lambda r: False)
+    with pytest.raises(SamplingCancelled, match="should_stop"):
+        sample_ar(model, SamplerConfig(), prompt="a", length=6, record=False, should_stop=lambda: True)

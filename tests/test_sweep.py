@@ -141,6 +141,44 @@ def test_cancel_between_batches_keeps_partial_rows():
     assert info.value.done == 0 and info.value.table.empty
 
 
+class TrippingDenoiser(PeriodicDenoiser):
+    """PeriodicDenoiser that sets `stop` on its `trip_at`-th call, as a knob change would mid-cell."""
+
+    def __init__(self, block_size, trip_at):
+        super().__init__(block_size)
+        self.stop, self.calls, self.trip_at = threading.Event(), 0, trip_at
+
+    def forward(self, x, t=None):
+        self.calls += 1
+        if self.calls == self.trip_at:
+            self.stop.set()
+        return super().forward(x, t)
+
+
+def test_cancel_during_a_long_cell_stops_within_a_step():
+    # calls: 1 warm-up, 4 for the steps=4 cell (one per step: every step changes the canvas), then
+    # the 64-step cell trips the cancel on its first call and must stop right after that step
+    model = TrippingDenoiser(block_size=64, trip_at=1 + 4 + 1)
+    with pytest.raises(SweepCancelled) as info:
+        sweep(model, SamplerConfig(), {"steps": [4, 64]}, n_samples=2, cancel=model.stop)
+    assert model.calls == 6  # not 1 + 4 + 64
+    assert info.value.done == 2 and info.value.total == 4
+    assert info.value.table["steps"].tolist() == [4, 4]  # the stopped batch is dropped whole
+
+
+def test_template_length_is_the_samplers_canvas_length(text_models):
+    from explorer.sampling import parse_template, sample
+
+    _, model, _ = text_models
+    for template, length in [("To [___] be", None), ("To be", None), ("To be", 20), ("[___] or", 12)]:
+        canvas = parse_template(template, model.tokenizer, length=length, context=model.config.block_size)
+        drawn = sample(model, SamplerConfig(steps=2), length=length, template=template).final.shape[1]
+        table, _ = sweep(model, SamplerConfig(), {"steps": [2]}, n_samples=1, length=length, template=template)
+        assert table["length"].tolist() == [canvas.length] == [drawn], template
+        assert experiments.canvas_length(model, length, template) == canvas.length
+    assert experiments.canvas_length(model, None, "To be") == 24  # a plain prompt fills the context, not len()
+
+
 def test_sweep_rejects_bad_input_before_sampling():
     model = _patterns_model()
     with pytest.raises(ValueError, match="unknown sampler knob 'stepz'.*steps"):
@@ -222,6 +260,27 @@ def test_quality_speed_plot_and_html(tmp_path, text_models):
     assert path.read_text().count("tokens") > 0
     with pytest.raises(ValueError, match="no diffusion rows"):
         quality_speed_plot(summary, "pattern_quality")
+
+
+def test_quality_plot_stars_each_strategys_sweet_spot_and_sizes_as_asked():
+    import holoviews as hv
+
+    from explorer.plots import quality_speed_plot, speed_plot
+
+    summary = _summary([1, 2, 4, 1, 2, 4], [0.5, 0.95, 1.0, 0.2, 0.6, 0.9])
+    summary["strategy"] = ["c"] * 3 + ["r"] * 3
+    summary["pattern_quality_std"] = 0.1
+    summary.attrs["knobs"] = ["steps", "strategy"]
+    plot = quality_speed_plot(summary, "pattern_quality", speed=False)
+    stars = [el for el in plot if isinstance(el, hv.Scatter) and el.label == "sweet spot"]
+    assert len(stars) == 1 and stars[0].opts.get().kwargs["marker"] == "star"
+    spots = sweet_spot(summary, "pattern_quality", by=["strategy"])  # the one rule, drawn as computed
+    assert stars[0].dimension_values("steps").tolist() == spots["steps"].tolist() == [2, 4]
+    assert list(stars[0].dimension_values("spot")) == ["Sweet spot ~2 steps (c)", "Sweet spot ~4 steps (r)"]
+    assert plot.opts.get("plot").kwargs["responsive"] is True
+    assert quality_speed_plot(summary, "pattern_quality", width=640).opts.get("plot").kwargs["width"] == 640
+    summary["tokens_per_s_mean"], summary["tokens_per_s_std"] = 10.0, 1.0
+    assert not any(el.label == "sweet spot" for el in speed_plot(summary))  # tokens/s: no better direction
 
 
 # ----------------------------------------------------------------------------- CLI

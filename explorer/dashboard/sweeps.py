@@ -116,16 +116,16 @@ class SweepState(param.Parameterized):
             self.sweep_result, self.sweep_progress, self.sweep_running = cached, 100, False
             self.sweep_status = "from cache"
             return True
-        args = (self.model, config, canvas, list(self.sweep_strategies), self.sweep_samples, self.seed, key)
+        # the template as typed (stripped as start_canvas strips it): the sweep parses it as the sampler does
+        template = self.template.strip() or None
+        args = (self.model, config, canvas, template, list(self.sweep_strategies), self.sweep_samples, self.seed, key)
         self.sweep_progress, self.sweep_running, self.sweep_status = 0, True, "computing …"
         self._sweeps.submit(lambda job: self._sweep_job(job, *args), wait=wait)
         return True
 
-    def _sweep_job(self, job, model, config, canvas, strategies, n_samples, seed, key) -> None:
+    def _sweep_job(self, job, model, config, canvas, template, strategies, n_samples, seed, key) -> None:
         from ..experiments import SweepCancelled, sweep
-        from .state import canvas_template
 
-        template = canvas_template(model, canvas)
         grid = [s for s in STEPS_GRID if s <= max(canvas.n_generate, 1)] or [1]
 
         def progress(done, total):

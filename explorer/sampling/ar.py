@@ -91,12 +91,13 @@ def _ar_step(model, config, generator, st, pos: int, i: int, n: int, cache) -> t
 
 def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int = 1, length: int | None = None,
               prompt: str | None = None, generator: torch.Generator | None = None, use_cache: bool = True,
-              record: bool = True, on_step=None) -> Trajectory:
+              record: bool = True, on_step=None, should_stop=None) -> Trajectory:
     """Generate `batch_size` continuations from a causal model; see the module docstring.
 
     length: canvas length including the prompt (default: the model's context). prompt: plain text,
     or a template whose gaps are all at the end. use_cache=False recomputes the whole prefix per
-    token (the benchmark's baseline); greedy outputs are identical either way.
+    token (the benchmark's baseline); greedy outputs are identical either way. on_step and
+    should_stop work as in sample().
     """
     config = as_config(config)
     check_batch_size(batch_size)
@@ -108,7 +109,7 @@ def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int = 1, length: i
     first = int(np.argmin(canvas.fixed))  # first position to generate
     n = canvas.length - first
     st = initial_state(canvas, batch_size, model_device(ar_model))
-    recorder = Recorder(st.x, record, on_step)
+    recorder = Recorder(st.x, record, on_step, should_stop)
     cache = KVCache() if use_cache else None
     with torch.no_grad(), eval_mode(ar_model):
         for i, pos in enumerate(range(first, canvas.length)):

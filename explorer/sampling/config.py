@@ -14,6 +14,11 @@ def _check_name(knob: str, value: str, valid) -> None:
         raise ValueError(f"unknown {knob} {value!r}; valid: {', '.join(valid)}")
 
 
+def _is_int(value) -> bool:
+    # bool is an int subclass, but True as a step count or top-k is a mistake, not a number
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_range(knob: str, value, lo, hi, lo_open=False, hi_open=False, allow_none=False) -> None:
     if value is None and allow_none:
         return
@@ -33,7 +38,8 @@ class SamplerConfig:
     top_p: float = 1.0  # nucleus mass in (0, 1]; 1 = off
     strategy: str = "confidence"  # which masked positions to commit: see STRATEGIES
     schedule: str = "linear"  # how many per step: see SCHEDULES
-    block_length: int = 0  # semi-autoregressive block size; 0 = whole canvas
+    block_length: int = 0  # semi-autoregressive block size; 0 = whole canvas. Need not divide the
+    # number of generated positions: the last block is simply shorter (sampler.plan_blocks)
     threshold: float | None = None  # Fast-dLLM confidence threshold gamma; None = use the schedule
     remask: float = 0.0  # ReMDM revision rate eta in [0, 1]
     remask_t_on: float = 0.55  # revision window [t_off, t_on]: masked fraction of the current block
@@ -41,16 +47,16 @@ class SamplerConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if not isinstance(self.steps, int) or isinstance(self.steps, bool) or not 1 <= self.steps <= MAX_STEPS:
+        if not _is_int(self.steps) or not 1 <= self.steps <= MAX_STEPS:
             raise ValueError(f"steps must be an integer in [1, {MAX_STEPS}], got {self.steps!r}")
         _check_range("temperature", self.temperature, 0, 100)
         _check_range("temperature_end", self.temperature_end, 0, 100, allow_none=True)
-        if not isinstance(self.top_k, int) or self.top_k < 0:
+        if not _is_int(self.top_k) or self.top_k < 0:
             raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
         _check_range("top_p", self.top_p, 0, 1, lo_open=True)
         _check_name("strategy", self.strategy, STRATEGIES)
         _check_name("schedule", self.schedule, SCHEDULES)
-        if not isinstance(self.block_length, int) or self.block_length < 0:
+        if not _is_int(self.block_length) or self.block_length < 0:
             raise ValueError(f"block_length must be an integer >= 0 (0 = one block), got {self.block_length!r}")
         _check_range("threshold", self.threshold, 0, 1, allow_none=True)
         _check_range("remask", self.remask, 0, 1)
@@ -64,7 +70,7 @@ class SamplerConfig:
         if self.remask_t_off > self.remask_t_on:
             raise ValueError(f"remask window needs remask_t_off <= remask_t_on, got "
                              f"[{self.remask_t_off}, {self.remask_t_on}]")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+        if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
             raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
 
     def to_dict(self) -> dict:

@@ -1,7 +1,9 @@
 """Collects what each step produced and assembles the Trajectory; shared by both samplers.
 
 With record=False and no on_step callback nothing is copied to the host per step except the
-step's wall time, t, temperature and whether the model was called (a few floats).
+step's wall time, t, temperature and whether the model was called (a few floats). `should_stop`
+(a plain callable, checked after every step) cancels without building a StepRecord, so a sweep can
+stop mid-call without the per-step host copies (and device syncs) that on_step costs.
 """
 from __future__ import annotations
 
@@ -16,11 +18,11 @@ from .trajectory import StepRecord, Trajectory
 
 
 class SamplingCancelled(Exception):
-    """Raised when an `on_step` callback returns False; `.step` is the last step that ran."""
+    """Raised when `on_step` returns False or `should_stop()` is true; `.step` is the last step that ran."""
 
-    def __init__(self, step: int):
+    def __init__(self, step: int, by: str = "the on_step callback"):
         self.step = step
-        super().__init__(f"sampling cancelled by the on_step callback after step {step}")
+        super().__init__(f"sampling cancelled by {by} after step {step}")
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -29,8 +31,9 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 class Recorder:
-    def __init__(self, x0: torch.Tensor, record: bool, on_step: Callable | None):
-        self.record, self.on_step = record, on_step
+    def __init__(self, x0: torch.Tensor, record: bool, on_step: Callable | None,
+                 should_stop: Callable[[], bool] | None = None):
+        self.record, self.on_step, self.should_stop = record, on_step, should_stop
         self.start = time.perf_counter()
         self.seconds: list[float] = []
         self.t: list[float] = []
@@ -44,11 +47,13 @@ class Recorder:
 
     def add(self, index: int, x, proposals, scores, confidence, committed, remasked, *,
             t: float, temperature: float, called: bool, seconds: float) -> None:
-        """Store one step; call on_step; raise SamplingCancelled if it returns False."""
+        """Store one step; call on_step; raise SamplingCancelled if it returns False or should_stop()."""
         self.seconds.append(seconds)
         self.t.append(t)
         self.temperatures.append(temperature)
         self.called.append(called)
+        if self.should_stop is not None and self.should_stop():  # before any copy: nothing is built
+            raise SamplingCancelled(index, "should_stop")
         if not self.record and self.on_step is None:
             return
         rec = StepRecord(index=index, tokens=_np(x), scores=_np(scores), proposals=_np(proposals),

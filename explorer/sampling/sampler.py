@@ -253,13 +253,15 @@ def as_config(config) -> SamplerConfig:
 
 def sample(model, config: SamplerConfig, *, batch_size: int = 1, length: int | None = None,
            template: str | None = None, generator: torch.Generator | None = None, record: bool = True,
-           on_step=None) -> Trajectory:
+           on_step=None, should_stop=None) -> Trajectory:
     """Generate `batch_size` samples from a masked-diffusion model; see the module docstring.
 
     length: canvas length (default: the model's context). template: █ / [___] / plain prompt,
     see parse_template (needs `model.tokenizer`). generator: a CPU torch.Generator (default: seeded
     from config.seed). record=False keeps only final tokens, NFE and timings (for sweeps).
     on_step(StepRecord) runs after every step; returning False raises SamplingCancelled.
+    should_stop() is checked after every step, True raises SamplingCancelled; unlike on_step it copies
+    nothing to the host, so it leaves record=False timings as they are.
     """
     config = as_config(config)
     check_batch_size(batch_size)
@@ -274,7 +276,7 @@ def sample(model, config: SamplerConfig, *, batch_size: int = 1, length: int | N
     run = _Run(model, config, cpu_generator(generator, config.seed), device, model.config.mask_id,
                canvas.n_generate, None if steps is None else sum(steps))
     st = initial_state(canvas, batch_size, device)
-    run.recorder = Recorder(st.x, record, on_step)
+    run.recorder = Recorder(st.x, record, on_step, should_stop)
     block_ids = torch.as_tensor(blocks, device=device)  # (L,)
     with torch.no_grad(), eval_mode(model):
         for b in range(n_blocks):

@@ -48,6 +48,9 @@ def _expand(template: str) -> str:
 
 
 def _check_length(n: int, length: int | None, context: int | None) -> int:
+    if context is not None and n > context:  # first: no length could fix this one
+        raise ValueError(f"the template is {n} positions but the model's context is {context}; "
+                         f"shorten the template")
     if length is not None:
         if isinstance(length, bool) or not isinstance(length, int) or length < 1:
             raise ValueError(f"length must be a positive integer, got {length!r}")

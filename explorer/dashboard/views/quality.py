@@ -1,4 +1,4 @@
-"""Quality vs steps: the sweep's curves (explorer.plots), the sweet spot marked, with a progress bar.
+"""Quality vs steps: the sweep's curves and sweet spots (explorer.plots), with a progress bar.
 
 The sweep itself runs in the state (sweeps.py); this view only draws the DataFrames it returns.
 """
@@ -16,36 +16,18 @@ from .base import StateView
 log = logging.getLogger(__name__)
 
 
-def sweet_spot_points(summary, metric: str, x: str):
-    """(x, y) of each strategy's sweet spot (fewest steps reaching 90% of its best), as numpy."""
-    from ...experiments import sweet_spot
-
-    try:
-        spots = sweet_spot(summary, metric, x=x)
-    except ValueError:  # e.g. no finite values yet
-        return [], []
-    col = x if x in spots else f"{x}_mean"
-    return spots[col].to_numpy(float), spots[f"{metric}_mean"].to_numpy(float)
-
-
 def quality_figure(summary, metric: str, x: str, presentation: bool):
-    """The helper's quality-vs-steps overlay plus sweet-spot stars, sized for the dashboard."""
+    """The shared quality-vs-steps figure (sweet spots starred by explorer.plots), styled for the
+    dashboard: stretched to the column, legend below, hover on every curve, the presentation fonts."""
     import holoviews as hv
 
     from ...plots import quality_speed_plot
 
-    if "bokeh" not in hv.Store.renderers:
-        hv.extension("bokeh", logo=False)  # registers the plotting options used below
-    plot = quality_speed_plot(summary, metric, x=x)
-    xs, ys = sweet_spot_points(summary, metric, x)
-    stars = hv.Scatter((xs, ys), plot.get(0).kdims, plot.get(0).vdims[:1], label="sweet spot").opts(
-        marker="star", size=16, color="#000000")
     font = FONT[presentation]
-    kept = plot.opts.get("plot").kwargs  # multi_y, logx, ... : `*` would build an overlay without them
-    kept.pop("width", None)
-    overlay = hv.Overlay([*plot, stars]).map(lambda el: el.opts(tools=["hover"]), [hv.Curve, hv.Scatter])
-    return overlay.opts(**kept).opts(
-        responsive=True, height=380, legend_position="bottom", legend_cols=3,
+    plot = quality_speed_plot(summary, metric, x=x, height=380)  # width=None: responsive
+    plot = plot.map(lambda el: el.opts(tools=["hover"]), [hv.Curve, hv.Scatter])
+    return plot.opts(
+        legend_position="bottom", legend_cols=3,
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],
                   "yticks": font["plot"], "legend": font["plot"]})
 
