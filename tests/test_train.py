@@ -80,3 +80,19 @@ def test_max_minutes_stops_early(tmp_path, tiny_corpus):
 def test_cpu_training_flushes_denormals(tmp_path, tiny_corpus):
     Trainer(TrainConfig(**TINY, max_steps=1), tmp_path / "y.safetensors", corpus=tiny_corpus)
     assert torch.tensor(1e-42) * 1 == 0  # denormal flushed to zero
+
+
+def test_cli_resume_keeps_the_runs_own_settings(tmp_path, monkeypatch):
+    """`train --resume X --max-steps N` continues with X's lr/batch/schedule, not the CLI defaults."""
+    from explorer.cli import main
+
+    data = tmp_path / "tiny.txt"
+    data.write_text(TINY_TEXT * 4)
+    out = tmp_path / "run.safetensors"
+    common = ["--n-layer", "1", "--n-embd", "32", "--block-size", "16", "--eval-every", "5", "--eval-sequences", "2",
+              "--precision", "fp32", "--device", "cpu"]
+    assert main(["train", "--out", str(out), "--data", str(data), "--max-steps", "5", "--lr", "0.002",
+                 "--batch-size", "4", "--lr-schedule", "linear", *common]) == 0
+    assert main(["train", "--out", str(out), "--resume", str(out), "--max-steps", "8"]) == 0
+    cfg = load_checkpoint(out).meta["train_config"]
+    assert (cfg["lr"], cfg["batch_size"], cfg["lr_schedule"], cfg["max_steps"]) == (0.002, 4, "linear", 8)

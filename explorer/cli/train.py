@@ -36,12 +36,21 @@ def out_path(out: str):
     return checkpoints_dir() / f"{out}.safetensors"
 
 
+def resumed_config(resume: str | None) -> dict:
+    """On --resume, flags not given keep the run's own values (lr, schedule, batch...), not the defaults."""
+    if not resume:
+        return {}
+    from ..checkpoint import read_metadata, resolve_checkpoint
+
+    return read_metadata(resolve_checkpoint(resume)).get("train_config", {})
+
+
 def main(args) -> int:
     from tqdm import tqdm
 
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
     try:
-        cfg = TrainConfig(**overrides)
+        cfg = TrainConfig(**{**resumed_config(args.resume), **overrides})
         trainer = Trainer(cfg, out_path(args.out), resume=args.resume,
                           command="python run.py " + shlex.join(sys.argv[1:]))
     except (ValueError, CorpusError, CheckpointError) as e:
