@@ -2,12 +2,16 @@
 
 They use the pattern alphabet (A..O), so sweeps score them by pattern quality without an AR judge,
 and validation data for the mean-confidence view is generated rather than read from a file.
+`write_bad_checkpoints` adds the broken files of the bad-input tests (issue 7).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from explorer.checkpoint import save_checkpoint
 from explorer.data.patterns import pattern_tokenizer
@@ -35,3 +39,35 @@ def save_tiny_checkpoints(directory: Path) -> Path:
                            n_layer=1, n_embd=32, n_head=2, seed=1)
         save_checkpoint(model, directory / f"{name}.safetensors", _meta(tok, model, finished), dtype=torch.float32)
     return directory
+
+
+def write_bad_checkpoints(d):
+    """Next to the good tiny ones: every way a file in checkpoints/ can be wrong."""
+    good = d / "tiny.safetensors"
+    raw = good.read_bytes()
+    (d / "truncated.safetensors").write_bytes(raw[: len(raw) // 2])  # a copy cut short
+    (d / "notes.safetensors").write_text("these are my lecture notes, not weights\n")
+    (d / "empty.safetensors").write_bytes(b"")
+    save_file({"w": torch.zeros(3)}, str(d / "foreign.safetensors"))  # safetensors, but not ours
+    with safe_open(str(good), framework="pt") as f:
+        header, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    save_file(tensors, str(d / "future.safetensors"), metadata={**header, "format_version": "2"})
+    meta = json.loads(header["meta"])
+    meta["model_config"]["rotary_base"] = 10000  # a knob from another version of the model
+    save_file(tensors, str(d / "other-version.safetensors"), metadata={**header, "meta": json.dumps(meta)})
+    meta = json.loads(header["meta"])
+    meta["model_config"]["n_layer"] = 2  # the config says 2 layers, the weights hold 1
+    save_file(tensors, str(d / "mismatch.safetensors"), metadata={**header, "meta": json.dumps(meta)})
+    return d
+
+
+# name in checkpoints/ -> what its CheckpointError says
+BAD_FILES = {
+    "truncated": "is not a readable safetensors checkpoint",
+    "notes": "is not a readable safetensors checkpoint",
+    "empty": "is not a readable safetensors checkpoint",
+    "foreign": "has no mdlm-explorer metadata",
+    "future": "has format version '2'; this version of mdlm-explorer reads version 1",
+    "other-version": "unknown model config keys: ['rotary_base']",
+    "mismatch": "weights do not fit the stored config (missing: blocks.1.",
+}

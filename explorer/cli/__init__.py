@@ -24,12 +24,20 @@ class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one `error: ...` line like every other CLI error, not the whole
+    usage block (which, with all the sampler knobs, pushes the actual message off the screen)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 def _available() -> list[str]:
     return [n for n in SUBCOMMANDS if importlib.util.find_spec(f"explorer.cli.{n}") is not None]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python run.py", description="mdlm-explorer: masked diffusion LMs, live.")
+    parser = _Parser(prog="python run.py", description="mdlm-explorer: masked diffusion LMs, live.")
     sub = parser.add_subparsers(dest="command")
     for name in _available():
         p = sub.add_parser(name, help=SUBCOMMANDS[name], description=SUBCOMMANDS[name])

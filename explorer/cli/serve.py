@@ -6,6 +6,7 @@ with no network. The same app is served by `panel serve explorer/dashboard/app.p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import CLIError
@@ -26,6 +27,17 @@ def add_arguments(p: argparse.ArgumentParser):
                         "oversubscribed threads can make each model call many times slower")
     p.add_argument("--allow-websocket-origin", action="append", default=None, metavar="HOST[:PORT]",
                    help="extra origins allowed to connect (needed when serving on a non-local address)")
+    p.add_argument("--num-threads", type=int, default=None, metavar="N",
+                   help="Panel's thread pool for session callbacks (0 = Python's default size; default: none). "
+                        "Lets one session's slow callback not hold up the others")
+    p.add_argument("--liveness", action="store_true",
+                   help="answer GET /liveness with 200 (a health check for a load balancer or a watchdog)")
+    p.add_argument("--basic-auth", default=None, metavar="PASSWORD|USERS.json",
+                   help="ask for a login: one shared password, or a JSON file of {\"user\": \"password\"} "
+                        "(as `panel serve --basic-auth`; PANEL_BASIC_AUTH keeps it out of `ps`)")
+    p.add_argument("--cookie-secret", default=None, metavar="SECRET",
+                   help="signs login cookies (default with --basic-auth: a random one, so logins end when "
+                        "the server restarts; PANEL_COOKIE_SECRET also works)")
 
 
 def check_args(args) -> None:
@@ -33,6 +45,8 @@ def check_args(args) -> None:
     from ..checkpoint import list_checkpoints
     from ..devices import resolve_device
 
+    if args.basic_auth is None:  # pn.serve reads no PANEL_BASIC_AUTH (only `panel serve` does)
+        args.basic_auth = os.environ.get("PANEL_BASIC_AUTH")
     names = list_checkpoints()
     if args.checkpoint is not None and args.checkpoint not in names:
         raise CLIError(f"no checkpoint named {args.checkpoint!r} in checkpoints/; available: {names or 'none'}")
@@ -43,10 +57,56 @@ def check_args(args) -> None:
         raise CLIError(f"--port must be in 0..65535, got {args.port}")
     if args.threads < 0:
         raise CLIError(f"--threads must be >= 0, got {args.threads}")
+    if args.num_threads is not None and args.num_threads < 0:
+        raise CLIError(f"--num-threads must be >= 0, got {args.num_threads}")
+    if args.basic_auth is not None:
+        check_basic_auth(args.basic_auth)
+    if args.cookie_secret is not None and not args.cookie_secret.strip():
+        raise CLIError("--cookie-secret is empty")
     try:
         resolve_device(args.device)
     except ValueError as e:
         raise CLIError(str(e)) from e
+
+
+def check_basic_auth(value: str) -> None:
+    """Panel takes a password, or the path of a JSON file of users; a mistyped file name would
+    silently become the password, so a value that looks like a file must be one."""
+    import json
+    from pathlib import Path
+
+    if not value.strip():
+        raise CLIError("--basic-auth is empty; give a password or a JSON file of users")
+    path = Path(value)
+    if not path.is_file():
+        if value.endswith(".json") or "/" in value:
+            raise CLIError(f"--basic-auth: no file {value!r} (a JSON file of {{\"user\": \"password\"}})")
+        return  # a shared password
+    try:
+        users = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CLIError(f"--basic-auth: {value} is not a readable JSON file ({e})") from e
+    if not (isinstance(users, dict) and users and all(isinstance(k, str) and isinstance(v, str) and v
+                                                      for k, v in users.items())):
+        raise CLIError(f"--basic-auth: {value} must hold a JSON object of user names to non-empty passwords")
+
+
+def server_options(args) -> dict:
+    """pn.serve keywords for access control, health checks and origins (the `panel serve` flags)."""
+    import secrets
+
+    import panel as pn
+
+    opts = {"websocket_origin": args.allow_websocket_origin or None, "liveness": args.liveness}
+    if args.num_threads is not None:
+        pn.config.nthreads = args.num_threads  # pn.serve has no keyword; `panel serve` sets this too
+    if args.basic_auth:
+        opts["basic_auth"] = args.basic_auth
+        # Login cookies are signed; without a secret the login page itself would fail.
+        opts["cookie_secret"] = args.cookie_secret or pn.config.cookie_secret or secrets.token_urlsafe(32)
+    elif args.cookie_secret:
+        opts["cookie_secret"] = args.cookie_secret
+    return opts
 
 
 def main(args) -> int:
@@ -54,16 +114,17 @@ def main(args) -> int:
     import panel as pn
     import torch
 
-    from ..dashboard.app import TITLE, create_app
+    from ..dashboard.app import TITLE, create_app, served_args
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    origins = args.allow_websocket_origin or None
-    print(f"serving the dashboard on http://{args.address}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    opts = server_options(args)
+    login = " (login required)" if args.basic_auth else ""
+    print(f"serving the dashboard on http://{args.address}:{args.port}/{login} (Ctrl-C to stop)", file=sys.stderr)
     try:
-        pn.serve({"/": lambda: create_app(checkpoint=args.checkpoint, device=args.device)}, port=args.port,
-                 address=args.address, show=not args.no_show, title=TITLE, websocket_origin=origins,
-                 start=True)
+        # served_args: a ?checkpoint= in the URL picks the model, as under `panel serve`
+        pn.serve({"/": lambda: create_app(**served_args(args.checkpoint, args.device))}, port=args.port,
+                 address=args.address, show=not args.no_show, title=TITLE, start=True, **opts)
     except OSError as e:  # e.g. the port is taken
         raise CLIError(f"cannot serve on {args.address}:{args.port}: {e}") from e
     except KeyboardInterrupt:

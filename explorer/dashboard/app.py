@@ -48,14 +48,15 @@ def build_tabs(state: ExplorerState):
     return pn.Tabs(("Explore", explore_tab(state)), dynamic=True, sizing_mode="stretch_width", name="tabs")
 
 
-def create_app(checkpoint: str | None = None, device: str = "auto", *, state: ExplorerState | None = None,
-               autoload: bool = True):
+def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback: str | None = None,
+               state: ExplorerState | None = None, autoload: bool = True):
     """The dashboard as a Panel template (served, or shown inline in Jupyter).
 
     checkpoint: a plain name in checkpoints/ (default: shakespeare if present); device: auto|cpu|cuda.
+    fallback: opened instead of a `checkpoint` that is not in checkpoints/ (with a notice).
     autoload=False leaves loading to the caller (tests drive `state` directly)."""
     pn.extension(notifications=False)
-    state = state or ExplorerState(checkpoint=checkpoint, device=device, dispatch=_dispatcher())
+    state = state or ExplorerState(checkpoint=checkpoint, device=device, dispatch=_dispatcher(), fallback=fallback)
     # Bootstrap rather than the Fast templates: Fast always links a Google web font, which fails
     # (a console error) on an offline machine; every Bootstrap asset is bundled with Panel.
     template = pn.template.BootstrapTemplate(
@@ -71,11 +72,17 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, state: Ex
     return template
 
 
-def _served_args() -> dict:
+def served_args(checkpoint: str | None = None, device: str | None = None) -> dict:
+    """Checkpoint and device for a served session: ?checkpoint= in the URL, else the arguments, else
+    MDLM_EXPLORER_CHECKPOINT / MDLM_EXPLORER_DEVICE. A URL value is only a wish: the state opens it
+    only if it is one of the names in checkpoints/, else it opens the default and shows a notice."""
+    configured = checkpoint or os.environ.get("MDLM_EXPLORER_CHECKPOINT") or None
     query = pn.state.session_args.get("checkpoint") if pn.state.session_args else None
-    name = query[0].decode() if query else os.environ.get("MDLM_EXPLORER_CHECKPOINT") or None
-    return {"checkpoint": name, "device": os.environ.get("MDLM_EXPLORER_DEVICE", "auto")}
+    # errors="replace": bytes that are not UTF-8 make a name that matches nothing, not a traceback
+    name = query[0].decode(errors="replace") if query else configured
+    return {"checkpoint": name or None, "fallback": configured,
+            "device": device or os.environ.get("MDLM_EXPLORER_DEVICE", "auto")}
 
 
 if pn.state.served:
-    create_app(**_served_args()).servable(title=TITLE)
+    create_app(**served_args()).servable(title=TITLE)

@@ -2,7 +2,11 @@
 
 Only plain names inside checkpoints/ are ever opened (allow_paths=False). A checkpoint that is still
 being trained is re-saved periodically, so the cache key includes the file's modification time:
-choosing it again picks up the newer weights. Issue 7 shares this cache across sessions.
+choosing it again picks up the newer weights.
+
+The caches are module globals behind one lock: one per server process, shared by every session
+(`panel serve` imports this package once; each session only re-runs app.py), and safe when several
+sessions ask for the same model at once (the first loads it, the others wait and get that object).
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import threading
 
 import param
 
+from ..checkpoint import CheckpointError
 from ..data.tokenizer import MASK_GLYPH
 from ..sampling.config import SCHEDULES, STRATEGIES, SamplerConfig
 from . import models
@@ -76,6 +77,18 @@ def start_canvas(model, template: str, length: int, seed: int):
     return blank_canvas(length, model.config.mask_id, context)
 
 
+def checkpoint_or_default(name: str | None, names: list[str], fallback: str | None = None) -> tuple[str | None, str]:
+    """The checkpoint to open first and a notice ('' = none). A name that is not one of `names` (from
+    a URL or a script: a path, a typo) is never opened: `fallback` (the server's choice) or the
+    default is, with a notice saying why."""
+    default = fallback if fallback in names else models.default_checkpoint(names)
+    if not name or name in names:
+        return name or default, ""
+    instead = f"; showing {default} instead" if default else ""
+    listed = ", ".join(names) or "none"
+    return default, f"checkpoint {name!r} is not one of the checkpoints in checkpoints/ ({listed}){instead}"
+
+
 class ExplorerState(SweepState):
     """Every knob of the dashboard, the run they produced, and the work in the background.
 
@@ -98,7 +111,7 @@ class ExplorerState(SweepState):
                               doc="How many positions to commit at each step")
     block_length = param.Integer(0, bounds=(0, 256), label="Block length",
                                  doc="Semi-autoregressive: fill blocks of this many positions left to right "
-                                     "(0 = the whole canvas at once)")
+                                     "(0 = the whole canvas at once; the last block may be shorter)")
     threshold = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Threshold",
                              doc="Commit every position more confident than this (Fast-dLLM); 0 = off")
     remask = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Revision η",
@@ -135,7 +148,8 @@ class ExplorerState(SweepState):
     mean_confidence = param.DataFrame(default=None, allow_None=True)
     confidence_error = param.String("", doc="Why the mean confidence at t is unavailable ('' = it is not)")
 
-    def __init__(self, checkpoint: str | None = None, device: str = "auto", dispatch=call_now, **params):
+    def __init__(self, checkpoint: str | None = None, device: str = "auto", dispatch=call_now, *,
+                 fallback: str | None = None, **params):
         from ..devices import describe_device, resolve_device
 
         super().__init__(**params)
@@ -149,7 +163,8 @@ class ExplorerState(SweepState):
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._quiet = False  # set while the state changes its own knobs: no auto-run per change
         self._init_sweeps()
-        self._wanted = checkpoint or models.default_checkpoint(names)
+        self._wanted, self._notice = checkpoint_or_default(checkpoint, names, fallback)
+        self.error = self._notice  # on the page from the start; set again once the default is loaded
 
     # ------------------------------------------------------------------ knobs -> config
 
@@ -173,7 +188,7 @@ class ExplorerState(SweepState):
         """Load `name` (default: the chosen / default checkpoint) in the background, then run."""
         name = name or self.checkpoint or self._wanted
         if name is None:
-            self.error = "no checkpoints found in checkpoints/: train one with `python run.py train`"
+            self.error = self._notice or "no checkpoints found in checkpoints/: train one with `python run.py train`"
             return
         self.status = f"loading {name} …"
         self._loads.submit(lambda job: self._load_job(job, name), wait=wait)
@@ -182,9 +197,15 @@ class ExplorerState(SweepState):
         try:
             model = models.load(name, self.device)
             info = models.describe(model, name)
-        except Exception as e:  # shown as a notice; the traceback goes to the server log
-            log.exception("loading %s failed", name)
-            self.dispatch(lambda: self._fail(f"could not load {name}: {e}"))
+        except Exception as e:  # shown as a notice; the traceback goes to the server log...
+            if isinstance(e, CheckpointError):  # ...unless it is the user's choice, not a bug
+                log.warning("loading %r failed: %s", name, e)
+            else:
+                log.exception("loading %s failed", name)
+            # the message is made here: Python unbinds `e` when the except block ends, before a
+            # served session's loop runs the callback
+            message = f"could not load {name}: {e}"
+            self.dispatch(lambda: self._load_failed(job, message))
             return
         self.dispatch(lambda: self._loaded(job, name, model, info))
 
@@ -209,10 +230,25 @@ class ExplorerState(SweepState):
                 self.template = ""  # a template for another model's alphabet
         finally:
             self._quiet = False
+        notice, self._notice = self._notice, ""
         self.status, self.error = f"{name} loaded", ""
         self._on_model_changed()
-        if self.auto_run:
-            self.start_run()
+        if self.auto_run and not self.start_run():
+            return  # the run's own error is the notice that matters now
+        self.error = notice  # e.g. why ?checkpoint= was not used; after start_run, which clears errors
+
+    def _load_failed(self, job, message: str) -> None:
+        """Keep the model that was loaded, and put the selector back on it so the page does not claim
+        the failed one is in use."""
+        if not self._loads.is_current(job):
+            return
+        self._quiet = True
+        try:
+            self.checkpoint = self.model_info.get("name")
+        finally:
+            self._quiet = False
+        notice, self._notice = self._notice, ""  # why this one was tried: still worth saying
+        self._fail(f"{notice}. {message}" if notice else message)
 
     @param.depends("checkpoint", watch=True)
     def _checkpoint_chosen(self):
@@ -259,7 +295,8 @@ class ExplorerState(SweepState):
             return
         except Exception as e:  # a readable notice, never a traceback in the page
             log.exception("sampling failed")
-            self.dispatch(lambda: self._end(job, None, f"sampling failed: {e}"))
+            message = f"sampling failed: {e}"  # made here: `e` is unbound after the except block
+            self.dispatch(lambda: self._end(job, None, message))
             return
         self.dispatch(lambda: self._end(job, traj, ""))
 
@@ -378,7 +415,8 @@ class ExplorerState(SweepState):
                 table = _MEAN_CONF[key] = per_position_confidence(model, tokens, t=t, seed=0)
         except Exception as e:  # e.g. the corpus file is missing: a notice, not a traceback
             log.exception("mean confidence failed")
-            self.dispatch(lambda: setattr(self, "confidence_error", f"mean confidence unavailable: {e}"))
+            message = f"mean confidence unavailable: {e}"  # made here: `e` is unbound after the except block
+            self.dispatch(lambda: setattr(self, "confidence_error", message))
             return
         self.dispatch(lambda: self._conf_done(job, table))
 
@@ -396,3 +434,6 @@ class ExplorerState(SweepState):
         for worker in (self._runs, self._loads, self._conf):
             worker.cancel()
         self._cancel_sweep()
+        # The model stays in the shared cache; this session's rows go now, not when the GC finds the
+        # document (30 closed tabs of 256 x 256 frames add up on a lab server).
+        self.model = self.frames = None

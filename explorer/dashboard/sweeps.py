@@ -141,7 +141,8 @@ class SweepState(param.Parameterized):
             return self.dispatch(lambda: self._sweep_done(job, None, "cancelled"))
         except Exception as e:  # a readable notice beside the plot
             log.exception("sweep failed")
-            return self.dispatch(lambda: self._sweep_done(job, None, f"sweep failed: {e}"))
+            message = f"sweep failed: {e}"  # built now: Python clears `e` when the except block ends
+            return self.dispatch(lambda: self._sweep_done(job, None, message))
         cache_put(key, result)
         self.dispatch(lambda: self._sweep_done(job, result, ""))
 

@@ -1,6 +1,8 @@
 """Sidebar controls: every widget is made from a parameter of the state (its doc is the hover help)."""
 from __future__ import annotations
 
+import html
+
 import panel as pn
 import param
 
@@ -50,7 +52,9 @@ class ControlsView(StateView):
 
     @param.depends("state.error", watch=True)
     def _show_error(self):
-        self.notice.object = self.state.error
+        # escaped: a notice may quote what a user typed or put in the URL, and the Alert renders
+        # Markdown, which passes raw HTML through (?checkpoint=<img onerror=...> would run)
+        self.notice.object = html.escape(self.state.error)
         self.notice.visible = bool(self.state.error)
 
     @param.depends("state.running", watch=True)

@@ -1,0 +1,205 @@
+"""Bad input through the dashboard (issue 7): the ExplorerState driven without a browser, and a served
+app that keeps serving. Every bad value ends as a readable notice in `state.error` (the red alert
+under the template), the last good result stays, and nothing raises into Panel (a traceback in the
+server log and a page that stops updating). The API and CLI side is in test_bad_input.py."""
+from __future__ import annotations
+
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import torch
+
+from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.views import ControlsView
+from tests.dashboard_support import BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints
+from tests.test_dashboard_served import check_page, free_port, get
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)  # tiny models; and the machine's cores are shared
+    return write_bad_checkpoints(save_tiny_checkpoints(tmp_path))
+
+
+@pytest.fixture
+def good_checkpoints(tmp_path, monkeypatch):
+    """Only the good ones (with broken files present, the default would be the first name, "empty")."""
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)
+    return save_tiny_checkpoints(tmp_path)
+
+
+@pytest.fixture
+def state(checkpoints):
+    """A loaded state with one good run, which every bad input below must leave in place."""
+    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s.load(wait=True)
+    s.steps = 4
+    assert s.start_run(wait=True) and s.error == ""
+    return s
+
+
+def refused(state, needle: str) -> None:
+    """The run was refused with a notice naming the problem, and the last good run is still shown."""
+    good = state.trajectory
+    assert not state.start_run(wait=True)
+    assert needle in state.error and state.trajectory is good and not state.running
+
+
+@pytest.mark.parametrize("template, needle", [
+    ("ABé☃", "does not know: 'é', '☃'"),
+    ("A" * LENGTH, "leaves nothing to generate"),
+    ("A" * (LENGTH + 6), f"the model's context is {LENGTH}"),
+    ("[___]" * LENGTH, f"the model's context is {LENGTH}"),
+])
+def test_bad_template_is_a_notice(state, template, needle):
+    state.template = template
+    refused(state, needle)
+    state.template = "AB█C"  # fixed again: the notice goes with the next good run
+    assert state.start_run(wait=True) and state.error == ""
+
+
+def test_empty_template_means_generate_everything(state):
+    """The one case the UI reads differently from the API (where "" is an error): the template box
+    starts empty, and its help says empty = generate everything."""
+    state.template = "   "
+    assert state.start_run(wait=True) and state.error == ""
+    assert not state.frames.fixed.any() and state.frames.length == LENGTH
+
+
+@pytest.mark.parametrize("knob, value", [
+    ("steps", 0), ("steps", 10**9), ("temperature", -0.1), ("temperature", float("nan")), ("top_p", 0.0),
+    ("top_p", 1.5), ("top_k", -1), ("strategy", "best"), ("schedule", "fast"), ("block_length", -1),
+    ("length", LENGTH + 1), ("seed", -1),
+])
+def test_knob_out_of_range_is_never_applied(state, knob, value):
+    """The widgets are made from these parameters, so they cannot send such a value; set anyway (a
+    script, a notebook), the parameter refuses it and the knob keeps its good value."""
+    before = getattr(state, knob)
+    with pytest.raises(ValueError, match=knob):
+        setattr(state, knob, value)
+    assert getattr(state, knob) == before and state.start_run(wait=True)
+
+
+def test_knobs_the_sampler_refuses_together_are_a_notice(state):
+    state.param.update(threshold=0.8, remask=0.3)  # each in range; together not (no step budget)
+    refused(state, "remask must be 0 when threshold is set")
+
+
+def test_block_length_that_does_not_divide_the_length_works(state):
+    """Accepted by design; the knob's help says the last block may be shorter."""
+    state.param.update(block_length=5, steps=10)
+    assert state.start_run(wait=True) and state.error == ""
+    assert state.frames.n_rows == 10 + 1 and "last block may be shorter" in state.param.block_length.doc
+    assert (state.trajectory.final != state.trajectory.mask_id).all()
+
+
+@pytest.mark.parametrize("name", list(BAD_FILES))
+def test_bad_checkpoint_file_is_a_notice_and_the_model_stays(state, name):
+    model = state.model
+    state.checkpoint = name  # listed (it is a file in checkpoints/), so the selector offers it
+    state._loads.current.done.wait(30)
+    assert state.error.startswith(f"could not load {name}: ") and BAD_FILES[name] in state.error
+    assert state.model is model and state.checkpoint == "tiny"  # the selector shows what is in use
+
+
+@pytest.mark.parametrize("name", ["../tiny", "/etc/passwd", "{dir}/tiny.safetensors", ".."])
+def test_checkpoint_names_with_paths_are_never_opened(good_checkpoints, monkeypatch, name):
+    import explorer.checkpoint as checkpoint_module
+
+    opened = []
+    real_open = checkpoint_module.safe_open
+    monkeypatch.setattr(checkpoint_module, "safe_open", lambda path, *a, **k: opened.append(path) or
+                        real_open(path, *a, **k))
+    checkpoints = good_checkpoints
+    name = name.format(dir=checkpoints)
+    s = ExplorerState(checkpoint=name, device="cpu", auto_run=False, sweep_auto=False)  # as from ?checkpoint=
+    assert s.error == (f"checkpoint {name!r} is not one of the checkpoints in checkpoints/ "
+                       "(tiny, tiny-ar, tiny-training); showing tiny instead")
+    s.load(wait=True)
+    assert s.model_info["name"] == "tiny" and "showing tiny instead" in s.error
+    s.checkpoint = name  # a script setting the selector to something it does not offer
+    s._loads.current.done.wait(30)
+    assert "is not a plain name" in s.error and s.checkpoint == "tiny"
+    assert str(checkpoints / "tiny.safetensors") in opened  # and nothing outside checkpoints/:
+    assert {Path(p).parent for p in opened} == {checkpoints}  # (tiny-ar: its metadata, by the sweep's judge)
+
+
+def test_notice_is_text_not_html(checkpoints):
+    """A notice can quote the URL; the alert renders Markdown, which would run raw HTML."""
+    s = ExplorerState(checkpoint="<img src=x onerror=alert(1)>", device="cpu", auto_run=False)
+    notice = ControlsView(state=s).notice
+    assert notice.visible and "<img" not in notice.object and "&lt;img src=x" in notice.object
+
+
+# ---------------------------------------------------------------------------------- served
+
+
+@pytest.fixture
+def served(checkpoints):
+    """The app as `python run.py serve` serves it (URL arguments included), in this process; yields
+    its URL and the states of the sessions it has made."""
+    import panel as pn
+
+    from explorer.dashboard.app import create_app, served_args
+
+    states = []
+
+    def app():
+        template = create_app(**served_args("tiny", device="cpu"))  # as `serve --checkpoint tiny`
+        states.append(template.explorer_state)
+        return template
+
+    port = free_port()
+    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True,
+                      liveness=True)
+    try:
+        yield f"http://localhost:{port}/", states
+    finally:
+        server.stop()
+        for s in states:
+            s.close()
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("query, shown", [
+    ("../../etc/passwd", "'../../etc/passwd' is not one of the checkpoints"),
+    ("%FF%FE", "'\ufffd\ufffd' is not one of the checkpoints"),  # not UTF-8
+    ("<script>alert(1)</script>", "'<script>alert(1)</script>' is not one of the checkpoints"),
+    ("notes", "could not load notes: "),  # in the list, but not a checkpoint
+])
+def test_bad_query_string_is_a_notice_and_the_server_keeps_serving(served, query, shown):
+    url, states = served
+    q = query if "%" in query else urllib.parse.quote(query)
+    check_page(*get(f"{url}?checkpoint={q}"))
+    state = states[-1]
+    state.load(wait=True)  # what the browser's onload would start; results come back on the server loop
+    wait_for(lambda: shown in state.error)
+    assert state.model_info.get("name", "tiny") == "tiny"  # the bad name was never applied
+    check_page(*get(url))  # and the next visitor gets the app
+    assert get(url + "liveness")[0] == 200
+
+
+def test_bad_input_in_a_served_session_is_a_notice_and_it_keeps_working(served):
+    url, states = served
+    check_page(*get(url))
+    state = states[-1]
+    state.load(wait=True)
+    wait_for(lambda: state.trajectory is not None)  # loaded, then the auto-run finished
+    for change, shown in ((dict(template="ABé"), "does not know: 'é'"),
+                          (dict(checkpoint="truncated"), "could not load truncated"),
+                          (dict(template="AB█C", steps=3), "")):
+        state.dispatch(lambda change=change: state.param.update(**change))  # as a widget edit: on the session's loop
+        wait_for(lambda: shown in state.error if shown else state.error == "" and not state.running
+                 and state.trajectory is not None and state.trajectory.n_steps == 3)
+    assert state.frames.text().startswith("AB") and state.checkpoint == "tiny"
+    check_page(*get(url))

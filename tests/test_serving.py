@@ -1,0 +1,235 @@
+"""Serving a class (issue 7): a login in front of the app, a health endpoint that answers while the
+model is busy, one model per process shared by every session, a session's memory freed when its tab
+closes. Real servers on free ports; only the processes a test starts are stopped, by their handles."""
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+import torch
+
+from explorer.dashboard.state import ExplorerState
+from tests.dashboard_support import save_tiny_checkpoints
+from tests.test_dashboard_served import ROOT, check_page, free_port, get
+
+PASSWORD = "lecture-7-password"
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    d = tmp_path / "checkpoints"
+    d.mkdir()
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(d))
+    torch.set_num_threads(1)  # tiny models; and the machine's cores are shared
+    return save_tiny_checkpoints(d)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # let the test see the 302 itself
+
+
+def opener(*handlers):
+    return urllib.request.build_opener(*handlers)
+
+
+def fetch(client, url, data=None) -> tuple[int, str, dict]:
+    """(status, body, headers) without raising for 3xx/4xx."""
+    try:
+        with client.open(url, data=data, timeout=30) as r:
+            return r.status, r.read().decode("utf-8", "replace"), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace"), dict(e.headers)
+
+
+def serve_cli(port: int, *extra: str) -> subprocess.Popen:
+    """`python run.py serve` in a subprocess (the command the README gives a lab)."""
+    cmd = [sys.executable, "run.py", "serve", "--no-show", "--port", str(port), "--checkpoint", "tiny",
+           "--device", "cpu", "--threads", "1", *extra]
+    return subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("auth", ["password", "users-file"])
+def test_basic_auth_refuses_strangers_and_lets_a_login_in(checkpoints, tmp_path, auth):
+    access = ["--basic-auth", PASSWORD, "--cookie-secret", "a-long-random-cookie-secret"]
+    if auth == "users-file":  # and no --cookie-secret: the CLI makes a random one
+        users = tmp_path / "users.json"
+        users.write_text(json.dumps({"alice": PASSWORD, "bob": "other"}))
+        access = ["--basic-auth", str(users)]
+    port = free_port()
+    base = f"http://localhost:{port}"
+    proc = serve_cli(port, *access, "--liveness", "--num-threads", "2", "--allow-websocket-origin", f"localhost:{port}")
+    try:
+        assert get(f"{base}/liveness")[0] == 200  # answers without a login (for a watchdog), once up
+        status, body, headers = fetch(opener(_NoRedirect), f"{base}/")
+        assert status == 302 and "login?next=" in headers["Location"]  # refused: sent to log in
+        status, body, _ = fetch(opener(), f"{base}/")  # followed, as a browser would
+        assert status == 200 and 'name="password"' in body and "<title>mdlm-explorer</title>" not in body
+        jar = http.cookiejar.CookieJar()
+        client = opener(urllib.request.HTTPCookieProcessor(jar))
+        fetch(client, f"{base}/login?next=%2F")
+        wrong = urllib.parse.urlencode({"username": "alice", "password": "guess"}).encode()
+        status, body, _ = fetch(client, f"{base}/login", wrong)
+        assert "Invalid username or password" in body and "<title>mdlm-explorer</title>" not in body
+        right = urllib.parse.urlencode({"username": "alice", "password": PASSWORD}).encode()
+        status, body, _ = fetch(client, f"{base}/login", right)  # the login form's POST, then its redirect
+        check_page(status, body)
+        check_page(*fetch(client, f"{base}/")[:2])  # the signed cookie keeps the login
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--basic-auth", ""], "--basic-auth is empty"),
+    (["--basic-auth", "missing-users.json"], "--basic-auth: no file 'missing-users.json'"),
+    (["--basic-auth", "{users}"], "must hold a JSON object of user names"),
+    (["--cookie-secret", " "], "--cookie-secret is empty"),
+    (["--num-threads", "-2"], "--num-threads must be >= 0, got -2"),
+    (["--checkpoint", "../tiny"], "no checkpoint named '../tiny' in checkpoints/"),
+])
+def test_serve_refuses_bad_arguments_before_starting(checkpoints, tmp_path, capsys, argv, needle):
+    from explorer.cli import main
+
+    users = tmp_path / "users.json"
+    users.write_text('["alice", "secret"]')
+    argv = [a.format(users=users) for a in argv]
+    assert main(["serve", "--no-show", "--port", "0", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+
+
+# ---------------------------------------------------------------------------------- in process
+
+
+@pytest.fixture
+def serve_app(checkpoints):
+    """Serves the app in this process, as `python run.py serve --liveness`; returns its URL and the
+    states of the sessions it makes. `lifetime_s`: how long Bokeh keeps a session no browser has
+    connected to (these tests connect none: they make sessions by page requests)."""
+    import panel as pn
+
+    from explorer.dashboard.app import create_app
+
+    servers, states = [], []
+
+    def app():
+        template = create_app(checkpoint="tiny", device="cpu")
+        states.append(template.explorer_state)
+        return template
+
+    def start(lifetime_s: float = 120.0):
+        port = free_port()
+        servers.append(pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True,
+                                liveness=True, check_unused_sessions_milliseconds=200,
+                                unused_session_lifetime_milliseconds=int(lifetime_s * 1000)))
+        return f"http://localhost:{port}/", states
+
+    yield start
+    for server in servers:
+        server.stop()
+    for s in states:
+        s.close()
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def open_session(url, states) -> ExplorerState:
+    """A page request makes a session; load its model as the browser's onload would."""
+    check_page(*get(url))
+    state = states[-1]
+    state.load(wait=True)
+    wait_for(lambda: state.trajectory is not None)  # loaded, then its auto-run finished
+    return state
+
+
+def test_liveness_answers_while_sampling(serve_app):
+    url, states = serve_app()
+    state = open_session(url, states)
+    state.dispatch(lambda: state.param.update(steps=24, seed=1))  # rows stream back to the server loop
+    stop, runs = threading.Event(), []
+
+    def keep_sampling():  # back-to-back runs in the session, as a student clicking "New seed"
+        while not stop.is_set():
+            before = state.trajectory
+            state.dispatch(state.roll_seed)
+            # `is`, not `in`: dataclass == compares arrays; None while it runs
+            wait_for(lambda: (state.trajectory is not before and state.trajectory is not None) or stop.is_set())
+            runs.append(state.trajectory)
+
+    driver = threading.Thread(target=keep_sampling, daemon=True)
+    driver.start()
+    latencies, busy = [], 0
+    try:
+        for _ in range(15):
+            busy += state.running
+            t0 = time.monotonic()
+            status, body = get(url + "liveness", timeout=5)
+            latencies.append(time.monotonic() - t0)
+            assert status == 200 and json.loads(body) == {"/liveness": True}
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        driver.join(30)
+    assert len(runs) >= 2 and busy >= 1, (len(runs), busy)  # the model really was busy meanwhile
+    assert max(latencies) < 2.0, latencies
+
+
+def test_sessions_share_one_model_and_keep_their_own_knobs(serve_app):
+    url, states = serve_app()
+    a, b = open_session(url, states), open_session(url, states)
+    assert a is not b and a.model is b.model  # loaded once, for every session of the process
+    a.dispatch(lambda: a.param.update(seed=11, steps=3))
+    wait_for(lambda: a.trajectory is not None and a.trajectory.config.seed == 11)  # None while it runs
+    assert b.seed == 0 and b.trajectory.config.seed == 0 and b.trajectory.config.steps == 32
+
+
+def test_closing_the_tab_releases_the_session(serve_app, monkeypatch):
+    """Bokeh destroys a session whose browser has gone (here: never connected, so after a short
+    unused lifetime); on_session_destroyed then calls state.close()."""
+    url, states = serve_app(lifetime_s=3.0)
+    closed = []
+    real_close = ExplorerState.close
+    monkeypatch.setattr(ExplorerState, "close", lambda self: closed.append(self) or real_close(self))
+    state = open_session(url, states)
+    wait_for(lambda: state in closed, timeout=20)
+    assert state.model is None and state.frames is None  # its rows freed; the model stays in the cache
+
+
+def test_model_cache_is_one_per_process_and_thread_safe(checkpoints):
+    from explorer.dashboard import models
+
+    got, threads = [], [threading.Thread(target=lambda: got.append(models.load("tiny", torch.device("cpu"))))
+                         for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(got) == 4 and all(m is got[0] for m in got)  # four sessions loading at once: one model
+    s1 = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
+    s2 = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
+    s1.load(wait=True)
+    s2.load(wait=True)
+    assert s1.model is s2.model is got[0]
