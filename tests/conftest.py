@@ -28,5 +28,10 @@ def make_model(vocab_size=12, mask_id=11, block_size=16, kind="diffusion", time_
 
 @pytest.fixture(autouse=True)
 def _fast_cpu():
+    """Denormals flushed, and one torch thread: tiny models gain nothing from threads, and on a
+    busy 2-core machine extra threads spin and crawl (model calls measured 10-60x slower)."""
     torch.set_flush_denormal(True)
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
     yield
+    torch.set_num_threads(n)

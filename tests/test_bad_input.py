@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from safetensors import safe_open
 
 import explorer.checkpoint as checkpoint_module
@@ -44,13 +43,6 @@ BAD_KNOBS = {
     "unknown knob": ({"temprature": 1.0}, "unknown sampler knob(s): temprature"),
 }
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models; and the machine's cores are shared
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture

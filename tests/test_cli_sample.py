@@ -14,13 +14,6 @@ from explorer.model import ModelConfig, Transformer
 TOK = CharTokenizer("abcdefgh \n")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and on a busy machine extra threads spin and crawl."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def write_checkpoint(path, kind="diffusion"):

@@ -15,14 +15,6 @@ from explorer.diffusion import ar_loss
 from tests.conftest import TINY_TEXT, make_model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one torch thread is fastest and keeps timings sane on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def _seed000_reference(seq):
     """Seed 000's loop, verbatim in logic, to pin the vectorised version to it."""

@@ -20,13 +20,6 @@ TOK = CharTokenizer("abcd")  # ids 0-3, [MASK] = 4
 MASK = TOK.mask_id
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and on a busy machine extra threads spin and crawl."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 # Six positions with known distributions over a, b, c, d (greedy proposal: the first, most likely).
 #                 conf  margin  -entropy

@@ -13,13 +13,6 @@ TOK = CharTokenizer("abcd\n")
 MASK = TOK.mask_id
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads, and on a busy machine extra threads spin and crawl."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tiny_ar(seed=0, tokenizer=TOK) -> Transformer:

@@ -19,14 +19,6 @@ from explorer.sampling import SamplerConfig
 from tests.conftest import TINY_TEXT, make_model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one torch thread is fastest and keeps timings sane on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 TIMING = ["seconds", "tokens_per_s"]
 
 

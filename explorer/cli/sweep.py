@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser):
     add_common_arguments(p)
     for knob, (_, default) in KNOB_LISTS.items():
         p.add_argument("--" + knob.replace("_", "-"), default=default, metavar="LIST",
-                       help=f"comma-separated values to sweep" + (f" (default {default})" if default else ""))
+                       help="comma-separated values to sweep" + (f" (default {default})" if default else ""))
     p.add_argument("--ar", nargs="?", const=True, default=None, metavar="CHECKPOINT",
                    help="add the AR baseline row: the judge, or the AR checkpoint named here")
     p.add_argument("--no-reference", action="store_true", help="skip the held-out reference row")

@@ -6,6 +6,7 @@ import time
 import panel as pn
 import param
 
+from ..palette import FONT
 from ..state import ExplorerState
 
 
@@ -40,3 +41,14 @@ class Throttle:
             return False
         self._last = now
         return True
+
+
+def apply_fonts(figure, presentation: bool) -> dict:
+    """Title and axis type sizes of a Bokeh figure for normal or presentation (projector) mode;
+    returns the size table so a view can style its extra parts (legends) the same way."""
+    size = FONT[presentation]
+    figure.title.text_font_size = size["title"]
+    for axis in (figure.xaxis, figure.yaxis):
+        axis.axis_label_text_font_size = size["plot"]
+        axis.major_label_text_font_size = size["plot"]
+    return size

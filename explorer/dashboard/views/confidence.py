@@ -9,9 +9,9 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
-from ..palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, FONT
+from ..palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED
 from ..state import CONFIDENCE_VIEWS
-from .base import StateView, Throttle
+from .base import StateView, Throttle, apply_fonts
 from .heatmap import display_glyphs
 
 TOOLTIPS = [("position", "@x"), ("value", "@top{0.000}"), ("confidence", "@conf{0.000}"),
@@ -119,12 +119,7 @@ class ConfidenceView(StateView):
 
     @param.depends("state.presentation", watch=True)
     def _fonts(self):
-        size = FONT[self.state.presentation]
-        p = self.figure
-        p.title.text_font_size = size["title"]
-        for axis in (p.xaxis, p.yaxis):
-            axis.axis_label_text_font_size = size["plot"]
-            axis.major_label_text_font_size = size["plot"]
+        apply_fonts(self.figure, self.state.presentation)
         self.push(self.pane)
 
     def __panel__(self):

@@ -14,8 +14,8 @@ from bokeh.models import BoxAnnotation, ColumnDataSource, CustomJS, CustomJSHove
 from bokeh.plotting import figure
 
 from ..frames import CODE
-from ..palette import DARK_CONF, FONT, STATE_COLORS, STATE_LABELS, STATE_MARK, STATES, confidence_alpha
-from .base import StateView
+from ..palette import DARK_CONF, STATE_COLORS, STATE_LABELS, STATE_MARK, STATES, confidence_alpha
+from .base import StateView, apply_fonts
 
 CELL_COLUMNS = ("x", "y", "state", "token", "proposal", "committed_at", "conf", "score")
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible in cells and tooltips
@@ -203,12 +203,7 @@ class HeatmapView(StateView):
 
     @param.depends("state.presentation", watch=True)
     def _fonts(self):
-        size = FONT[self.state.presentation]
-        p = self.figure
-        p.title.text_font_size = size["title"]
-        for axis in (p.xaxis, p.yaxis):
-            axis.axis_label_text_font_size = size["plot"]
-            axis.major_label_text_font_size = size["plot"]
+        size = apply_fonts(self.figure, self.state.presentation)
         self.legend.styles = {"font-size": size["base"]}
         self.push(self.pane)
 
