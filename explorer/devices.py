@@ -25,6 +25,15 @@ def describe_device(device: torch.device | str) -> str:
     return "cpu"
 
 
+def model_device(model) -> torch.device:
+    """Where a model's weights live (a `.device` attribute, else its first parameter; CPU for mocks)."""
+    dev = getattr(model, "device", None)
+    if isinstance(dev, torch.device):
+        return dev
+    p = next(model.parameters(), None) if hasattr(model, "parameters") else None
+    return p.device if p is not None else torch.device("cpu")
+
+
 def cpu_has_bf16_matmul() -> bool:
     """True on CPUs with AMX/AVX512-BF16, where bf16 autocast is measured 1.5-2.4x faster here."""
     try:

@@ -9,6 +9,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .devices import model_device
+
 WEIGHTINGS = ("uniform", "elbo")
 
 
@@ -91,7 +93,7 @@ def nelbo(model, tokens: torch.Tensor, mask_id: int | None = None, n_t: int = 8,
     same model and data always give the same number and two checkpoints see the same noise.
     """
     mask_id = model.config.mask_id if mask_id is None else mask_id
-    device = next(model.parameters()).device
+    device = model_device(model)
     g = torch.Generator().manual_seed(seed)
     was_training = model.training
     model.eval()
@@ -116,7 +118,7 @@ def nelbo(model, tokens: torch.Tensor, mask_id: int | None = None, n_t: int = 8,
 @torch.no_grad()
 def ar_cross_entropy(model, tokens: torch.Tensor, batch_size: int = 64) -> dict:
     """Held-out next-char cross-entropy of the causal baseline on (N, L) tokens."""
-    device = next(model.parameters()).device
+    device = model_device(model)
     was_training = model.training
     model.eval()
     total, count = 0.0, 0

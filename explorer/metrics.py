@@ -20,6 +20,7 @@ import torch
 
 from .data.corpus import WORD_RE
 from .data.tokenizer import UnknownCharacterError
+from .devices import model_device
 from .diffusion import forward_mask
 
 PATTERN_PERIODS = range(2, 7)  # seed 000 checks pattern lengths 2..6
@@ -182,10 +183,6 @@ def reference_texts(text: str, length: int, n: int, seed: int = 0) -> list[str]:
 
 # ----------------------------------------------------------------------------- the model's view
 
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
 def _as_tokens(tokens) -> torch.Tensor:
     x = torch.as_tensor(np.asarray(tokens) if not isinstance(tokens, torch.Tensor) else tokens)
     if x.ndim != 2:
@@ -217,7 +214,8 @@ def _masked_predictions(model, x0: torch.Tensor, t: float, g: torch.Generator):
     """
     xt, masked = forward_mask(x0, t, model.config.mask_id, generator=g)  # (B, L) each
     tt = torch.full((x0.shape[0],), float(t))
-    logits = model(xt.to(_device(model)), tt.to(_device(model))).float().cpu()  # (B, L, V)
+    device = model_device(model)
+    logits = model(xt.to(device), tt.to(device)).float().cpu()  # (B, L, V)
     logits[..., model.config.mask_id] = float("-inf")
     probs = torch.softmax(logits, dim=-1)
     conf, pred = probs.max(dim=-1)  # (B, L) each
@@ -317,7 +315,8 @@ def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k
     masked = _given_mask(mask, t, x.shape[1], seed)  # (1, L)
     xt = x.masked_fill(masked, model.config.mask_id)
     tt = torch.tensor([masked.float().mean().item() if t is None else float(t)])  # t the model is told
-    logits = model(xt.to(_device(model)), tt.to(_device(model)))[0].float().cpu()  # (L, V)
+    device = model_device(model)
+    logits = model(xt.to(device), tt.to(device))[0].float().cpu()  # (L, V)
     logits[:, model.config.mask_id] = float("-inf")
     probs = torch.softmax(logits, dim=-1)
     top_p, top_i = probs.topk(min(k, model.config.mask_id), dim=-1)  # (L, k)

@@ -186,7 +186,6 @@ class Trainer:
                 res = diffusion.ar_cross_entropy(self.model, tokens)
             else:
                 res = diffusion.nelbo(self.model, tokens, n_t=4)
-        self.model.train()
         return {"type": "val", "step": self.state["step"], **res}
 
     def run(self):
@@ -223,7 +222,6 @@ class Trainer:
                 res = diffusion.ar_cross_entropy(model, full)
                 return {"val_ce_nats_per_char": res["nats_per_char"], "val_ce_bits_per_char": res["bits_per_char"]}
             res = diffusion.nelbo(model, full, n_t=8)
-        model.train()
         return {"nelbo_nats_per_char": res["nats_per_char"], "nelbo_bits_per_char": res["bits_per_char"]}
 
     def metadata(self, metrics: dict | None = None) -> dict:
@@ -245,7 +243,4 @@ class Trainer:
         }
 
     def save(self, metrics: dict | None = None, path: str | Path | None = None) -> Path:
-        was_training = self.model.training
-        path = save_checkpoint(self.model, path or self.out, self.metadata(metrics))
-        self.model.train(was_training)
-        return path
+        return save_checkpoint(self.model, path or self.out, self.metadata(metrics))

@@ -7,6 +7,7 @@ and validation data for the mean-confidence view is generated rather than read f
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import torch
@@ -71,3 +72,12 @@ BAD_FILES = {
     "other-version": "unknown model config keys: ['rotary_base']",
     "mismatch": "weights do not fit the stored config (missing: blocks.1.",
 }
+
+
+def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
+             message: str = "timed out") -> None:
+    """Poll `condition` until it holds; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(interval)

@@ -4,7 +4,6 @@ under the template), the last good result stays, and nothing raises into Panel (
 server log and a page that stops updating). The API and CLI side is in test_bad_input.py."""
 from __future__ import annotations
 
-import time
 import urllib.parse
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import torch
 
 from explorer.dashboard.state import ExplorerState
 from explorer.dashboard.views import ControlsView
-from tests.dashboard_support import BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints
+from tests.dashboard_support import wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints
 from tests.test_dashboard_served import check_page, free_port, get
 
 
@@ -163,12 +162,6 @@ def served(checkpoints):
         for s in states:
             s.close()
 
-
-def wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("query, shown", [

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.dashboard_support import save_tiny_checkpoints, wait_for
 from tests.test_dashboard_served import free_port, get
 
 CHROMIUM = "/usr/bin/chromium"
@@ -85,11 +84,7 @@ def wait_rows(page, n: int, timeout: float = 60_000, states=()) -> None:
 
 
 def wait_until(condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the dashboard")
-        time.sleep(0.1)
+    wait_for(condition, timeout, interval=0.1, message="timed out waiting for the dashboard")
 
 
 def wait_finished(page, states) -> str:

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from explorer.dashboard.state import ExplorerState
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.dashboard_support import wait_for, save_tiny_checkpoints
 from tests.test_dashboard_served import ROOT, check_page, free_port, get
 
 PASSWORD = "lecture-7-password"
@@ -148,12 +148,6 @@ def serve_app(checkpoints):
     for s in states:
         s.close()
 
-
-def wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def open_session(url, states) -> ExplorerState:

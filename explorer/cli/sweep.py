@@ -303,6 +303,7 @@ def print_sweet_spot(summary, args) -> None:
 
 
 def main(args) -> int:
+    from ..devices import model_device
     from ..experiments import canvas_length, sample_kind, sweep_cells
     from ..sampling.config import SamplerConfig
 
@@ -316,7 +317,7 @@ def main(args) -> int:
     check_plot_args(args)
     model, judge, _ = load_models(args)
     check_plot_args(args, sample_kind(model), judge)
-    ar = load_ar(args.ar, judge, next(model.parameters()).device)
+    ar = load_ar(args.ar, judge, model_device(model))
     try:
         length = canvas_length(model, args.length, None)
     except ValueError as e:

@@ -18,12 +18,13 @@ import time
 import numpy as np
 import torch
 
+from ..devices import model_device
 from ..model import KVCache
 from .config import SamplerConfig
 from .proposals import draw
 from .recorder import Recorder
 from .sampler import (NAN, as_config, check_batch_size, cpu_generator, eval_mode, initial_state,
-                      make_canvas, model_device)
+                      make_canvas)
 from .template import Canvas, blank_canvas
 from .trajectory import Trajectory
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..devices import model_device
 from .config import SamplerConfig
 from .proposals import draw
 from .recorder import Recorder
@@ -38,14 +39,6 @@ from .template import Canvas, blank_canvas, parse_template
 from .trajectory import Trajectory
 
 NAN = float("nan")
-
-
-def model_device(model) -> torch.device:
-    dev = getattr(model, "device", None)
-    if isinstance(dev, torch.device):
-        return dev
-    p = next(model.parameters(), None) if hasattr(model, "parameters") else None
-    return p.device if p is not None else torch.device("cpu")
 
 
 def check_batch_size(batch_size) -> None:
