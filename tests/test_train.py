@@ -96,3 +96,33 @@ def test_cli_resume_keeps_the_runs_own_settings(tmp_path, monkeypatch):
     assert main(["train", "--out", str(out), "--resume", str(out), "--max-steps", "8"]) == 0
     cfg = load_checkpoint(out).meta["train_config"]
     assert (cfg["lr"], cfg["batch_size"], cfg["lr_schedule"], cfg["max_steps"]) == (0.002, 4, "linear", 8)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_cli_saves_when_stopped_by_a_signal(tmp_path, sig):
+    """`kill` (SIGTERM) and Ctrl-C save before exiting, even for a job a shell started in the
+    background, which inherits SIGINT ignored."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    data, out = tmp_path / "tiny.txt", tmp_path / "run.safetensors"
+    data.write_text(TINY_TEXT * 4)
+    cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "run.py"), "train", "--out", str(out),
+           "--data", str(data), "--max-steps", "1000000", "--n-layer", "1", "--n-embd", "32", "--block-size", "16",
+           "--batch-size", "4", "--eval-every", "1000000", "--precision", "fp32", "--device", "cpu", "--threads", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        while "training diffusion model" not in proc.stderr.readline():  # setup done, steps running
+            assert proc.poll() is None, "training exited before it started"
+        time.sleep(1.0)
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted at step" in err
+    assert load_checkpoint(out).meta["training_state"]["step"] > 0

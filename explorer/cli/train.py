@@ -1,8 +1,10 @@
-"""`python run.py train`: train and save a checkpoint, with a tqdm bar; Ctrl-C saves before exiting."""
+"""`python run.py train`: train and save a checkpoint, with a tqdm bar; Ctrl-C (or `kill`) saves before exiting."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
+import signal
 import sys
 from dataclasses import fields
 
@@ -45,6 +47,39 @@ def resumed_config(resume: str | None) -> dict:
     return read_metadata(resolve_checkpoint(resume)).get("train_config", {})
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def save_on_signals():
+    """SIGINT and SIGTERM both stop training with a save. Set explicitly because a shell starts a
+    background job (`... &`) with SIGINT ignored, and `kill` sends SIGTERM. The previous handlers
+    come back afterwards (main() also runs inside other programs, such as the tests)."""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    previous = [signal.signal(sig, _interrupt) for sig in sigs]
+    try:
+        yield
+    finally:
+        for sig, handler in zip(sigs, previous):
+            signal.signal(sig, handler)
+
+
+def _drive(trainer, bar) -> None:
+    """Run the trainer to the end, showing loss, LR and the latest validation figure on the bar."""
+    from tqdm import tqdm
+
+    last_val = float("nan")
+    for rec in trainer.run():
+        if rec["type"] == "val":
+            last_val = rec["nats_per_char"]
+            tqdm.write(f"step {rec['step']}: val {last_val:.4f} nats/char ({rec['bits_per_char']:.4f} bits)")
+            continue
+        bar.update(1)
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", val=f"{last_val:.3f}",
+                        tok_s=f"{rec['tokens_per_s']:.0f}")
+
+
 def main(args) -> int:
     from tqdm import tqdm
 
@@ -61,16 +96,9 @@ def main(args) -> int:
     # In a log file (not a terminal) refresh rarely so logs stay readable.
     bar = tqdm(total=cfg.max_steps, initial=trainer.state["step"], unit="step", dynamic_ncols=True,
                mininterval=0.5 if sys.stderr.isatty() else 30)
-    last_val = float("nan")
     try:
-        for rec in trainer.run():
-            if rec["type"] == "val":
-                last_val = rec["nats_per_char"]
-                tqdm.write(f"step {rec['step']}: val {last_val:.4f} nats/char ({rec['bits_per_char']:.4f} bits)")
-                continue
-            bar.update(1)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", val=f"{last_val:.3f}",
-                            tok_s=f"{rec['tokens_per_s']:.0f}")
+        with save_on_signals():
+            _drive(trainer, bar)
     except KeyboardInterrupt:
         bar.close()
         path = trainer.save()

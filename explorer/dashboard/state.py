@@ -163,6 +163,7 @@ class ExplorerState(SweepState):
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._quiet = False  # set while the state changes its own knobs: no auto-run per change
         self._init_sweeps()
+        self.tabs: dict = {}  # tab name -> its TabState (tabs/), filled when the app builds its tabs
         self._wanted, self._notice = checkpoint_or_default(checkpoint, names, fallback)
         self.error = self._notice  # on the page from the start; set again once the default is loaded
 
@@ -434,6 +435,8 @@ class ExplorerState(SweepState):
         for worker in (self._runs, self._loads, self._conf):
             worker.cancel()
         self._cancel_sweep()
+        for tab in self.tabs.values():
+            tab.close()
         # The model stays in the shared cache; this session's rows go now, not when the GC finds the
         # document (30 closed tabs of 256 x 256 frames add up on a lab server).
         self.model = self.frames = None

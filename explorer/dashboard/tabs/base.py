@@ -1,0 +1,23 @@
+"""What every tab's state shares: the session's ExplorerState it reads the model, device and
+dispatcher from, the knobs it puts in the URL, and a hook for model changes."""
+from __future__ import annotations
+
+import param
+
+
+class TabState(param.Parameterized):
+    """One tab's knobs and results. `explorer` is the session's ExplorerState (model, device,
+    dispatch, sampler knobs); the tab never loads models or samples on the UI thread itself."""
+
+    URL_PARAMS: tuple[str, ...] = ()  # knobs the URL carries, as <tab>.<param>=value
+
+    def __init__(self, explorer, **params):
+        super().__init__(**params)
+        self.explorer = explorer
+        explorer.param.watch(lambda event: self.on_model_changed(), "model_info")
+
+    def on_model_changed(self) -> None:
+        """Called (on the UI thread) when the session's model changes; override to reset results."""
+
+    def close(self) -> None:
+        """Cancel this tab's background work (its browser tab closed)."""
