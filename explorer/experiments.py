@@ -27,7 +27,7 @@ from .sampling import SamplerConfig, SamplingCancelled, parse_template, sample, 
 # +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
 METRIC_DIRECTION = {"pattern_quality": 1, "gen_ppl": -1, "gen_nll": -1, "entropy": 0, "word_validity": 1,
                     "distinct_2": 1, "distinct_3": 1}
-SPEED_COLUMNS = ("nfe", "seconds", "tokens_per_s")
+SPEED_COLUMNS = ("nfe", "seconds", "tokens_per_s", "ms_per_sample")
 GROUP_SAMPLER = "sampler"  # "diffusion", "ar" or "reference"
 INT_COLUMNS = ("steps", "top_k", "block_length", "seed", "sample", "batch_size", "length", "nfe")
 
@@ -170,7 +170,8 @@ def _job_columns(job: _Job, traj, seed: int) -> dict:
     return {GROUP_SAMPLER: sampler, **job.cell, "seed": seed + job.seed,
             "sample": job.first + np.arange(B), "batch_size": B, "length": L, "nfe": traj.nfe,
             "seconds": traj.seconds,  # wall time of the whole batch this sample came from
-            "tokens_per_s": generated / traj.seconds if traj.seconds > 0 else math.nan}
+            "tokens_per_s": generated / traj.seconds if traj.seconds > 0 else math.nan,
+            "ms_per_sample": 1000 * traj.seconds / B}  # the batch's wall time shared by its samples
 
 
 def canvas_length(model, length: int | None, template) -> int:

@@ -15,8 +15,8 @@ import pandas as pd
 PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#ad1457")
 LABELS = {"pattern_quality": "pattern quality", "gen_ppl": "gen-PPL (AR judge)", "gen_nll": "gen NLL (nats/char)",
           "entropy": "unigram entropy (nats)", "word_validity": "valid-word fraction", "distinct_2": "distinct-2",
-          "distinct_3": "distinct-3", "tokens_per_s": "tokens / s", "steps": "denoising steps",
-          "nfe": "forward passes (NFE)"}
+          "distinct_3": "distinct-3", "tokens_per_s": "tokens / s", "ms_per_sample": "ms per sample",
+          "steps": "denoising steps", "nfe": "forward passes (NFE)"}
 SAMPLER = "sampler"
 
 
@@ -216,10 +216,12 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
 
 
 def speed_plot(summary: pd.DataFrame, *, x: str = "steps", by: Sequence[str] | None = None, logx: bool = True,
-               title: str | None = None, width: int | None = None, height: int = 480):
-    """tokens/s vs steps per group, with the AR baseline as its own line (seed 000's speed benchmark)."""
-    return quality_speed_plot(summary, "tokens_per_s", x=x, by=by, speed=False, logx=logx,
-                              title=title or f"tokens / s vs {LABELS.get(x, x)}", width=width, height=height)
+               title: str | None = None, width: int | None = None, height: int = 480, metric: str = "tokens_per_s"):
+    """tokens/s (or metric="ms_per_sample") vs steps per group, with the AR baseline as its own line
+    (seed 000's speed benchmark)."""
+    return quality_speed_plot(summary, metric, x=x, by=by, speed=False, logx=logx,
+                              title=title or f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}", width=width,
+                              height=height)
 
 
 def save_plot(obj, path: str | Path, resources: str = "inline") -> Path:
@@ -231,7 +233,13 @@ def save_plot(obj, path: str | Path, resources: str = "inline") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".png":
         return save_png(obj, path)
-    hv.save(obj, str(path), fmt="html", backend="bokeh", resources=resources)
+    # bokeh's file_html, not hv.save: hv.save goes through Panel's save, which switches the process-wide
+    # resource mode while it renders, so a served page styled meanwhile would link Panel's CDN.
+    from bokeh.embed import file_html
+    from bokeh.resources import CDN, INLINE
+
+    html = file_html(hv.render(obj, backend="bokeh"), INLINE if resources == "inline" else CDN, path.stem)
+    path.write_text(html, encoding="utf-8")
     return path
 
 

@@ -227,3 +227,75 @@ def test_model_cache_is_one_per_process_and_thread_safe(checkpoints):
     s1.load(wait=True)
     s2.load(wait=True)
     assert s1.model is s2.model is got[0]
+
+
+# ---------------------------------------------------------------------------------- class defaults
+
+@pytest.fixture
+def fresh_defaults(monkeypatch):
+    """The environment a served session reads its defaults from, restored after the test, and no
+    device queue yet (the precision is read when the first one is made)."""
+    from explorer.dashboard import jobs
+
+    for name in ("MDLM_EXPLORER_AUTO_SWEEP", "MDLM_EXPLORER_PRECISION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(jobs, "_QUEUES", {})
+
+
+def serve_args(*argv):
+    import argparse
+
+    from explorer.cli import serve
+
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    args = parser.parse_args(["--no-show", "--port", "0", *argv])
+    serve.check_args(args)
+    serve.session_defaults(args)
+    return args
+
+
+def test_no_auto_sweep_and_bf16_are_every_new_sessions_defaults(checkpoints, fresh_defaults):
+    from explorer.dashboard.views.header import HeaderView
+
+    args = serve_args("--no-auto-sweep", "--precision", "bf16")
+    assert args.precision == "bf16"
+    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
+    try:
+        assert s.sweep_auto is False and "bf16 autocast" in s.device_name
+        s.load(wait=True)
+        header = HeaderView(state=s).pane.object
+        assert "device <b>cpu, bf16 autocast</b>" in header
+        s.param.update(steps=4, sweep_samples=1, sweep_strategies=["confidence"])
+        assert s.start_run(wait=True) and s.trajectory is not None
+        time.sleep(0.2)
+        assert s.sweep_result is None and not s.sweep_running  # no sweep after the run ...
+        assert s.start_sweep(wait=True) and s.sweep_result is not None  # ... but Compute still works
+        assert ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=True).sweep_auto
+    finally:
+        s.close()
+
+
+def test_the_defaults_stay_fp32_with_auto_sweeps(checkpoints, fresh_defaults):
+    args = serve_args()
+    assert args.precision == "fp32" and not args.no_auto_sweep
+    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
+    assert s.sweep_auto is True and s.device_name == "cpu"
+
+
+def test_the_environment_sets_the_same_defaults(checkpoints, fresh_defaults, monkeypatch):
+    """Under `panel serve explorer/dashboard/app.py` the environment is the only way in."""
+    monkeypatch.setenv("MDLM_EXPLORER_AUTO_SWEEP", "0")
+    monkeypatch.setenv("MDLM_EXPLORER_PRECISION", "bf16")
+    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
+    assert s.sweep_auto is False and "bf16" in s.device_name
+    assert serve_args().precision == "bf16"
+
+
+def test_serve_refuses_a_bad_precision_in_the_environment(checkpoints, fresh_defaults, monkeypatch, capsys):
+    from explorer.cli import main
+
+    monkeypatch.setenv("MDLM_EXPLORER_PRECISION", "fp16")
+    assert main(["serve", "--no-show", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: MDLM_EXPLORER_PRECISION must be one of auto, fp32, bf16, got 'fp16'"]

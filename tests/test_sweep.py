@@ -19,7 +19,7 @@ from explorer.sampling import SamplerConfig
 from tests.conftest import TINY_TEXT, make_model
 
 
-TIMING = ["seconds", "tokens_per_s"]
+TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
 
 
 def _patterns_model(block_size=12):

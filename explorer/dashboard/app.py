@@ -15,8 +15,10 @@ import panel as pn
 from explorer.dashboard.jobs import call_now, document_dispatcher
 from explorer.dashboard.state import ExplorerState
 from explorer.dashboard.tabs import TAB_NAMES, build_tab
+from explorer.dashboard.urlstate import UrlState, query_args
 from explorer.dashboard.views import (ConfidenceView, ControlsView, HeaderView, HeatmapView, QualityView,
                                       ScrubberView, TextView)
+from explorer.dashboard.views.downloads import DownloadsView
 
 TITLE = "mdlm-explorer"
 ACCENT = "#0072B2"
@@ -34,29 +36,70 @@ def _dispatcher():
 
 
 def explore_tab(state: ExplorerState):
-    """Heatmap, scrubber and text on the left; per-position confidence and quality vs steps on the right."""
+    """Heatmap, scrubber and text on the left; per-position confidence and quality vs steps on the right;
+    each side's download buttons below it."""
     left = pn.Column(HeatmapView(state=state), ScrubberView(state=state), TextView(state=state),
-                     sizing_mode="stretch_width", styles={"flex": "3 1 0"}, min_width=480)
+                     DownloadsView(state=state, part="run"), sizing_mode="stretch_width",
+                     styles={"flex": "3 1 0"}, min_width=480)
     right = pn.Column(pn.pane.HTML("<b>Per-position confidence</b>", margin=(0, 10)), ConfidenceView(state=state),
-                      QualityView(state=state), sizing_mode="stretch_width", styles={"flex": "2 1 0"},
-                      min_width=380)
+                      QualityView(state=state), DownloadsView(state=state, part="sweep"),
+                      sizing_mode="stretch_width", styles={"flex": "2 1 0"}, min_width=380)
     return pn.Row(left, right, sizing_mode="stretch_width")
 
 
 def build_tabs(state: ExplorerState):
     """Main area tabs: Explore, then Compare, Inspect, Sweep and Model (tabs/), each built from the same
-    session state so a URL can select a tab and reproduce its view. dynamic=True: a tab's content is
-    only rendered when it is shown."""
-    tabs = pn.Tabs(("Explore", explore_tab(state)), dynamic=True, sizing_mode="stretch_width", name="tabs")
+    session state so a URL can select a tab and reproduce its view. Not dynamic: a hidden dynamic tab
+    keeps its Bokeh models outside the document, and Panel restyles a pane updated there (a run's
+    status text) with CDN stylesheet URLs shared by the whole page: offline, loading.css then fails."""
+    tabs = pn.Tabs(("Explore", explore_tab(state)), dynamic=False, sizing_mode="stretch_width", name="tabs")
     for name in TAB_NAMES:
-        try:
-            _, view = build_tab(name, state)
-        except ModuleNotFoundError as e:  # TEMPORARY while the tabs are being written (issue 6)
-            if e.name != f"explorer.dashboard.tabs.{name.lower()}":
-                raise
-            continue
+        _, view = build_tab(name, state)
         tabs.append((name, view))
     return tabs
+
+
+def watch_shown(state: ExplorerState, tabs, titles: list[str]) -> None:
+    """Tell the tab on screen that it is shown (TabState.on_shown) once a model is loaded: on a click,
+    and when a model loads while it is shown (the first load of a link that opens on that tab)."""
+    def show():
+        title = titles[tabs.active]
+        if title in state.tabs and state.model is not None:
+            state.tabs[title].on_shown()
+
+    def shown(*events):
+        # Through the dispatcher, not inline: a tab click arrives as a browser event that Panel may
+        # process without the document lock, and on_shown redraws views that change Bokeh models.
+        state.dispatch(show)
+
+    tabs.param.watch(shown, "active")
+    state.param.watch(shown, "loaded")  # not model_info: the knobs (length...) are fitted after it
+
+
+def link_url(state: ExplorerState, tabs) -> UrlState:
+    """The session's link: the query's knobs and tab applied now, before the first run (the model
+    loads later, in pn.state.onload, and checks the model-dependent ones), and the URL rewritten as the
+    knobs and the tab change."""
+    titles = ["Explore", *state.tabs]  # the order build_tabs appended them in
+    url = UrlState(state, titles)
+    url.apply(query_args(pn.state.session_args))
+    state.load_hooks.append(url.hook)
+    tabs.active = titles.index(url.tab)
+    tabs.param.watch(lambda event: setattr(url, "tab", titles[event.new]), "active")
+    watch_shown(state, tabs, titles)
+    url.param.watch(lambda event: setattr(tabs, "active", titles.index(event.new)), "tab")
+    location = pn.state.location
+    if location is not None and pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        url.watch(lambda: setattr(location, "search", url.search()))
+    return url
+
+
+def url_notice(url: UrlState):
+    """What the link asked for that was not applied, above the tabs (hidden when nothing)."""
+    alert = pn.pane.Alert(url.notice, alert_type="warning", visible=bool(url.notice), sizing_mode="stretch_width",
+                          css_classes=["url-notice"])
+    url.param.watch(lambda event: alert.param.update(object=event.new, visible=bool(event.new)), "notice")
+    return alert
 
 
 def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback: str | None = None,
@@ -70,10 +113,13 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     state = state or ExplorerState(checkpoint=checkpoint, device=device, dispatch=_dispatcher(), fallback=fallback)
     # Bootstrap rather than the Fast templates: Fast always links a Google web font, which fails
     # (a console error) on an offline machine; every Bootstrap asset is bundled with Panel.
+    tabs = build_tabs(state)
+    url = link_url(state, tabs)
     template = pn.template.BootstrapTemplate(
-        title=TITLE, sidebar=[ControlsView(state=state)], main=[build_tabs(state)],
+        title=TITLE, sidebar=[ControlsView(state=state)], main=[url_notice(url), tabs],
         header=[HeaderView(state=state)], header_background=ACCENT, sidebar_width=340, raw_css=[APP_CSS])
     template.explorer_state = state  # the handle tests and notebooks use to drive the app
+    template.url_state = url
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda context: state.close())
         if autoload:

@@ -3,7 +3,10 @@ background work it started. Views read it and widgets are made from its paramete
 without a browser (`state.start_run(wait=True)`).
 
 Threads: runs, sweeps and loads happen on worker threads (jobs.py); their results come back through
-`self.dispatch`, so parameters are only ever set on the UI thread in a served session.
+`self.dispatch`, so parameters are only ever set on the UI thread in a served session. Runs go
+through the device's shared queue (jobs.DeviceQueue), batched with other sessions' compatible runs;
+each session still gets exactly its solo result (at the default fp32; see jobs.py on bf16). Sweeps
+and the mean confidence take turns with them.
 """
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ from ..checkpoint import CheckpointError
 from ..data.tokenizer import MASK_GLYPH
 from ..sampling.config import SCHEDULES, STRATEGIES, SamplerConfig
 from . import models
-from .jobs import Worker, call_now
-from .sweeps import SweepState
+from .jobs import SampleRequest, Worker, call_now, device_queue
+from .sweeps import SweepState, auto_sweep_default
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +38,20 @@ def canvas_template(model, canvas) -> str | None:
     return model.tokenizer.decode(canvas.tokens) if canvas.fixed.any() else None
 
 
+def run_template(model, canvas) -> str | None:
+    """The template a run on `canvas` hands the sampler (an AR model's is its prompt: no trailing █)."""
+    template = canvas_template(model, canvas)
+    if model.config.kind == "ar":
+        template = None if template is None else template.rstrip(MASK_GLYPH)
+    return template
+
+
 def sample_canvas(model, config, canvas, **kwargs):
     """One recorded run of the real sampler on `canvas` (sample_any: the AR baseline for causal models,
     whose template is its prompt)."""
     from ..sampling import sample_any
 
-    template = canvas_template(model, canvas)
-    if model.config.kind == "ar":
-        template = None if template is None else template.rstrip(MASK_GLYPH)
-    return sample_any(model, config, length=canvas.length, template=template, **kwargs)
+    return sample_any(model, config, length=canvas.length, template=run_template(model, canvas), **kwargs)
 
 
 def expected_rows(model, config, canvas) -> int:
@@ -145,6 +153,7 @@ class ExplorerState(SweepState):
     status = param.String("")
     error = param.String("", doc="A readable notice for the last failed action ('' = none)")
     model_info = param.Dict(default={})
+    loaded = param.Integer(0, doc="Bumped once a model is loaded and the knobs fitted to it (its context...)")
     mean_confidence = param.DataFrame(default=None, allow_None=True)
     confidence_error = param.String("", doc="Why the mean confidence at t is unavailable ('' = it is not)")
 
@@ -152,18 +161,26 @@ class ExplorerState(SweepState):
                  fallback: str | None = None, **params):
         from ..devices import describe_device, resolve_device
 
+        params.setdefault("sweep_auto", auto_sweep_default())  # `serve --no-auto-sweep` turns it off for all
         super().__init__(**params)
         names = models.available()
         self.param.checkpoint.objects = names
         self.dispatch = dispatch
         self.device = resolve_device(device)
         self.device_name = describe_device(self.device)
+        precision = device_queue(self.device).precision_label
+        if precision != "fp32":  # the texts differ from fp32 ones: the page says why
+            self.device_name += f", {precision} autocast"
         self.model = self.frames = None
-        self._runs, self._loads, self._conf = Worker("run"), Worker("load"), Worker("confidence")
+        # runs go to the device's shared queue; the mean confidence and sweeps take turns with them
+        self._runs, self._loads = Worker("run", device=self.device), Worker("load")
+        self._conf = Worker("confidence", device=self.device)
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._quiet = False  # set while the state changes its own knobs: no auto-run per change
         self._init_sweeps()
+        self._sweeps.device = self.device
         self.tabs: dict = {}  # tab name -> its TabState (tabs/), filled when the app builds its tabs
+        self.load_hooks: list = []  # hook(model) once a model is loaded, before its first run (urlstate.py)
         self._wanted, self._notice = checkpoint_or_default(checkpoint, names, fallback)
         self.error = self._notice  # on the page from the start; set again once the default is loaded
 
@@ -229,11 +246,14 @@ class ExplorerState(SweepState):
                 self.auto_run = False  # a big model on a CPU: sample when asked, not per knob
             if self.template and model.tokenizer.unknown_chars(self.template.replace("[___]", "").replace("█", "")):
                 self.template = ""  # a template for another model's alphabet
+            for hook in list(self.load_hooks):  # e.g. a shared link's length, checked against this model
+                hook(model)
         finally:
             self._quiet = False
         notice, self._notice = self._notice, ""
         self.status, self.error = f"{name} loaded", ""
         self._on_model_changed()
+        self.loaded += 1
         if self.auto_run and not self.start_run():
             return  # the run's own error is the notice that matters now
         self.error = notice  # e.g. why ?checkpoint= was not used; after start_run, which clears errors
@@ -272,34 +292,29 @@ class ExplorerState(SweepState):
         self.error = ""
         self._cancel_sweep()
         model = self.model
-        self._runs.submit(lambda job: self._run_job(job, model, config, canvas), wait=wait)
+        self.status = "waiting for the device …"  # until the queue starts it (at once when idle)
+        self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), wait=wait)
         return True
 
-    def _run_job(self, job, model, config, canvas) -> None:
-        from ..sampling import SamplingCancelled
+    def _run_request(self, job, model, config, canvas) -> SampleRequest:
+        """This session's run for the device queue; its callbacks run on the device thread and hand
+        everything to the UI thread through dispatch."""
         from .frames import Frames, glyph_table
 
-        frames = Frames(canvas.tokens, canvas.fixed, model.config.mask_id, glyph_table(model.tokenizer))
-        frames.expected_rows = expected_rows(model, config, canvas)
-        self.dispatch(lambda: self._begin(job, frames, config))
+        def on_start():
+            frames = Frames(canvas.tokens, canvas.fixed, model.config.mask_id, glyph_table(model.tokenizer))
+            frames.expected_rows = expected_rows(model, config, canvas)
+            self.dispatch(lambda: self._begin(job, frames, config))
 
-        def on_step(record):
-            if job.cancelled:
-                return False
-            self._push(job, record)
-            return True
-
-        try:
-            traj = sample_canvas(model, config, canvas, on_step=on_step)
-        except SamplingCancelled:
-            self.dispatch(lambda: self._end(job, None, "stopped"))
-            return
-        except Exception as e:  # a readable notice, never a traceback in the page
-            log.exception("sampling failed")
-            message = f"sampling failed: {e}"  # made here: `e` is unbound after the except block
+        def on_failed(error):  # a readable notice, never a traceback in the page (the queue logs it)
+            message = f"sampling failed: {error}"
             self.dispatch(lambda: self._end(job, None, message))
-            return
-        self.dispatch(lambda: self._end(job, traj, ""))
+
+        return SampleRequest(job, model, config, canvas.length, run_template(model, canvas),
+                             on_step=lambda record: self._push(job, record), on_start=on_start,
+                             on_done=lambda traj: self.dispatch(lambda: self._end(job, traj, "")),
+                             on_stopped=lambda: self.dispatch(lambda: self._end(job, None, "stopped")),
+                             on_failed=on_failed)
 
     def _push(self, job, record) -> None:
         """From the sampler thread: queue a step and ask the UI thread for one flush (coalesced)."""
@@ -432,11 +447,16 @@ class ExplorerState(SweepState):
 
     def close(self) -> None:
         """Cancel everything this session started (called when its browser tab closes)."""
-        for worker in (self._runs, self._loads, self._conf):
-            worker.cancel()
-        self._cancel_sweep()
-        for tab in self.tabs.values():
-            tab.close()
-        # The model stays in the shared cache; this session's rows go now, not when the GC finds the
-        # document (30 closed tabs of 256 x 256 frames add up on a lab server).
-        self.model = self.frames = None
+        try:
+            for worker in (self._runs, self._loads, self._conf):
+                worker.cancel()
+            self._cancel_sweep()
+            for name, tab in self.tabs.items():
+                try:
+                    tab.close()
+                except Exception:  # one tab's failure must not keep the others (or the rows) alive
+                    log.exception("closing the %s tab failed", name)
+        finally:
+            # The model stays in the shared cache; this session's rows go now, not when the GC finds
+            # the document (30 closed tabs of 256 x 256 frames add up on a lab server).
+            self.model = self.frames = None

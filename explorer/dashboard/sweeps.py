@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict
 
@@ -59,6 +60,16 @@ def find_judge(model, names: list[str]):
         if meta["model_config"].get("kind") == "ar" and meta["tokenizer"] == model.tokenizer.to_dict():
             return name
     return None
+
+
+AUTO_SWEEP_ENV = "MDLM_EXPLORER_AUTO_SWEEP"
+
+
+def auto_sweep_default() -> bool:
+    """Whether a new session computes quality vs steps after each run: on, unless the server was
+    started with --no-auto-sweep (MDLM_EXPLORER_AUTO_SWEEP=0). A class of many sessions on one CPU
+    turns it off: each sweep costs many runs' worth of device time. Compute still works."""
+    return os.environ.get(AUTO_SWEEP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 class SweepState(param.Parameterized):

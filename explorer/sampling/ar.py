@@ -21,10 +21,9 @@ import torch
 from ..devices import model_device
 from ..model import KVCache
 from .config import SamplerConfig
-from .proposals import draw
+from .proposals import draw, draw_rows
 from .recorder import Recorder
-from .sampler import (NAN, as_config, check_batch_size, cpu_generator, eval_mode, initial_state,
-                      make_canvas)
+from .sampler import NAN, as_config, eval_mode, initial_state, make_canvas, resolve_generators
 from .template import Canvas, blank_canvas
 from .trajectory import Trajectory
 
@@ -76,7 +75,11 @@ def _ar_step(model, config, generator, st, pos: int, i: int, n: int, cache) -> t
     logits = _next_logits(model, st.x, pos, cache).float()  # (B, V)
     logits[:, mask_id] = float("-inf")
     temperature = _temperature(config, i, n)
-    tok = draw(logits, temperature, generator, config.top_k, config.top_p)  # (B,)
+    if isinstance(generator, list):  # one generator per row: each draws what its row alone draws
+        rows = torch.arange(len(generator), device=logits.device)
+        tok = draw_rows(logits, rows, [temperature] * len(generator), generator, config.top_k, config.top_p)
+    else:
+        tok = draw(logits, temperature, generator, config.top_k, config.top_p)  # (B,)
     conf = torch.softmax(logits, dim=-1).gather(-1, tok[:, None]).squeeze(-1)  # (B,)
     t = float((st.x == mask_id).float().mean())
     st.x = st.x.clone()  # keep earlier rows intact for whoever still holds them
@@ -90,26 +93,29 @@ def _ar_step(model, config, generator, st, pos: int, i: int, n: int, cache) -> t
     return scores, committed, t, temperature
 
 
-def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int = 1, length: int | None = None,
-              prompt: str | None = None, generator: torch.Generator | None = None, use_cache: bool = True,
+def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int | None = None, length: int | None = None,
+              prompt: str | None = None, generator=None, use_cache: bool = True,
               record: bool = True, on_step=None, should_stop=None) -> Trajectory:
     """Generate `batch_size` continuations from a causal model; see the module docstring.
 
     length: canvas length including the prompt (default: the model's context). prompt: plain text,
     or a template whose gaps are all at the end. use_cache=False recomputes the whole prefix per
-    token (the benchmark's baseline); greedy outputs are identical either way. on_step and
-    should_stop work as in sample().
+    token (the benchmark's baseline); greedy outputs are identical either way. generator, batch_size,
+    on_step and should_stop work as in sample() (a list of generators: one per row, each row drawing
+    what it would alone, its start token included).
     """
     config = as_config(config)
-    check_batch_size(batch_size)
+    batch_size, gen = resolve_generators(generator, batch_size, config.seed)
     if getattr(ar_model.config, "kind", None) != "ar":
         raise ValueError(f"sample_ar needs an autoregressive model (kind 'ar'), got kind "
                          f"{getattr(ar_model.config, 'kind', None)!r}; use sample() for diffusion models")
-    gen = cpu_generator(generator, config.seed)
-    canvas = ar_canvas(ar_model, length, prompt, gen)
+    per_row = isinstance(gen, list)
+    canvas = ar_canvas(ar_model, length, prompt, gen[0] if per_row else gen)
     first = int(np.argmin(canvas.fixed))  # first position to generate
     n = canvas.length - first
     st = initial_state(canvas, batch_size, model_device(ar_model))
+    if per_row and prompt is None:  # each row's own start token (drawn only if the vocabulary lacks "\n")
+        st.x[1:, 0] = torch.tensor([_start_token(ar_model, g) for g in gen[1:]], dtype=st.x.dtype)
     recorder = Recorder(st.x, record, on_step, should_stop)
     cache = KVCache() if use_cache else None
     with torch.no_grad(), eval_mode(ar_model):

@@ -1,6 +1,8 @@
 """Drawing proposals from logits: temperature, top-k then top-p, Gumbel-max in float64.
 
 Every function works on any leading shape (..., V): (B, L, V) for the denoiser, (B, V) for AR.
+`draw_rows` is `draw` for a batch whose rows each have their own generator and temperature: row i's
+draws are exactly what `draw` makes for row i alone (same noise shapes, same order).
 """
 from __future__ import annotations
 
@@ -50,3 +52,24 @@ def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator,
     scaled = filter_logits(logits.double() / temperature, top_k, top_p)  # (..., V) float64
     scaled += gumbel_noise(scaled.shape, generator, scaled.device)
     return scaled.argmax(dim=-1)  # (...,)
+
+
+def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators,
+              top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """One token per row of `logits` (M, V), where entry m belongs to batch row rows[m] (ascending,
+    as nonzero() gives them). Row i uses temperatures[i] and generators[i], and gets exactly the
+    tokens draw(logits[rows == i], temperatures[i], generators[i]) would give: its noise is drawn
+    from its own generator with the shape a run of that row alone draws, then all rows go to the
+    device at once (one copy, one argmax)."""
+    out = logits.argmax(dim=-1)  # (M,) temperature-0 rows keep this
+    counts = torch.bincount(rows.cpu(), minlength=len(generators)).tolist()
+    hot = [i for i, (n, T) in enumerate(zip(counts, temperatures)) if n and T != 0]
+    if not hot:
+        return out
+    temps = torch.tensor([float(T) for T in temperatures], dtype=torch.float64, device=logits.device)
+    sel = temps[rows] != 0  # (M,) entries of rows that sample
+    # elementwise division by the row's temperature: the same float64 result as draw()'s scalar one
+    scaled = filter_logits(logits[sel].double() / temps[rows[sel], None], top_k, top_p)  # (M', V)
+    noise = [gumbel_noise((counts[i], logits.shape[-1]), generators[i], "cpu") for i in hot]
+    scaled += torch.cat(noise).to(scaled.device)
+    return out.masked_scatter(sel, scaled.argmax(dim=-1))

@@ -39,6 +39,7 @@ class Recorder:
         self.t: list[float] = []
         self.temperatures: list[float] = []
         self.called: list[bool] = []
+        self.per_row: dict[str, list[np.ndarray]] = {"row_t": [], "row_temperature": [], "row_active": []}
         self.rows: dict[str, list[np.ndarray]] = {k: [] for k in
                                                   ("tokens", "scores", "proposals", "confidence", "committed",
                                                             "remasked")}
@@ -46,19 +47,22 @@ class Recorder:
             self.rows["tokens"].append(_np(x0))
 
     def add(self, index: int, x, proposals, scores, confidence, committed, remasked, *,
-            t: float, temperature: float, called: bool, seconds: float) -> None:
-        """Store one step; call on_step; raise SamplingCancelled if it returns False or should_stop()."""
+            t: float, temperature: float, called: bool, seconds: float, per_row: dict | None = None) -> None:
+        """Store one step; call on_step; raise SamplingCancelled if it returns False or should_stop().
+        per_row: row_t, row_temperature, row_active (B,) arrays of a run with one generator per row."""
         self.seconds.append(seconds)
         self.t.append(t)
         self.temperatures.append(temperature)
         self.called.append(called)
+        for key, value in (per_row or {}).items():
+            self.per_row[key].append(value)
         if self.should_stop is not None and self.should_stop():  # before any copy: nothing is built
             raise SamplingCancelled(index, "should_stop")
         if not self.record and self.on_step is None:
             return
         rec = StepRecord(index=index, tokens=_np(x), scores=_np(scores), proposals=_np(proposals),
                          confidence=_np(confidence), committed=_np(committed), remasked=_np(remasked),
-                         t=t, temperature=temperature, called_model=called, seconds=seconds)
+                         t=t, temperature=temperature, called_model=called, seconds=seconds, **(per_row or {}))
         if self.record:
             for key in self.rows:
                 self.rows[key].append(getattr(rec, key))
@@ -75,6 +79,11 @@ class Recorder:
                seed: int, mask_id: int, kind: str, tokenizer, blocks: np.ndarray | None) -> Trajectory:
         final = _np(final)
         BL = final.shape
+        row_arrays = {}
+        if self.per_row["row_t"]:  # one generator per row: each row's own t, temperature, step count
+            row_arrays = dict(row_t=np.stack(self.per_row["row_t"]).astype(np.float32),
+                              row_temperatures=np.stack(self.per_row["row_temperature"]).astype(np.float32),
+                              row_steps=np.stack(self.per_row["row_active"]).sum(axis=0).astype(np.int64))
         return Trajectory(
             tokens=self._stack("tokens", BL, np.int64), scores=self._stack("scores", BL, np.float32),
             proposals=self._stack("proposals", BL, np.int64),
@@ -86,4 +95,4 @@ class Recorder:
             config=config, seed=seed, mask_id=mask_id, kind=kind, tokenizer=tokenizer, blocks=blocks,
             step_t=np.array(self.t, dtype=np.float32),
             temperatures=np.array(self.temperatures, dtype=np.float32),
-            called_model=np.array(self.called, dtype=bool))
+            called_model=np.array(self.called, dtype=bool), **row_arrays)

@@ -19,6 +19,15 @@ run may be shorter: any block_length works). For a prompt this is LLaDA's semi-A
 infill template it fills the gaps left to right. The steps are split as evenly as possible across
 blocks, the first blocks taking the remainder, and every block gets at least one step.
 With a threshold the step count is not fixed: each block runs until it is fully decoded.
+
+One generator per row (`generator=[g0, g1, ...]`): row i of the batch is exactly the run of row i alone
+with generator gi (batch invariance of the model's own arithmetic aside: see test_sampler_rows.py). Every
+random draw is made per row, from that row's generator, with the shape a run of it alone draws; a row
+that has nothing to commit at a step draws nothing, as it would alone. Temperatures annealed by the
+decoded fraction (threshold decoding) are each row's own. Under a schedule every row commits and
+re-masks the same number of positions per step, so rows stay in step; under a threshold each row
+walks its own blocks and a finished row waits for the others (padding steps that `Trajectory.row`
+cuts off). This is how the dashboard serves many sessions with one batched call.
 """
 from __future__ import annotations
 
@@ -31,7 +40,7 @@ import torch
 
 from ..devices import model_device
 from .config import SamplerConfig
-from .proposals import draw
+from .proposals import draw, draw_rows
 from .recorder import Recorder
 from .schedules import get_schedule, split_steps
 from .strategies import get_strategy
@@ -73,7 +82,7 @@ class _Run:
 
     model: torch.nn.Module
     config: SamplerConfig
-    generator: torch.Generator
+    generator: torch.Generator | list[torch.Generator]  # a list: one per row (see the module docstring)
     device: torch.device
     mask_id: int
     n_generate: int  # positions to generate per row
@@ -86,6 +95,7 @@ class _Run:
         self.strategy = get_strategy(self.config.strategy)
         self.schedule = get_schedule(self.config.schedule)
         self.mask_index = torch.tensor([self.mask_id], device=self.device)
+        self.per_row = isinstance(self.generator, list)
 
 
 @dataclass
@@ -129,6 +139,21 @@ def cpu_generator(generator: torch.Generator | None, seed: int) -> torch.Generat
     return generator
 
 
+def resolve_generators(generator, batch_size: int | None, seed: int):
+    """(batch_size, generator): one CPU generator (default: seeded from `seed`; batch_size default 1),
+    or a list of CPU generators, one per row (batch_size, if given, must be its length)."""
+    if not isinstance(generator, (list, tuple)):
+        batch_size = 1 if batch_size is None else batch_size
+        check_batch_size(batch_size)
+        return batch_size, cpu_generator(generator, seed)
+    if not generator or not all(isinstance(g, torch.Generator) for g in generator):
+        raise ValueError("generator must be a torch.Generator or a non-empty list of them (one per row)")
+    if batch_size is not None and batch_size != len(generator):
+        raise ValueError(f"batch_size {batch_size!r} does not match the {len(generator)} generators given "
+                         "(one per row): leave batch_size out")
+    return len(generator), [cpu_generator(g, seed) for g in generator]
+
+
 def _temperature(run: _Run, st: _State, masked: torch.Tensor) -> float:
     cfg = run.config
     if cfg.temperature_end is None:
@@ -138,6 +163,15 @@ def _temperature(run: _Run, st: _State, masked: torch.Tensor) -> float:
     else:  # threshold decoding has no step count: anneal by the fraction already decoded
         frac = 1.0 - float(masked.sum()) / (masked.shape[0] * run.n_generate)
     return cfg.temperature + (cfg.temperature_end - cfg.temperature) * frac
+
+
+def _row_temperatures(run: _Run, st: _State, masked: torch.Tensor) -> list[float]:
+    """Each row's temperature as it would be alone: threshold decoding anneals by the row's own
+    decoded fraction; otherwise the step decides and every row shares it."""
+    B = masked.shape[0]
+    if run.config.temperature_end is None or run.total_steps is not None:
+        return [_temperature(run, st, masked[:1])] * B
+    return [_temperature(run, st, masked[i:i + 1]) for i in range(B)]
 
 
 def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor) -> bool:
@@ -152,16 +186,37 @@ def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor) -> bool:
     return True
 
 
-def _propose(run: _Run, st: _State, masked: torch.Tensor, temperature: float):
+def _propose(run: _Run, st: _State, masked: torch.Tensor, todo: torch.Tensor, temperature):
     """Proposals (B, L) everywhere (current token where not masked); scores and confidence (B, L)
     at masked positions, NaN elsewhere."""
     cfg = run.config
+    if run.per_row:
+        return _propose_rows(run, st, masked, todo, temperature)
     where = masked.nonzero(as_tuple=True)  # noise only where a proposal is needed: ~half the cost
     drawn = draw(st.logits[where], temperature, run.generator, cfg.top_k, cfg.top_p)  # (M,)
     proposals = st.x.index_put(where, drawn)  # (B, L)
     conf = st.probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
     scores = run.strategy(st.probs, proposals, run.generator).float()  # (B, L)
     return proposals, scores.masked_fill(~masked, NAN), conf.masked_fill(~masked, NAN)
+
+
+def _propose_rows(run: _Run, st: _State, masked, todo, temperatures: list[float]):
+    """_propose with one generator per row: only rows with something to commit draw (alone, such a
+    row would skip the step), each from its own generator with the shapes a run of it alone draws."""
+    cfg = run.config
+    active = todo.any(dim=1)  # (B,)
+    need = masked & active[:, None]  # (B, L)
+    rows, cols = need.nonzero(as_tuple=True)
+    drawn = draw_rows(st.logits[rows, cols], rows, temperatures, run.generator, cfg.top_k, cfg.top_p)
+    proposals = st.x.index_put((rows, cols), drawn)  # (B, L)
+    conf = st.probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
+    act = active.nonzero().flatten().tolist()
+    if len(act) == len(run.generator):
+        scores = run.strategy(st.probs, proposals, run.generator).float()  # (B, L)
+    else:  # the strategy sees only the rows that step (random draws nothing for the others)
+        scores = torch.full(st.x.shape, NAN, device=st.x.device)
+        scores[act] = run.strategy(st.probs[act], proposals[act], [run.generator[i] for i in act]).float()
+    return proposals, scores.masked_fill(~need, NAN), conf.masked_fill(~need, NAN)
 
 
 def rank_in_row(key: torch.Tensor, descending: bool) -> torch.Tensor:
@@ -202,16 +257,20 @@ def _decide(run: _Run, st: _State, masked, todo, temperature: float, s: int, S: 
         nan = torch.full(st.x.shape, NAN, device=st.x.device)
         return st.x, nan, nan, torch.zeros_like(todo), False
     called = _refresh_logits(run, st, masked)
-    proposals, scores, conf = _propose(run, st, masked, temperature)
+    proposals, scores, conf = _propose(run, st, masked, todo, temperature)
     return proposals, scores, conf, _choose(run, st, todo, scores, s, S), called
 
 
-def _step(run: _Run, st: _State, block: torch.Tensor, s: int, S: int | None) -> None:
+def _step(run: _Run, st: _State, block: torch.Tensor, s: int, S: int | None, active=None) -> None:
+    """One step; `block` is (L,) or, threshold rows walking their own blocks, (B, L); `active` (B,)
+    marks the rows that are not done yet (one generator per row only)."""
     start = time.perf_counter()
     masked = st.x == run.mask_id  # (B, L)
     t_mean = float(masked.float().mean())
     temperature = _temperature(run, st, masked)
-    proposals, scores, conf, commit, called = _decide(run, st, masked, masked & block, temperature, s, S)
+    per_row = _per_row_facts(run, st, masked, active) if run.per_row else None
+    draw_t = per_row["row_temperature"].tolist() if per_row else temperature
+    proposals, scores, conf, commit, called = _decide(run, st, masked, masked & block, draw_t, s, S)
     st.x = torch.where(commit, proposals, st.x)  # (B, L), a new tensor: recorded rows stay intact
     st.committed_at.masked_fill_(commit, st.step)
     st.commit_conf = torch.where(commit, conf, st.commit_conf)
@@ -223,8 +282,19 @@ def _step(run: _Run, st: _State, block: torch.Tensor, s: int, S: int | None) -> 
         st.commit_conf.masked_fill_(remask, NAN)
     st.stale = st.stale or bool((commit | remask).any())
     run.recorder.add(st.step, st.x, proposals, scores, conf, commit, remask, t=t_mean,
-                     temperature=temperature, called=called, seconds=time.perf_counter() - start)
+                     temperature=temperature, called=called, seconds=time.perf_counter() - start,
+                     per_row=per_row)
     st.step += 1
+
+
+def _per_row_facts(run: _Run, st: _State, masked: torch.Tensor, active) -> dict:
+    """Each row's t and temperature, computed exactly as a run of the row alone computes them, and
+    whether the row is still running."""
+    B = masked.shape[0]
+    row_t = torch.stack([masked[i:i + 1].float().mean() for i in range(B)])  # (B,) as t_mean alone
+    return {"row_t": row_t.cpu().numpy().astype(np.float32),
+            "row_temperature": np.array(_row_temperatures(run, st, masked), dtype=np.float64),
+            "row_active": np.ones(B, dtype=bool) if active is None else active.cpu().numpy()}
 
 
 def _run_block(run: _Run, st: _State, block: torch.Tensor, S: int | None) -> None:
@@ -236,6 +306,24 @@ def _run_block(run: _Run, st: _State, block: torch.Tensor, S: int | None) -> Non
         s += 1
 
 
+def _run_rows(run: _Run, st: _State, block_ids: torch.Tensor, n_blocks: int) -> None:
+    """Threshold decoding with one generator per row: each row walks its own blocks exactly as it
+    would alone; a finished row waits for the others (its padding steps are marked inactive)."""
+    cur = torch.zeros(st.x.shape[0], dtype=torch.long, device=st.x.device)  # (B,) each row's block
+    while True:
+        masked = st.x == run.mask_id
+        while True:  # move rows whose block is decoded on to their next block
+            left = (masked & (block_ids[None, :] == cur[:, None])).any(dim=1)
+            move = ~left & (cur < n_blocks)
+            if not bool(move.any()):
+                break
+            cur = cur + move.long()
+        active = cur < n_blocks
+        if not bool(active.any()):
+            return
+        _step(run, st, block_ids[None, :] == cur[:, None], 0, None, active)
+
+
 def as_config(config) -> SamplerConfig:
     if isinstance(config, SamplerConfig):
         return config
@@ -244,20 +332,22 @@ def as_config(config) -> SamplerConfig:
     raise TypeError(f"config must be a SamplerConfig (or a dict of its knobs), got {type(config).__name__}")
 
 
-def sample(model, config: SamplerConfig, *, batch_size: int = 1, length: int | None = None,
-           template: str | None = None, generator: torch.Generator | None = None, record: bool = True,
+def sample(model, config: SamplerConfig, *, batch_size: int | None = None, length: int | None = None,
+           template: str | None = None, generator=None, record: bool = True,
            on_step=None, should_stop=None) -> Trajectory:
     """Generate `batch_size` samples from a masked-diffusion model; see the module docstring.
 
     length: canvas length (default: the model's context). template: █ / [___] / plain prompt,
     see parse_template (needs `model.tokenizer`). generator: a CPU torch.Generator (default: seeded
-    from config.seed). record=False keeps only final tokens, NFE and timings (for sweeps).
+    from config.seed), or a list of them, one per row: then batch_size is its length and row i is
+    the run of row i alone with generator i (module docstring; `Trajectory.row(i)`). batch_size
+    defaults to 1. record=False keeps only final tokens, NFE and timings (for sweeps).
     on_step(StepRecord) runs after every step; returning False raises SamplingCancelled.
     should_stop() is checked after every step, True raises SamplingCancelled; unlike on_step it copies
     nothing to the host, so it leaves record=False timings as they are.
     """
     config = as_config(config)
-    check_batch_size(batch_size)
+    batch_size, rng = resolve_generators(generator, batch_size, config.seed)
     if getattr(model.config, "kind", "diffusion") != "diffusion":
         raise ValueError(f"sample() needs a diffusion model, got kind {model.config.kind!r}; "
                          "use sample_ar() or sample_any()")
@@ -266,14 +356,17 @@ def sample(model, config: SamplerConfig, *, batch_size: int = 1, length: int | N
     n_blocks = int(blocks.max()) + 1
     steps = None if config.threshold is not None else split_steps(config.steps, n_blocks)
     device = model_device(model)
-    run = _Run(model, config, cpu_generator(generator, config.seed), device, model.config.mask_id,
+    run = _Run(model, config, rng, device, model.config.mask_id,
                canvas.n_generate, None if steps is None else sum(steps))
     st = initial_state(canvas, batch_size, device)
     run.recorder = Recorder(st.x, record, on_step, should_stop)
     block_ids = torch.as_tensor(blocks, device=device)  # (L,)
     with torch.no_grad(), eval_mode(model):
-        for b in range(n_blocks):
-            _run_block(run, st, block_ids == b, None if steps is None else steps[b])
+        if run.per_row and steps is None:  # threshold rows walk their blocks independently
+            _run_rows(run, st, block_ids, n_blocks)
+        else:
+            for b in range(n_blocks):
+                _run_block(run, st, block_ids == b, None if steps is None else steps[b])
     return run.recorder.finish(
         final=st.x, committed_at=st.committed_at, commit_confidence=st.commit_conf, fixed=canvas.fixed,
         nfe=st.nfe, config=config, seed=config.seed if generator is None else -1, mask_id=run.mask_id,

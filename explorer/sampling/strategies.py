@@ -4,7 +4,8 @@ Every strategy has one signature:
     strategy(probs, proposals, generator) -> scores
     probs      (B, L, V) float32 softmax of the untempered, unfiltered logits, p([MASK]) = 0
     proposals  (B, L)    long, the token drawn at each position this step
-    generator  torch.Generator (CPU) for strategies that need randomness
+    generator  torch.Generator (CPU) for strategies that need randomness, or a list of them, one per
+               row (then row i's noise is exactly what a run of row i alone with generators[i] draws)
     scores     (B, L)    float32; the sampler only looks at masked positions of the current block
 """
 from __future__ import annotations
@@ -34,6 +35,9 @@ def entropy(probs, proposals, generator):
 
 def random(probs, proposals, generator):
     """Uniform noise (seed 000's random remasking); from the CPU generator so devices agree."""
+    if isinstance(generator, (list, tuple)):  # one generator per row: each draws a row's (1, L)
+        L = proposals.shape[1]
+        return torch.cat([torch.rand((1, L), generator=g) for g in generator]).to(probs.device)
     return torch.rand(proposals.shape, generator=generator).to(probs.device)  # (B, L)
 
 

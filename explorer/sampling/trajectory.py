@@ -1,10 +1,14 @@
 """Trajectory: what one sampler run returns. Plain numpy arrays, never display strings or colours.
 
 Shapes: S = number of steps recorded, B = batch, L = canvas length.
+
+A run with one generator per row (sample(..., generator=[g0, g1, ...])) also records each row's own t,
+temperature and step count, so that `.row(i)` gives exactly what a run of row i alone would have
+given (timings aside): that is how the dashboard serves many sessions from one batched call.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,6 +30,19 @@ class StepRecord:
     temperature: float
     called_model: bool  # False when the previous logits were reused (no NFE)
     seconds: float
+    # Runs with one generator per row only (else None):
+    row_t: np.ndarray | None = None  # (B,) each row's own masked fraction
+    row_temperature: np.ndarray | None = None  # (B,) each row's own temperature
+    row_active: np.ndarray | None = None  # (B,) bool: False for a row that is already done (threshold
+    # decoding: a row alone would have stopped; this step is padding for it)
+
+    def row(self, i: int) -> "StepRecord":
+        """Row i as a batch of one: what a run of that row alone records at this step."""
+        cut = {k: getattr(self, k)[i:i + 1].copy() for k in
+               ("tokens", "scores", "proposals", "confidence", "committed", "remasked")}
+        if self.row_t is not None:
+            cut.update(t=float(self.row_t[i]), temperature=float(self.row_temperature[i]))
+        return replace(self, **cut, row_t=None, row_temperature=None, row_active=None)
 
 
 @dataclass
@@ -53,6 +70,10 @@ class Trajectory:
     temperatures: np.ndarray | None = None  # (S,) float32 temperature used at each step
     called_model: np.ndarray | None = None  # (S,) bool: False where logits were reused or not needed
     committed: np.ndarray | None = None  # (S, B, L) bool: committed at the step (even if re-masked at once)
+    # Runs with one generator per row only (else None):
+    row_t: np.ndarray | None = None  # (S, B) float32 each row's own masked fraction
+    row_temperatures: np.ndarray | None = None  # (S, B) float32 each row's own temperature
+    row_steps: np.ndarray | None = None  # (B,) int64 steps each row took alone (threshold rows differ)
 
     @property
     def n_steps(self) -> int:
@@ -69,6 +90,29 @@ class Trajectory:
     @property
     def recorded(self) -> bool:
         return self.tokens is not None
+
+    def row(self, i: int) -> "Trajectory":
+        """Row i as a batch of one: what a run of that row alone with the same generator returns
+        (timings aside: they are the batch's). Its steps are the first row_steps[i]: a threshold row
+        that finished early only waited for the others after that."""
+        n = self.n_steps if self.row_steps is None else int(self.row_steps[i])
+
+        def cut(a, extra=0):  # (S[+1], B, ...) -> the row's steps, batch axis kept
+            return None if a is None else a[:n + extra, i:i + 1].copy()
+
+        per_row = {k: getattr(self, k)[i:i + 1].copy() for k in
+                   ("committed_at", "commit_confidence", "fixed", "final")}
+        called = None if self.called_model is None else self.called_model[:n].copy()
+        step_t = self.step_t if self.row_t is None else self.row_t[:, i]
+        temps = self.temperatures if self.row_temperatures is None else self.row_temperatures[:, i]
+        return replace(
+            self, tokens=cut(self.tokens, 1), scores=cut(self.scores), proposals=cut(self.proposals),
+            confidence=cut(self.confidence), remasked=cut(self.remasked), committed=cut(self.committed),
+            **per_row, nfe=self.nfe if called is None else int(called.sum()),
+            step_seconds=self.step_seconds[:n].copy(), called_model=called,
+            step_t=None if step_t is None else step_t[:n].copy(),
+            temperatures=None if temps is None else temps[:n].copy(),
+            row_t=None, row_temperatures=None, row_steps=None)
 
     def texts(self, tokenizer=None) -> list[str]:
         tok = tokenizer or self.tokenizer

@@ -19,5 +19,10 @@ class TabState(param.Parameterized):
     def on_model_changed(self) -> None:
         """Called (on the UI thread) when the session's model changes; override to reset results."""
 
+    def on_shown(self) -> None:
+        """Called (on the UI thread) when the tab is on screen with a model loaded: when it is
+        clicked, when a link opens on it, and after a model change while it is shown. A tab whose
+        view is a computed result starts it here if it has none, so a shared link reproduces it."""
+
     def close(self) -> None:
         """Cancel this tab's background work (its browser tab closed)."""

@@ -1,0 +1,394 @@
+"""The Sweep tab (issue 6): quality and speed vs steps for any set of strategies / schedules /
+temperatures / thresholds with the AR baseline (seed 000), seed 000's quality grid (samples at 1, 3,
+5, 10, 20 steps with their scores) and seed 001's temperature comparison.
+
+Every sweep is explorer.experiments.sweep run on a Worker (one per section), cached per (checkpoint,
+knobs) in the process-wide cache of dashboard/sweeps.py; results are set only in dispatched callbacks.
+The expected cost is shown before a sweep starts (CPU sweeps on a big model take a while).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import param
+
+from ...sampling.config import SCHEDULES, STRATEGIES
+from .. import models
+from ..jobs import Worker
+from ..sweeps import QUALITY_METRICS, cache_get, cache_put, find_judge
+from .base import TabState
+
+log = logging.getLogger(__name__)
+
+SPEED_METRICS = ("tokens_per_s", "ms_per_sample")
+SIDEBAR_KNOBS = ("temperature", "top_p", "top_k", "strategy", "block_length", "remask", "length", "seed", "template")
+CALL_OVERHEAD_S = 0.0015  # fixed cost of one model call on a CPU (python, kernel launches), measured
+FLOPS_GUESS = 5e10  # CPU FLOP/s before this machine has timed a sweep of the checkpoint
+_RATE: dict = {}  # checkpoint name -> measured seconds per token per model call (from finished sweeps)
+
+
+def parse_list(text: str, kind, name: str, *, allow_none: bool = False) -> list:
+    """'1, 2,4' -> [1, 2, 4]; ValueError naming the field for anything else ('none' where allowed)."""
+    out = []
+    for item in (s.strip() for s in str(text).split(",")):
+        if not item:
+            continue
+        if allow_none and item.lower() == "none":
+            out.append(None)
+            continue
+        try:
+            value = kind(item)
+        except ValueError:
+            raise ValueError(f"{name}: {item!r} is not a {'number' if kind is float else 'whole number'}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name}: {item!r} is not a finite number")
+        out.append(value)
+    return list(dict.fromkeys(out))  # duplicates would only repeat a cell
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one sweep needs, read from the knobs on the UI thread; the worker only runs it."""
+
+    model: object
+    cells: list
+    n_samples: int
+    base: object  # SamplerConfig
+    length: int
+    template: str | None
+    judge: str | None  # AR checkpoint scoring text (gen-PPL)
+    with_ar: bool  # the judge also samples, as the AR baseline
+    key: tuple
+    calls: int
+    seconds: float
+
+
+def expected_cost(n_params: int, cells: list[dict], n: int, length: int, with_ar: bool, judge: bool,
+                  rate: float | None = None, steps: int = 32) -> tuple[int, float]:
+    """(model calls, seconds) a sweep should take: each call costs an overhead plus its tokens
+    (batch x length) at `rate` s/token (measured here before, else 2 FLOP per parameter per token).
+    `steps`: of cells that do not set their own. Threshold cells stop when confident: a quarter of the
+    positions is the guess."""
+    per_token = rate or 2.0 * n_params / FLOPS_GUESS
+    batches, batch = math.ceil(n / 64), min(n, 64)
+    calls = sum(min(length, max(1, length // 4) if c.get("threshold") is not None else c.get("steps", steps))
+                for c in cells) * batches
+    seconds = calls * (CALL_OVERHEAD_S + batch * length * per_token)
+    if with_ar:  # one token per call thanks to the KV cache
+        calls += length * batches
+        seconds += length * batches * (CALL_OVERHEAD_S + 2 * batch * per_token)
+    if judge:  # one scoring pass per sample
+        seconds += (len(cells) + with_ar) * batches * (CALL_OVERHEAD_S + batch * length * per_token)
+    return calls, seconds
+
+
+def measured_rate(table) -> float | None:
+    """Seconds per token per model call in a finished sweep (diffusion batches only), to calibrate
+    the next estimate of this checkpoint on this machine."""
+    if table is None or not len(table) or "nfe" not in table:
+        return None
+    diff = table[table["sampler"] == "diffusion"].drop_duplicates(["seed", "nfe", "seconds"])
+    tokens = float((diff["nfe"].astype(float) * diff["batch_size"].astype(float) * diff["length"].astype(float)).sum())
+    busy = float(diff["seconds"].sum() - diff["nfe"].astype(float).sum() * CALL_OVERHEAD_S)
+    return busy / tokens if tokens > 0 and busy > 0 else None
+
+
+def format_cost(calls: int, seconds: float) -> str:
+    time = ("under a second" if seconds < 1 else f"about {seconds:.0f} s" if seconds < 90
+            else f"about {seconds / 60:.1f} min")
+    return f"≈ {calls:,} model calls, {time} on this machine"
+
+
+class SweepTask(param.Parameterized):
+    """One background sweep of the tab: its progress, status, notice and (table, summary) result.
+    `run` / `stop` are the buttons; `starter` is the tab's method that plans and submits it."""
+
+    run = param.Event(label="Run")
+    stop = param.Event(label="Stop")
+    progress = param.Integer(0, bounds=(0, 100))
+    status = param.String("")
+    error = param.String("")
+    estimate = param.String("", doc="The expected cost of the next run (or 'cached')")
+    result = param.Parameter(default=None, doc="(table, summary) from explorer.experiments.sweep")
+    running = param.Boolean(False)
+
+    def __init__(self, name: str, dispatch, starter, **params):
+        super().__init__(**params)
+        self.worker, self.dispatch, self.starter, self.label = Worker(f"sweep-tab-{name}"), dispatch, starter, name
+        self._started = 0.0
+
+    @param.depends("run", watch=True)
+    def _run_clicked(self):
+        self.starter()
+
+    @param.depends("stop", watch=True)
+    def _stop_clicked(self):
+        self.cancel("cancelled")
+
+    def cancel(self, why: str = "cancelled") -> None:
+        if self.running:
+            self.worker.cancel()
+            self.running, self.status = False, why
+
+    def clear(self) -> None:
+        self.cancel()
+        self.param.update(result=None, progress=0, status="", error="")
+
+    def show_cached(self, key) -> bool:
+        cached = cache_get(key)
+        if cached is not None:
+            self.cancel()
+            self.param.update(result=cached, progress=100, running=False, status="from cache", error="")
+        return cached is not None
+
+    def submit(self, plan: Plan, device, *, wait: bool = False) -> None:
+        self._started = time.monotonic()
+        self.param.update(progress=0, running=True, error="", estimate="",
+                          status=f"starting ({format_cost(plan.calls, plan.seconds)}) …")
+        self.worker.submit(lambda job: self._job(job, plan, device), wait=wait)
+
+    def _job(self, job, plan: Plan, device) -> None:
+        from ...experiments import SweepCancelled, sweep
+
+        def progress(done, total):
+            self.dispatch(lambda: self._progress(job, done, total))
+
+        try:
+            judge = models.load(plan.judge, device) if plan.judge else None
+            result = sweep(plan.model, plan.base, plan.cells, plan.n_samples, plan.base.seed, length=plan.length,
+                           template=plan.template, judge=judge, progress=progress, cancel=lambda: job.cancelled,
+                           include_ar=judge if plan.with_ar else None)
+        except SweepCancelled as e:
+            partial, message = _partial(e.table), f"cancelled after {e.done} of {e.total} samples"
+            return self.dispatch(lambda: self._done(job, partial, message, ""))
+        except Exception as e:  # a notice in the tab, never a traceback; the log has it
+            log.exception("%s sweep failed", self.label)
+            message = f"{self.label} failed: {e}"  # built now: `e` is unbound after the except block
+            return self.dispatch(lambda: self._done(job, None, "", message))
+        cache_put(plan.key, result)
+        rate = measured_rate(result[0])
+        if rate:
+            _RATE[plan.key[0]] = rate
+        message = f"done: {len(result[0])} samples in {time.monotonic() - self._started:.1f} s"
+        self.dispatch(lambda: self._done(job, result, message, ""))
+
+    def _progress(self, job, done: int, total: int) -> None:
+        if self.worker.is_current(job):
+            self.param.update(progress=int(100 * done / max(total, 1)), status=f"{done} of {total} samples")
+
+    def _done(self, job, result, status: str, error: str) -> None:
+        if job is not self.worker.current:
+            return  # superseded by a newer run: its own callbacks will say how it went
+        self.param.update(running=False, status=status, error=error)
+        if result is not None:
+            self.param.update(result=result, progress=100 if status.startswith("done") else self.progress)
+
+
+def _partial(table):
+    """What a cancelled sweep finished, as (table, summary), or None when no batch completed."""
+    from ...experiments import aggregate
+
+    return (table, aggregate(table, table.attrs.get("knobs"))) if len(table) else None
+
+
+class SweepTabState(TabState):
+    """The Sweep tab's knobs and its three sweeps (main, grid, temperatures)."""
+
+    strategies = param.ListSelector(default=["confidence", "random"], objects=list(STRATEGIES), label="Strategies",
+                                    doc="Unmasking strategies: one curve each")
+    schedules = param.ListSelector(default=["linear"], objects=list(SCHEDULES), label="Schedules",
+                                   doc="How many positions each step commits: one curve each")
+    temperatures = param.String("1.0", label="Temperatures", doc="Comma-separated, e.g. 0.7, 1.0: one curve each")
+    thresholds = param.String("", label="Thresholds γ",
+                              doc="Confidence-threshold decoding (Fast-dLLM), e.g. 0.7, 0.9: needs no step count; "
+                                  "a flat line on a steps axis, a curve on an NFE axis")
+    include_ar = param.Boolean(True, label="AR baseline",
+                               doc="Sample the AR checkpoint with this alphabet too (when there is one)")
+    steps_grid = param.String("1,2,4,8,16,32", label="Steps grid", doc="Step counts to sample at")
+    samples = param.Integer(4, bounds=(1, 64), label="Samples per point",
+                            doc="More samples: tighter bands, longer sweep")
+    x = param.Selector(default="steps", objects=["steps", "nfe"], label="x axis",
+                       doc="Denoising steps or model calls (NFE)")
+    metric = param.Selector(default="auto", objects=["auto", *QUALITY_METRICS], label="Quality metric",
+                            doc="auto: pattern quality for patterns, gen-PPL with an AR judge, else valid words")
+    speed_metric = param.Selector(default="tokens_per_s", objects=list(SPEED_METRICS), label="Speed")
+    grid_steps = param.String("1,3,5,10,20", label="Grid steps", doc="Step counts of the quality grid's columns")
+    grid_samples = param.Integer(4, bounds=(1, 16), label="Grid rows", doc="Samples per step count")
+    temp_values = param.String("0.3,0.7,1.0,1.5", label="Temperatures", doc="Temperatures compared (seed 001)")
+    temp_steps = param.Integer(12, bounds=(1, 256), label="Steps", doc="Denoising steps of every sample")
+    temp_samples = param.Integer(3, bounds=(1, 16), label="Samples each")
+    note = param.String("", doc="What this model cannot do here (no AR baseline, not a diffusion model)")
+
+    URL_PARAMS = ("strategies", "schedules", "temperatures", "thresholds", "include_ar", "steps_grid", "samples",
+                  "x", "metric")
+
+    def __init__(self, explorer, **params):
+        super().__init__(explorer, **params)
+        dispatch = lambda callback: self.explorer.dispatch(callback)  # noqa: E731  read when called
+        self.main = SweepTask("sweep", dispatch, self.start_sweep)
+        self.grid = SweepTask("quality grid", dispatch, self.start_grid)
+        self.temps = SweepTask("temperature comparison", dispatch, self.start_temps)
+        self._judge = None
+        # the sidebar's knobs are part of every sweep's base config: new estimate, maybe a cached result
+        explorer.param.watch(lambda *events: self.refresh_all(), list(SIDEBAR_KNOBS))
+        self.on_model_changed()
+
+    # ------------------------------------------------------------------ plans (UI thread, cheap)
+
+    def _base(self, **overrides):
+        """The sidebar's sampler knobs (top-k/p, blocks, revision, seed) with the tab's overrides; scheduled
+        decoding unless a cell sets a threshold."""
+        return self.explorer.sampler_config().replace(threshold=None, **overrides)
+
+    def _plan(self, vary, n: int, base, tag: str, with_ar: bool) -> Plan:
+        """A validated Plan (ValueError with a readable message otherwise)."""
+        from ...experiments import sweep_cells
+
+        model = self.explorer.model
+        if model is None:
+            raise ValueError("no model is loaded yet")
+        if model.config.kind != "diffusion":
+            raise ValueError("sweeps compare diffusion samplers: pick a diffusion checkpoint in the sidebar")
+        cells = sweep_cells(base, vary)
+        canvas = self.explorer.canvas()
+        template = self.explorer.template.strip() or None
+        with_ar = with_ar and self._judge is not None and template is None
+        name = self.explorer.model_info.get("name")
+        path = getattr(model, "path", None)
+        mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
+        key = (name, mtime, tag, tuple(tuple(sorted(c.items())) for c in cells), n,
+               tuple(sorted(base.to_dict().items())), canvas.length, template, self._judge, with_ar)
+        calls, seconds = expected_cost(self.explorer.model_info.get("n_params", 0), cells, n, canvas.length,
+                                       with_ar, self._judge is not None, _RATE.get(name), base.steps)
+        return Plan(model, cells, n, base, canvas.length, template, self._judge, with_ar, key, calls, seconds)
+
+    def sweep_plan(self) -> Plan:
+        from ...cli.sweep import cells_from_vary
+
+        if not self.strategies or not self.schedules:
+            raise ValueError("pick at least one strategy and one schedule")
+        steps = parse_list(self.steps_grid, int, "Steps grid")
+        temps = parse_list(self.temperatures, float, "Temperatures") or [float(self.explorer.temperature)]
+        thresholds = [t for t in parse_list(self.thresholds, float, "Thresholds", allow_none=True) if t is not None]
+        if not steps:
+            raise ValueError("Steps grid: give at least one step count, e.g. 1,2,4,8,16,32")
+        vary = {"steps": steps, "strategy": list(self.strategies), "schedule": list(self.schedules),
+                "temperature": temps}
+        if thresholds:  # None too: the scheduled curves stay, the thresholds join them
+            vary["threshold"] = [None, *thresholds]
+        return self._plan(cells_from_vary(vary), self.samples, self._base(), "sweep", self.include_ar)
+
+    def grid_plan(self) -> Plan:
+        steps = parse_list(self.grid_steps, int, "Grid steps")
+        if not steps:
+            raise ValueError("Grid steps: give at least one step count, e.g. 1,3,5,10,20")
+        strategy = self.strategies[0] if self.strategies else "confidence"
+        return self._plan({"steps": steps}, self.grid_samples, self._base(strategy=strategy), "grid", False)
+
+    def temps_plan(self) -> Plan:
+        temps = parse_list(self.temp_values, float, "Temperatures")
+        if not temps:
+            raise ValueError("Temperatures: give at least one, e.g. 0.3,0.7,1.0,1.5")
+        return self._plan({"temperature": temps}, self.temp_samples, self._base(steps=self.temp_steps), "temps",
+                          False)
+
+    # ------------------------------------------------------------------ running
+
+    def _start(self, task: SweepTask, planner, wait: bool) -> bool:
+        """Show the cached result for these knobs, or run the sweep in the background."""
+        try:
+            plan = planner()
+        except ValueError as e:
+            task.cancel()
+            task.error = str(e)
+            return False
+        if task.show_cached(plan.key):
+            return True
+        task.submit(plan, self.explorer.device, wait=wait)
+        return True
+
+    def start_sweep(self, *, wait: bool = False) -> bool:
+        return self._start(self.main, self.sweep_plan, wait)
+
+    def start_grid(self, *, wait: bool = False) -> bool:
+        return self._start(self.grid, self.grid_plan, wait)
+
+    def start_temps(self, *, wait: bool = False) -> bool:
+        return self._start(self.temps, self.temps_plan, wait)
+
+    # ------------------------------------------------------------------ knobs -> estimate / cache
+
+    @param.depends("strategies", "schedules", "temperatures", "thresholds", "include_ar", "steps_grid",
+                   "samples", watch=True)
+    def _sweep_knobs(self):
+        self.note = self._note()
+        self._refresh(self.main, self.sweep_plan)
+
+    @param.depends("grid_steps", "grid_samples", "strategies", watch=True)
+    def _grid_knobs(self):
+        self._refresh(self.grid, self.grid_plan)
+
+    @param.depends("temp_values", "temp_steps", "temp_samples", watch=True)
+    def _temps_knobs(self):
+        self._refresh(self.temps, self.temps_plan)
+
+    def _refresh(self, task: SweepTask, planner) -> None:
+        """New knobs: say what a run would cost, and show a cached result at once if there is one."""
+        try:
+            plan = planner()
+        except ValueError as e:
+            task.param.update(estimate="", error=str(e) if self.explorer.model is not None else "")
+            return
+        task.error = ""
+        if task.show_cached(plan.key):
+            task.estimate = "cached: shown without sampling"
+        else:
+            task.estimate = "Run: " + format_cost(plan.calls, plan.seconds)
+
+    def refresh_all(self) -> None:
+        self.note = self._note()
+        for task, planner in ((self.main, self.sweep_plan), (self.grid, self.grid_plan),
+                              (self.temps, self.temps_plan)):
+            self._refresh(task, planner)
+
+    def on_model_changed(self) -> None:
+        for task in (self.main, self.grid, self.temps):
+            task.clear()
+        model = self.explorer.model
+        self._judge = find_judge(model, self.explorer.param.checkpoint.objects) if model is not None else None
+        self.refresh_all()
+
+    def _note(self) -> str:
+        model = self.explorer.model
+        if model is None:
+            return ""
+        if model.config.kind != "diffusion":
+            return "This is an AR checkpoint: the Sweep tab compares diffusion samplers. Pick a diffusion model."
+        if self._judge is not None:
+            return ("A template is set: the AR baseline cannot fill one and is left out."
+                    if self.include_ar and self.explorer.template.strip() else "")
+        from ...experiments import sample_kind
+
+        text = "" if sample_kind(model) == "patterns" else ", and text is scored without gen-PPL"
+        return f"No AR checkpoint with this model's alphabet in checkpoints/: no AR baseline{text}."
+
+    def on_shown(self) -> None:
+        """Opening the tab (or a link to it) shows the main sweep: from the cache when these knobs were
+        swept before in this server, else computed now (its cost is on the page; Stop cancels)."""
+        if self.explorer.model is not None and self.explorer.model.config.kind == "diffusion" \
+                and self.main.result is None and not self.main.running:
+            self.start_sweep()
+
+    def close(self) -> None:
+        for task in (self.main, self.grid, self.temps):
+            task.cancel("closed")
+
+
+def build(state):
+    from ..views.sweep_tab import SweepTabView
+
+    tab = SweepTabState(state)
+    return tab, SweepTabView(tab=tab)

@@ -1,0 +1,280 @@
+"""Shareable links: the knobs and the active tab live in the URL query, so opening a link reproduces
+the view (same checkpoint, seed and knobs => the same trajectory).
+
+Keys: the sidebar's knobs by name (`steps=8&strategy=margin`), `tab=Inspect`, and each tab's
+`URL_PARAMS` as `<tab>.<param>` (`inspect.t=0.3`). A link is untrusted input: every value is parsed
+by its parameter's type and checked against its bounds / choices (param's own validation); an
+unknown key or a bad value is never applied, and all of them are named in one notice. Values that
+depend on the model (length <= context, top-k < vocabulary, the template's alphabet) are checked again
+once it is loaded, before the first run. The URL is rewritten as knobs change, with only the values
+that differ from the defaults (plus checkpoint and seed), so links stay short.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+from urllib.parse import urlencode
+
+import param
+
+from .state import KNOBS
+
+log = logging.getLogger(__name__)
+
+# The session knobs a link carries: the sampler's, then the views' (confidence, quality sweep, type size).
+URL_KNOBS = (*KNOBS, "confidence_view", "confidence_t", "sweep_strategies", "sweep_x", "sweep_metric",
+             "sweep_samples", "presentation")
+MODEL_KNOBS = ("length", "block_length", "top_k", "template")  # checked again against the loaded model
+ALWAYS = ("checkpoint", "seed")  # written even at their defaults: a link should not depend on the server's
+HANDLED_ELSEWHERE = ("checkpoint",)  # read by app.served_args (only names in checkpoints/ are opened)
+MAX_CHARS = 2000  # a longer value is an accident or an attack, not a setting
+TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+_INT = re.compile(r"[+-]?\d+")
+
+
+def query_args(session_args) -> dict[str, str]:
+    """{key: value} from pn.state.session_args ({key: [bytes, ...]}): the last value of each key wins,
+    bytes that are not UTF-8 become U+FFFD (so they match nothing) instead of raising."""
+    out = {}
+    for key, values in (session_args or {}).items():
+        key = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        if values:
+            value = values[-1]
+            out[key] = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    return out
+
+
+def _number(text: str, integer: bool):
+    text = text.strip()
+    if integer:
+        if not _INT.fullmatch(text):
+            raise ValueError(f"{text!r} is not a whole number")
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
+
+
+def _choice(p, text: str):
+    """The object of a Selector whose text form is `text` (objects may be numbers)."""
+    for obj in p.objects:
+        if str(obj) == text or (isinstance(obj, float) and _same_float(obj, text)):
+            return obj
+    shown = ", ".join(map(str, p.objects))
+    raise ValueError(f"{text!r} is not one of: {shown}")
+
+
+def _same_float(obj: float, text: str) -> bool:
+    try:
+        return float(text) == obj
+    except ValueError:
+        return False
+
+
+def parse_value(p: param.Parameter, text: str):
+    """The value `text` stands for as parameter `p` (ValueError with a readable reason if it does not,
+    including param's own check of bounds, choices and types)."""
+    if len(text) > MAX_CHARS:
+        raise ValueError(f"longer than {MAX_CHARS} characters")
+    if isinstance(p, param.Boolean):
+        low = text.strip().lower()
+        if low not in TRUE + FALSE:
+            raise ValueError(f"{text!r} is not true or false")
+        value = low in TRUE
+    elif isinstance(p, param.Integer):
+        value = _number(text, integer=True)
+    elif isinstance(p, param.Number):
+        value = _number(text, integer=False)
+    elif isinstance(p, param.ListSelector):
+        value = [_choice(p, item.strip()) for item in text.split(",") if item.strip()]
+    elif isinstance(p, param.Selector):
+        value = _choice(p, text)
+    elif isinstance(p, param.String):
+        value = text
+    else:
+        raise ValueError("cannot be set from a link")
+    _check(p, value)
+    return value
+
+
+def _check(p: param.Parameter, value) -> None:
+    """param's validation (bounds, objects, types), its message made shorter for a notice."""
+    bounds = getattr(p, "bounds", None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and bounds is not None:
+        lo, hi = bounds
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise ValueError(f"{value} is outside {_range(lo, hi)}")
+    try:
+        p._validate(value)
+    except (ValueError, TypeError) as e:
+        raise ValueError(re.sub(r"\w+ parameter '[\w.]+' ", "", str(e))) from None
+
+
+def _range(lo, hi) -> str:
+    if lo is None:
+        return f"the range up to {hi}"
+    return f"the range from {lo}" if hi is None else f"the range {lo} to {hi}"
+
+
+def format_value(p: param.Parameter, value) -> str:
+    """The text a link carries for `value` (parse_value's inverse)."""
+    if isinstance(p, param.Boolean):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_value(p, v) for v in value)
+    if isinstance(value, float):
+        return repr(value)  # the shortest text that reads back as the same float
+    return str(value)
+
+
+class UrlState(param.Parameterized):
+    """The link of one session: reads a query into the session's knobs (`apply`, then `check_model`
+    once the model is loaded), and says what the current URL should be (`query`, `search`).
+
+    `tab` is the active tab's title (app.py links it with the page's Tabs); `notice` names every
+    value of the link that was not applied, and why ('' = all applied)."""
+
+    tab = param.String("Explore", doc="Title of the active tab")
+    notice = param.String("", doc="What the link asked for that was not applied ('' = nothing)")
+
+    def __init__(self, state, titles=("Explore",), **params):
+        super().__init__(**params)
+        self.state, self.titles = state, list(titles)
+        self._pending: dict[str, str] = {}  # model-dependent values waiting for the model
+        self._problems: list[str] = []
+
+    # ------------------------------------------------------------------ where each key goes
+
+    def targets(self) -> dict:
+        """key -> (parameterized, parameter name) for every key a link may carry."""
+        out = {name: (self.state, name) for name in URL_KNOBS}
+        for title, tab in self.state.tabs.items():
+            for name in getattr(tab, "URL_PARAMS", ()):
+                if name in tab.param:
+                    out[f"{title.lower()}.{name}"] = (tab, name)
+        return out
+
+    def _title(self, text: str) -> str:
+        match = [t for t in self.titles if t.lower() == text.strip().lower()]
+        if not match:
+            raise ValueError(f"{text!r} is not a tab ({', '.join(self.titles)})")
+        return match[0]
+
+    # ------------------------------------------------------------------ link -> session
+
+    def apply(self, args: dict[str, str]) -> None:
+        """Apply every valid value of the link (before the model is loaded); model-dependent ones are
+        kept for `check_model` too. Invalid ones are named in `notice`, never applied."""
+        targets, problems = self.targets(), []
+        for key, text in args.items():
+            if key in HANDLED_ELSEWHERE:
+                continue
+            try:
+                if key == "tab":
+                    self.tab = self._title(text)
+                elif key not in targets:
+                    raise ValueError(self._why_unknown(key))
+                else:
+                    self._set(targets[key], text)
+                    if key in MODEL_KNOBS:
+                        self._pending[key] = text
+            except ValueError as e:
+                problems.append(f"{_shown(key)}={_shown(text)} ({e})")
+        self._problems = problems
+        self._say()
+
+    def _why_unknown(self, key: str) -> str:
+        tab = key.split(".", 1)[0] if "." in key else None
+        if tab is not None and tab not in (t.lower() for t in self.state.tabs):
+            return f"no tab {tab!r} here"
+        return "not a setting a link can carry" if tab or key in self.state.param else "unknown setting"
+
+    def _set(self, target, text: str) -> None:
+        obj, name = target
+        value = parse_value(obj.param[name], text)
+        old = getattr(obj, name)
+        setattr(obj, name, value)
+        if obj is self.state and name in KNOBS:  # knobs that are valid alone may clash (threshold + remask)
+            try:
+                self.state.sampler_config()
+            except ValueError as e:
+                setattr(obj, name, old)
+                raise ValueError(str(e)) from None
+
+    def check_model(self, model) -> None:
+        """Once the model is loaded (state.load_hooks, before the first run): apply the length,
+        block length, top-k and template of the link again, now checked against this model (its
+        context, vocabulary and alphabet). One-shot: a later checkpoint switch resets them as usual."""
+        from .state import start_canvas
+
+        pending, self._pending = self._pending, {}
+        for key, text in pending.items():
+            try:
+                value = parse_value(self.state.param[key], text)
+                if key == "template" and value.strip():
+                    start_canvas(model, value.strip(), self.state.length, self.state.seed)
+                setattr(self.state, key, value)
+            except ValueError as e:
+                setattr(self.state, key, self._model_default(key, model))
+                self._problems.append(f"{key}={_shown(text)} (not for {self.state.model_info.get('name', 'this model')}"
+                                      f": {e})")
+        self._say()
+
+    def hook(self, model) -> None:
+        """For state.load_hooks: check the link against the first model loaded, then step aside."""
+        if self.hook in self.state.load_hooks:
+            self.state.load_hooks.remove(self.hook)
+        self.check_model(model)
+
+    def _model_default(self, key: str, model):
+        return model.config.block_size if key == "length" else self.state.param[key].default
+
+    def _say(self) -> None:
+        self.notice = ("Not applied from the link: " + "; ".join(self._problems)) if self._problems else ""
+
+    # ------------------------------------------------------------------ session -> link
+
+    def _default(self, obj, name: str):
+        model = getattr(self.state, "model", None)
+        if obj is self.state and name == "length" and model is not None:
+            return model.config.block_size  # a loaded model starts at its context
+        return obj.param[name].default
+
+    def query(self) -> dict[str, str]:
+        """The link's query: checkpoint and seed, then every value that differs from its default."""
+        out = {}
+        if self.state.checkpoint:
+            out["checkpoint"] = self.state.checkpoint
+        if self.tab != self.titles[0]:
+            out["tab"] = self.tab
+        for key, (obj, name) in self.targets().items():
+            value = getattr(obj, name)
+            if key in ALWAYS or value != self._default(obj, name):
+                out[key] = format_value(obj.param[name], value)
+        return out
+
+    def search(self) -> str:
+        """`?key=value&...` for pn.state.location.search (percent-encoded: █ and spaces are safe)."""
+        query = self.query()
+        return "?" + urlencode(query) if query else ""
+
+    def watch(self, callback) -> None:
+        """Call `callback()` whenever a value the link carries changes (to rewrite the URL)."""
+        by_obj: dict = {}
+        for obj, name in self.targets().values():
+            by_obj.setdefault(id(obj), (obj, []))[1].append(name)
+        for obj, names in by_obj.values():
+            obj.param.watch(lambda *events: callback(), names)
+        self.state.param.watch(lambda *events: callback(), ["checkpoint", "model_info"])
+        self.param.watch(lambda *events: callback(), ["tab"])
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """A value as the notice shows it: short, on one line."""
+    text = text.replace("\n", "↵")
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,287 @@
+"""The Compare tab's view: presets and run buttons on top, then one column per configuration: its
+overrides (editable), its trajectory heatmap, its final text with the positions where it differs
+from the other columns highlighted, and its metrics. State and runs: tabs/compare.py.
+
+Alignment: every heatmap has the same x range (positions; pan and zoom are linked) and the same
+height, with rows on a normalised progress axis (0 = the start canvas, 1 = the final canvas). A
+4-step run has 5 tall rows and a 32-step run 33 thin ones over the same height, so "halfway through
+the run" is at the same height in every column: a fixed height per row would make the 4-step
+heatmap a sliver beside the 32-step one, and the comparison would need scrolling.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
+from bokeh.plotting import figure
+
+from ...experiments import METRIC_DIRECTION
+from ..palette import STATE_COLORS
+from ..tabs.compare import MAX_COLUMNS, METRIC_LABELS, PRESETS, CompareState, differing, split_columns
+from .heatmap import LEGEND_CSS, display_glyphs, image_rows, legend_html
+
+DIFF_COLOR = "#F0E442"  # Okabe-Ito yellow; differing characters are also bold and underlined
+SAME_COLOR = "#009E73"  # Okabe-Ito bluish green, double underline: agreeing characters (mostly-different texts)
+TEXT_CSS = f"""
+.canvas {{ font-family: ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap; word-break: break-all;
+          line-height: 1.45; margin: 0; font-size: 14px; }}
+.d {{ background: {DIFF_COLOR}; font-weight: bold; text-decoration: underline; }}
+.s {{ background: #B9E3D6; text-decoration: underline double {SAME_COLOR}; }}
+.m {{ color: #9a9a9a; }}
+.f {{ color: {STATE_COLORS['fixed']}; text-decoration: underline dotted #777; }}
+.caption {{ margin: 0 0 0.3em 0; font-size: 13px; color: #333; }}
+table.metrics {{ border-collapse: collapse; font-size: 13px; }}
+table.metrics td {{ padding: 1px 10px 1px 0; }}
+.best {{ font-weight: bold; }}
+"""
+HOVER_JS = """
+const L = grid.data.dw[0], n = grid.data.rows[0], x = Math.round(special_vars.x);
+const row = Math.min(n - 1, Math.max(0, Math.floor(special_vars.y * n)));
+if (x < 0 || x >= L) return "";
+const t = cells.data.token[row * L + x];
+return `position ${x}: ${t === undefined ? "" : vocab.data.glyph[t]}, step ${row} of ${n - 1}`;
+"""
+
+
+def text_html(text: str, marked: np.ndarray, fixed: np.ndarray, mark: str = "d", mask_glyph: str = "█") -> str:
+    """The final text as spans: marked positions in class `mark` (d = differs, s = agrees), template
+    characters underlined dotted."""
+    classes = [mark if m else "f" if f else "m" if c == mask_glyph else "" for c, m, f in zip(text, marked, fixed)]
+    parts, start = [], 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or classes[i] != classes[start]:
+            chunk = html.escape(text[start:i])
+            parts.append(f'<span class="{classes[start]}">{chunk}</span>' if classes[start] else chunk)
+            start = i
+    return '<p class="canvas">' + "".join(parts) + "</p>"
+
+
+def differences_html(text: str, texts: list, index: int, fixed: np.ndarray, running: bool = False) -> str:
+    """Caption and text. Where most positions differ (unrelated samples), the few that agree are
+    marked instead: highlighting nearly every character would say nothing."""
+    if not any(t is not None for j, t in enumerate(texts) if j != index):
+        caption = ("the other column(s) are not finished: nothing to compare yet" if running
+                   else "no other column has a text to compare with")
+        marked, mark = np.zeros(len(text), dtype=bool), "d"
+    else:
+        diff = differing(texts)[index]
+        n, L = int(diff.sum()), len(diff)
+        if n <= L / 2:
+            caption, marked, mark = f"{n} of {L} positions differ from the other column(s) (highlighted)", diff, "d"
+        else:
+            caption = (f"{n} of {L} positions differ from the other column(s); the {L - n} that agree with "
+                       "all of them are marked")
+            marked, mark = ~diff, "s"
+    return f'<p class="caption">{caption}</p>' + text_html(text, marked, fixed, mark)
+
+
+def best_values(results: list) -> dict:
+    """metric -> the best value among the finished columns (only where they differ)."""
+    best = {}
+    for metric in (*METRIC_LABELS, "nfe", "seconds"):
+        sign = METRIC_DIRECTION.get(metric, -1)  # nfe and time: fewer is better
+        values = [r["metrics"][metric] for r in results if r and not r.get("error") and metric in r["metrics"]]
+        values = [v for v in values if np.isfinite(v)]
+        if sign and len(values) > 1 and max(values) != min(values):
+            best[metric] = max(values) if sign > 0 else min(values)
+    return best
+
+
+def metrics_html(metrics: dict, best: dict, steps: int) -> str:
+    rows = [(METRIC_LABELS[k], f"{metrics[k]:.3f}" if k != "gen_ppl" else f"{metrics[k]:.2f}", k)
+            for k in METRIC_LABELS if k in metrics]
+    rows += [("steps / NFE", f"{steps} / {metrics['nfe']}", "nfe"), ("time", f"{metrics['seconds'] * 1000:.0f} ms",
+                                                                      "seconds")]
+    cells = "".join(f'<tr><td>{name}</td><td class="{"best" if best.get(k) == metrics.get(k) else ""}">'
+                    f"{value}</td></tr>" for name, value, k in rows)
+    return f'<table class="metrics">{cells}</table>'
+
+
+class ColumnView(pn.viewable.Viewer):
+    """One compared configuration: overrides editor, heatmap, text with differences, metrics."""
+
+    tab = param.ClassSelector(class_=CompareState)
+    index = param.Integer(0)
+
+    def __init__(self, x_range, **params):
+        super().__init__(**params)
+        self.editor = pn.widgets.TextInput(label=f"Column {self.index + 1}", placeholder="session knobs, e.g. steps=8",
+                                           sizing_mode="stretch_width", css_classes=["compare-editor"])
+        self.editor.param.watch(self._edited, "value")
+        self.remove = pn.widgets.Button(label="✕", width=40, align="end", description="Remove this column")
+        self.remove.on_click(lambda event: self.tab.remove_column(self.index))
+        self.grid = ColumnDataSource({"image": [np.zeros((1, 1), np.uint32)], "x": [-0.5], "y": [0], "dw": [1],
+                                      "dh": [1], "rows": [1]})
+        self.cells = ColumnDataSource({"token": []})
+        self.vocab = ColumnDataSource({"glyph": []})
+        self.figure = self._make_figure(x_range)
+        self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 5))
+        self.text = pn.pane.HTML("", stylesheets=[TEXT_CSS], sizing_mode="stretch_width", css_classes=["compare-text"])
+        self.metrics = pn.pane.HTML("", stylesheets=[TEXT_CSS], css_classes=["compare-metrics"])
+        self.result = None  # the result drawn (what the download buttons export)
+        self.downloads = pn.Row(*self._download_buttons(), visible=False)
+        self.layout = pn.Column(
+            self.title, pn.Row(self.editor, self.remove, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"]),
+            self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
+            styles={"flex": "1 1 0", "min-width": "280px"}, css_classes=["compare-column"])
+
+    def _download_buttons(self) -> list:
+        """The column's trajectory as JSON and CSV, made only when clicked. Made once, here: a Panel
+        widget created later, in a callback, links its stylesheet from the CDN (offline: an error)."""
+        try:
+            from ..downloads import download_button, trajectory_csv, trajectory_json
+        except ImportError:  # downloads.py not there (yet)
+            return []
+
+        def export(write):
+            r = self.result
+            return write(r["traj"], r["tokenizer"]) if r and not r.get("error") else None
+
+        n = self.index + 1
+        return [download_button("JSON", f"compare-{n}.json", lambda: export(trajectory_json)),
+                download_button("CSV", f"compare-{n}.csv", lambda: export(trajectory_csv))]
+
+    def _make_figure(self, x_range):
+        p = figure(height=300, sizing_mode="stretch_width", x_range=x_range, y_range=Range1d(1, 0),
+                   tools="xpan,xwheel_zoom,box_zoom,reset", active_scroll="xwheel_zoom", toolbar_location="above",
+                   x_axis_label="position", y_axis_label="progress (step / steps)", name="compare-heatmap")
+        image = p.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.grid)
+        hover = CustomJSHover(args=dict(grid=self.grid, cells=self.cells, vocab=self.vocab), code=HOVER_JS)
+        p.add_tools(HoverTool(renderers=[image], tooltips=[("", "$x{custom}")], formatters={"$x": hover}))
+        p.grid.visible = False
+        p.toolbar.logo = None
+        return p
+
+    def _edited(self, event):
+        specs = split_columns(self.tab.columns)
+        if self.index < len(specs) and event.new.strip() != specs[self.index]:
+            if not self.tab.set_column(self.index, event.new):
+                self.editor.value = specs[self.index]  # the notice says why; the column is unchanged
+
+    def show_spec(self, spec: str, removable: bool) -> None:
+        if self.editor.value != spec:
+            self.editor.value = spec
+        self.remove.visible = removable
+
+    def show(self, result, texts: list, best: dict, running: bool) -> None:
+        """Draw this column's result (None: still running or not run yet)."""
+        self.result = result
+        if result is None:
+            self.title.object = "<b>sampling …</b>" if running else "<i>not run yet: pick a preset or press Run</i>"
+            self._clear()
+            return
+        if result.get("error"):
+            self.title.object = f'<b>{html.escape(result["label"])}</b>'
+            self.text.object = f'<p class="canvas m">{html.escape(result["error"])}</p>'
+            self._clear(text=False)
+            return
+        frames, cfg = result["frames"], result["config"]
+        self.title.object = f'<b>{html.escape(result["label"])}</b> <small>({html.escape(result["model"])})</small>'
+        self._draw(frames)
+        self.text.object = differences_html(result["text"], texts, self.index, frames.fixed, running)
+        steps = result["traj"].n_steps if result["kind"] == "ar" else cfg.steps
+        note = ("<small>gen-PPL here is judged by the model that wrote the text: low by construction</small>"
+                if result["kind"] == "ar" and "gen_ppl" in result["metrics"] else "")
+        self.metrics.object = metrics_html(result["metrics"], best, steps) + note
+        self.downloads.visible = bool(self.downloads.objects)
+
+    def _draw(self, frames) -> None:
+        image = image_rows(frames, 0, frames.n_rows)
+        L = frames.length
+        self.grid.data = {"image": [image], "x": [-0.5], "y": [0], "dw": [L], "dh": [1], "rows": [frames.n_rows]}
+        self.cells.data = {"token": np.concatenate(frames.tokens).astype(np.int32)}
+        self.vocab.data = {"glyph": display_glyphs(frames.glyphs)}
+
+    def _clear(self, text: bool = True) -> None:
+        self.grid.data = {"image": [np.zeros((1, 1), np.uint32)], "x": [-0.5], "y": [0], "dw": [1], "dh": [1],
+                          "rows": [1]}
+        if text:
+            self.text.object = ""
+        self.metrics.object = ""
+        self.downloads.visible = False
+
+    def __panel__(self):
+        return self.layout
+
+
+class CompareView(pn.viewable.Viewer):
+    """Presets, run / stop / add column, the notice, then the columns side by side."""
+
+    tab = param.ClassSelector(class_=CompareState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        t = self.tab
+        # plain buttons, not a radio group: clicking the preset already shown runs it again
+        # (no hover help: its popover would cover the neighbouring button)
+        self.preset_buttons = {key: pn.widgets.Button(label=label) for key, (label, _) in PRESETS.items()}
+        for key, button in self.preset_buttons.items():
+            button.on_click(lambda event, key=key: t.apply_preset(key))
+        self.presets = pn.Row(*self.preset_buttons.values(), css_classes=["compare-presets"])
+        self.run = pn.widgets.Button.from_param(t.param.run, color="primary", width=90,
+                                                css_classes=["compare-run"])
+        self.stop = pn.widgets.Button.from_param(t.param.stop, color="warning", width=80)
+        self.add = pn.widgets.Button(label="+ column", width=100, description="Compare one more configuration")
+        self.add.on_click(lambda event: t.add_column())
+        self.status = pn.pane.HTML("", css_classes=["compare-status"], margin=(5, 10))
+        self.info = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
+        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
+                                    css_classes=["compare-notice"])
+        x_range = Range1d(-0.5, 255.5)  # shared: pan and zoom move every heatmap together
+        self.x_range = x_range
+        self.columns = [ColumnView(x_range, tab=t, index=i) for i in range(MAX_COLUMNS)]
+        self.legend = pn.pane.HTML(legend_html() + " · differing characters in the texts: "
+                                   f'<span style="background:{DIFF_COLOR}"><b><u>bold, underlined</u></b></span> '
+                                   f'(or, where most differ, the agreeing ones: <span style="background:#B9E3D6; '
+                                   f'text-decoration: underline double {SAME_COLOR}">double underlined</span>)',
+                                   stylesheets=[LEGEND_CSS], sizing_mode="stretch_width", margin=(0, 10))
+        self._specs()
+        self._preset()
+        self._notice()
+        self._results()
+
+    @param.depends("tab.columns", watch=True)
+    def _specs(self):
+        specs = split_columns(self.tab.columns)
+        for i, column in enumerate(self.columns):
+            column.layout.visible = i < len(specs)
+            if i < len(specs):
+                column.show_spec(specs[i], removable=len(specs) > 2)
+        self.add.disabled = len(specs) >= MAX_COLUMNS
+
+    @param.depends("tab.preset", watch=True)
+    def _preset(self):
+        """The preset shown is filled; 'custom' (edited columns) fills none."""
+        for key, button in self.preset_buttons.items():
+            button.color = "primary" if key == self.tab.preset else "light"
+
+    @param.depends("tab.error", "tab.status", "tab.running", "tab.base_info", watch=True)
+    def _notice(self):
+        t = self.tab
+        self.notice.object, self.notice.visible = html.escape(t.error), bool(t.error)
+        self.status.object = html.escape(t.status)
+        self.stop.disabled = not t.running
+        self.info.object = f"<small>Same seed and template in every column: {html.escape(t.base_info)}</small>" \
+            if t.base_info else ""
+
+    @param.depends("tab.results", "tab.running", watch=True)
+    def _results(self):
+        results = self.tab.results
+        texts, best = self.tab.texts(), best_values(results)
+        for i, column in enumerate(self.columns):
+            result = results[i] if i < len(results) else None
+            column.show(result, texts, best, self.tab.running)
+        frames = [r["frames"] for r in results if r and not r.get("error")]
+        if frames:
+            self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
+
+    def __panel__(self):
+        return pn.Column(
+            pn.Row(self.presets, self.run, self.stop, self.add, self.status, sizing_mode="stretch_width"),
+            self.notice, self.info, self.legend,
+            pn.Row(*self.columns, sizing_mode="stretch_width"), sizing_mode="stretch_width",
+            css_classes=["compare-view"])

@@ -1,0 +1,125 @@
+"""Download buttons of the Explore tab: the last run (trajectory JSON / CSV, heatmap PNG / HTML) and
+the quality-vs-steps sweep (plot PNG / HTML, table CSV).
+
+Files are made from the finished results (state.trajectory, state.sweep_result) only when a button
+is clicked (downloads.py), never from the live views: a figure is rebuilt here from the Trajectory,
+so making it on a worker thread never touches the session's document.
+"""
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import CustomJSHover, HoverTool
+from bokeh.plotting import figure
+
+from .. import downloads
+from ..frames import CODE, Frames, glyph_table
+from ..sweeps import pick_metric
+from .base import StateView
+from ..palette import STATE_COLORS, STATE_LABELS, STATE_MARK, STATES
+from .heatmap import FORMATTERS, HOVER_LOOKUP, TOOLTIPS, cell_columns, display_glyphs, image_rows
+
+
+def heatmap_figure(traj, tokenizer, toolbar: bool = True, title: str = "Trajectory: step × position"):
+    """A standalone step × position heatmap of a finished run (batch row 0), drawn like the live one:
+    the same cell colours (heatmap.image_rows), the same hover, and the colour key as a legend."""
+    from bokeh.models import ColumnDataSource
+
+    frames = Frames.from_trajectory(traj, glyph_table(tokenizer))
+    rows, length = frames.n_rows, frames.length
+    p = figure(title=f"{title} (paler = less confident)", width=int(np.clip(length * 4, 500, 1200)) + 190,
+               height=int(np.clip(rows * 10, 300, 800)), x_range=(-0.5, length - 0.5), y_range=(rows - 0.5, -0.5),
+               x_axis_label="position", y_axis_label="step", tools="xpan,xwheel_zoom,box_zoom,reset,save",
+               toolbar_location="above" if toolbar else None)
+    image = p.image_rgba(image=[image_rows(frames, 0, rows)], x=-0.5, y=-0.5, dw=length, dh=rows)
+    args = dict(cells=ColumnDataSource(cell_columns(frames, 0)), grid=ColumnDataSource({"dw": [length]}),
+                vocab=ColumnDataSource({"glyph": display_glyphs(frames.glyphs)}))
+    formatters = {k: CustomJSHover(args=args, code=HOVER_LOOKUP + v) for k, v in FORMATTERS.items()}
+    p.add_tools(HoverTool(renderers=[image], tooltips=TOOLTIPS, formatters=formatters))
+    re_y, re_x = np.nonzero(np.stack(frames.state) == CODE["remasked"])  # revisions: marked, not only tinted
+    p.scatter(re_x, re_y, marker="x", size=7, line_color="#ffffff", line_width=1.5)
+    _state_key(p)
+    p.grid.visible = False
+    p.toolbar.logo = None
+    return p
+
+
+def _state_key(p) -> None:
+    """The heatmap's colour key as a bokeh legend (one glyph each, far outside the fixed ranges: bokeh
+    draws no legend swatch for an empty renderer), so the PNG and HTML explain their colours."""
+    from bokeh.models import Legend, LegendItem
+
+    items = []
+    for s in STATES:
+        marker = "square_x" if s in STATE_MARK else "square"
+        r = p.scatter([-1e6], [-1e6], marker=marker, size=12, fill_color=STATE_COLORS[s], line_color="#888888")
+        items.append(LegendItem(label=STATE_LABELS[s], renderers=[r]))
+    p.add_layout(Legend(items=items, location="top_left", title="cell"), "right")
+
+
+class DownloadsView(StateView):
+    """The last run's files ('run') or the sweep's ('sweep'); a button is greyed out until there is
+    something to download, and a failed one says why on itself."""
+
+    part = param.Selector(default="run", objects=["run", "sweep"])
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        make = self._run_files() if self.part == "run" else self._sweep_files()
+        self.buttons = [downloads.download_button(label, filename, fn, width=150, margin=(2, 4))
+                        for label, filename, fn in make]
+        self._names = [filename for _, filename, _ in make]  # prefixed with the checkpoint and seed
+        self._available()
+
+    def _stem(self) -> str:
+        traj = self.state.trajectory
+        return f"{self.state.checkpoint or 'run'}-seed{self.state.seed if traj is None else traj.seed}"
+
+    def _run_files(self):
+        return [("Trajectory JSON", "trajectory.json", lambda: downloads.trajectory_json(*self._run())),
+                ("Trajectory CSV", "trajectory.csv", lambda: downloads.trajectory_csv(*self._run())),
+                ("Heatmap PNG", "heatmap.png", lambda: downloads.plot_png(heatmap_figure(*self._run(), toolbar=False))),
+                ("Heatmap HTML", "heatmap.html",
+                 lambda: downloads.plot_html(heatmap_figure(*self._run()), "trajectory heatmap"))]
+
+    def _sweep_files(self):
+        return [("Quality PNG", "quality.png", lambda: downloads.plot_png(self._quality_plot())),
+                ("Quality HTML", "quality.html", lambda: downloads.plot_html(self._quality_plot(), "quality vs steps")),
+                ("Sweep CSV", "sweep.csv", lambda: downloads.table_csv(self._sweep()[1]))]
+
+    def _run(self):
+        """The finished run and its tokenizer (read once, so a new run mid-export cannot mix in)."""
+        traj = self.state.trajectory
+        if traj is None:
+            raise ValueError("no finished run yet: press Run")
+        tok = traj.tokenizer or getattr(self.state.model, "tokenizer", None)
+        return traj, tok
+
+    def _sweep(self):
+        result = self.state.sweep_result
+        if result is None:
+            raise ValueError("no quality-vs-steps sweep yet: press Compute")
+        return result
+
+    def _quality_plot(self):
+        from ...plots import quality_speed_plot
+
+        summary = self._sweep()[1]
+        metric = pick_metric(summary, self.state.sweep_metric)
+        if metric is None:
+            raise ValueError("the sweep measured no quality metric")
+        return quality_speed_plot(summary, metric, x=self.state.sweep_x, width=900, height=480)
+
+    @param.depends("state.trajectory", "state.sweep_result", watch=True)
+    def _available(self):
+        ready = (self.state.trajectory if self.part == "run" else self.state.sweep_result) is not None
+        stem = self._stem() if self.part == "run" else f"{self.state.checkpoint or 'sweep'}-{self.state.sweep_x}"
+        for button, name in zip(self.buttons, self._names):
+            button.handler.show("")  # a new result: an old failure no longer applies
+            button.param.update(disabled=not ready, filename=f"{stem}-{name}")
+
+    def __panel__(self):
+        title = "Download this run" if self.part == "run" else "Download the sweep"
+        return pn.Column(pn.pane.HTML(f"<b>{title}</b>", margin=(0, 10)), pn.FlexBox(*self.buttons),
+                         sizing_mode="stretch_width", css_classes=[f"downloads-{self.part}"])

@@ -1,0 +1,266 @@
+"""The Sweep tab's views: the knobs, each sweep's run / stop / progress bar, the quality and speed
+figures (explorer.plots), the summary, seed 000's quality grid and seed 001's temperature comparison.
+
+The sweeps run in tabs/sweep.py; these views only draw the (table, summary) DataFrames they return.
+"""
+from __future__ import annotations
+
+import html
+import logging
+
+import numpy as np
+import pandas as pd
+import panel as pn
+import param
+
+from ...experiments import METRIC_DIRECTION
+from ...plots import LABELS
+from ..palette import FONT
+from ..sweeps import pick_metric
+from ..tabs.sweep import SweepTabState, SweepTask
+
+log = logging.getLogger(__name__)
+
+CELL_CSS = ("font-family: monospace; white-space: pre-wrap; word-break: break-all; font-size: 12px; "
+            "line-height: 1.25; max-height: 9em; overflow-y: auto")
+KNOB_COLUMNS = ("strategy", "schedule", "temperature", "threshold", "steps")
+
+
+def format_score(metric: str, value) -> str:
+    if value is None or not np.isfinite(value):
+        return "–"
+    if metric in ("pattern_quality", "word_validity"):
+        return f"{value:.0%}"
+    return f"{value:.1f}" if metric == "gen_ppl" else f"{value:.2f}"
+
+
+def _cell(text: str, score: str) -> str:
+    return f'<td style="vertical-align: top"><div style="{CELL_CSS}">{html.escape(text)}</div><b>{score}</b></td>'
+
+
+def grid_html(table: pd.DataFrame, metric: str) -> str:
+    """Seed 000's quality grid: one column per step count, one row per sample, each cell the text
+    and its score (the same seeds in every column: only the step count differs)."""
+    diff = table[table["sampler"] == "diffusion"]
+    steps = sorted(diff["steps"].dropna().unique())
+    head = "".join(f"<th>{int(s)} step{'s' if s != 1 else ''}</th>" for s in steps)
+    rows = []
+    for i in sorted(diff["sample"].dropna().unique()):
+        cells = []
+        for s in steps:
+            r = diff[(diff["steps"] == s) & (diff["sample"] == i)]
+            cells.append(_cell(r["text"].iloc[0], format_score(metric, float(r[metric].iloc[0])))
+                         if len(r) else "<td></td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    mean = "".join(f"<td><b>mean {format_score(metric, float(diff.loc[diff['steps'] == s, metric].mean()))}"
+                   f"</b></td>" for s in steps)
+    better = {1: ", higher is better", -1: ", lower is better"}.get(METRIC_DIRECTION.get(metric, 0), "")
+    caption = f"<caption style='caption-side: top'>score: {LABELS.get(metric, metric)}{better}</caption>"
+    return (f'<table class="quality-grid" style="table-layout: fixed; width: 100%">{caption}<tr>{head}</tr>'
+            f'{"".join(rows)}<tr>{mean}</tr></table>')
+
+
+def temperature_html(table: pd.DataFrame, summary: pd.DataFrame, metric: str) -> str:
+    """Seed 001's temperature comparison: per temperature its samples and mean scores (low: repetitive
+    but coherent; high: diverse but noisy)."""
+    extra = [m for m in ("entropy", "distinct_2") if f"{m}_mean" in summary and m != metric]
+    head = "".join(f"<th style='white-space: nowrap'>{m.replace('_', '-')}</th>" for m in (metric, *extra))
+    rows = []
+    for _, s in summary[summary["sampler"] == "diffusion"].iterrows():
+        texts = table[(table["sampler"] == "diffusion") & (table["temperature"] == s["temperature"])]["text"]
+        samples = "".join(f'<div style="{CELL_CSS}; margin-bottom: 4px">{html.escape(t)}</div>' for t in texts)
+        scores = "".join(f"<td>{format_score(m, float(s[f'{m}_mean']))}</td>" for m in (metric, *extra))
+        rows.append(f"<tr><td><b>{s['temperature']:g}</b></td><td>{samples}</td>{scores}</tr>")
+    return (f'<table class="temperature-table" style="width: 100%"><tr><th style="width: 8em">temperature</th>'
+            f'<th>samples</th>{head}</tr>{"".join(rows)}</table>')
+
+
+def summary_frame(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The summary as people read it: the varied knobs, n, metric mean ± std, NFE, speed."""
+    diff = summary[summary["sampler"] == "diffusion"]
+    knobs = [k for k in KNOB_COLUMNS if k in summary and (k == "steps" or diff[k].nunique(dropna=False) > 1)]
+    out = summary[["sampler", *knobs, "n"]].copy()
+    if "threshold" in out:  # threshold decoding ignores the step count: do not show one
+        out["steps"] = out["steps"].astype(object).where(out["threshold"].isna(), None)
+    for m, digits in ((metric, 3), ("nfe", 1), ("tokens_per_s", 0), ("ms_per_sample", 1)):
+        if f"{m}_mean" in summary:
+            mean, std = summary[f"{m}_mean"], summary[f"{m}_std"]
+            out[m] = [("–" if pd.isna(a) else f"{a:.{digits}f}") + ("" if pd.isna(b) else f" ± {b:.{digits}f}")
+                      for a, b in zip(mean, std)]
+    return out.astype(object).where(out.notna(), "–")
+
+
+def _labelled(label: str, widget):
+    """Button groups show no label of their own."""
+    return pn.Column(pn.pane.HTML(f"<span style='font-size: 14px'>{label}</span>", margin=(5, 10, 0, 10)), widget)
+
+
+class TaskBar(pn.viewable.Viewer):
+    """Run / Stop, the progress bar, the expected cost before a run and the status or notice after."""
+
+    task = param.ClassSelector(class_=SweepTask)
+    css = param.String("sweep-main", doc="CSS class prefix of its widgets (browser tests find them by it)")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        t = self.task
+        self.run = pn.widgets.Button.from_param(t.param.run, color="primary", width=90,
+                                                css_classes=[f"{self.css}-run"])
+        self.stop = pn.widgets.Button.from_param(t.param.stop, color="warning", width=80,
+                                                 css_classes=[f"{self.css}-stop"])
+        self.progress = pn.indicators.Progress(value=0, max=100, width=220, height=14, bar_color="primary",
+                                               css_classes=["sweep-progress"])
+        self.status = pn.pane.HTML("", margin=(5, 10), css_classes=[f"{self.css}-status"])
+        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        t.param.watch(lambda *e: self._update(), ["progress", "status", "error", "estimate", "running"])
+        self._update()
+
+    def _update(self):
+        t = self.task
+        self.progress.value, self.progress.active = t.progress, t.running
+        self.stop.disabled = not t.running
+        parts = [p for p in (t.status, "" if t.running else t.estimate) if p]
+        self.status.object = html.escape(" · ".join(parts))
+        self.notice.object, self.notice.visible = t.error, bool(t.error)
+
+    def __panel__(self):
+        return pn.Column(pn.Row(self.run, self.stop, self.progress, self.status), self.notice,
+                         sizing_mode="stretch_width")
+
+
+class SweepTabView(pn.viewable.Viewer):
+    """The Sweep tab: quality and speed vs steps, the quality grid, the temperature comparison."""
+
+    tab = param.ClassSelector(class_=SweepTabState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        tab = self.tab
+        self.note = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
+        self.quality_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380,
+                                              css_classes=["sweep-quality-plot"])
+        self.speed_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380,
+                                            css_classes=["sweep-speed-plot"])
+        self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300,
+                                         css_classes=["sweep-summary"])
+        self.plot_notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-grid-table"])
+        self.temps = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-temps-table"])
+        self._figures = {}
+        tab.param.watch(lambda *e: self._note(), ["note"])
+        tab.param.watch(lambda *e: self._draw_main(), ["x", "metric", "speed_metric"])
+        tab.param.watch(lambda *e: (self._draw_grid(), self._draw_temps()), ["metric"])
+        tab.explorer.param.watch(lambda *e: self._draw_main(), ["presentation"])
+        tab.main.param.watch(lambda *e: self._draw_main(), ["result"])
+        tab.grid.param.watch(lambda *e: self._draw_grid(), ["result"])
+        tab.temps.param.watch(lambda *e: self._draw_temps(), ["result"])
+        self._note()
+        self._draw_main()
+        self._draw_grid()
+        self._draw_temps()
+
+    def _note(self):
+        self.note.object, self.note.visible = self.tab.note, bool(self.tab.note)
+
+    def _draw_main(self):
+        result = self.tab.main.result
+        self.plot_notice.visible = False
+        if result is None:
+            self.quality_plot.object = self.speed_plot.object = self.summary.object = None
+            self._figures = {}
+            return
+        summary = result[1]
+        metric = pick_metric(summary, self.tab.metric)
+        try:
+            self._figures = self._make_figures(summary, metric)
+        except Exception as e:  # a notice beside the plots; the session must survive a plotting bug
+            log.exception("sweep plot failed")
+            self.plot_notice.object, self.plot_notice.visible = f"cannot plot: {e}", True
+            return
+        self.quality_plot.object = self._figures.get("quality")
+        self.speed_plot.object = self._figures.get("speed")
+        self.summary.object = summary_frame(summary, metric) if metric else None
+
+    def _make_figures(self, summary, metric) -> dict:
+        """Quality without the tokens/s second axis (the speed figure stands beside it), styled as the
+        Explore tab's (legend below, presentation fonts)."""
+        from ...plots import quality_speed_plot, speed_plot
+
+        tab, font = self.tab, FONT[self.tab.explorer.presentation]
+        style = dict(legend_position="bottom", legend_cols=2, fontsize={
+            "title": font["title"], "labels": font["plot"], "xticks": font["plot"], "yticks": font["plot"],
+            "legend": font["plot"]})
+        figures = {}
+        if metric is not None:
+            figures["quality"] = quality_speed_plot(summary, metric, x=tab.x, speed=False, height=380).opts(**style)
+        if f"{tab.speed_metric}_mean" in summary:
+            figures["speed"] = speed_plot(summary, x=tab.x, metric=tab.speed_metric, height=380).opts(**style)
+        return figures
+
+    def _score_metric(self, task: SweepTask):
+        return pick_metric(task.result[1], self.tab.metric) if task.result is not None else None
+
+    def _draw_grid(self):
+        metric = self._score_metric(self.tab.grid)
+        self.grid.object = grid_html(self.tab.grid.result[0], metric) if metric else ""
+
+    def _draw_temps(self):
+        metric = self._score_metric(self.tab.temps)
+        result = self.tab.temps.result
+        self.temps.object = temperature_html(result[0], result[1], metric) if metric else ""
+
+    # ------------------------------------------------------------------ layout
+
+    def _controls(self):
+        p = self.tab.param
+        return pn.Column(
+            pn.Row(_labelled("Strategies", pn.widgets.CheckButtonGroup.from_param(p.strategies)),
+                   _labelled("Schedules", pn.widgets.CheckButtonGroup.from_param(p.schedules))),
+            pn.Row(pn.widgets.TextInput.from_param(p.steps_grid, width=170, css_classes=["sweep-steps-grid"]),
+                   pn.widgets.TextInput.from_param(p.temperatures, width=150),
+                   pn.widgets.TextInput.from_param(p.thresholds, width=150, placeholder="e.g. 0.7, 0.9"),
+                   pn.widgets.IntInput.from_param(p.samples, width=120),
+                   pn.Column(pn.Spacer(height=18), pn.widgets.Checkbox.from_param(p.include_ar))),
+            pn.Row(_labelled("x axis", pn.widgets.RadioButtonGroup.from_param(p.x)),
+                   pn.widgets.Select.from_param(p.metric, width=180),
+                   _labelled("Speed", pn.widgets.RadioButtonGroup.from_param(p.speed_metric))),
+            sizing_mode="stretch_width")
+
+    def _downloads(self):
+        """Lazy buttons (downloads.py): the files are made only when clicked, off the UI thread."""
+        from ..downloads import download_button, plot_html, plot_png, table_csv
+
+        def table(i):
+            return lambda: None if self.tab.main.result is None else table_csv(self.tab.main.result[i])
+
+        def figure(name, export):
+            return lambda: None if self._figures.get(name) is None else export(self._figures[name])
+        return pn.Row(download_button("Table CSV", "sweep_table.csv", table(0)),
+                      download_button("Summary CSV", "sweep_summary.csv", table(1)),
+                      download_button("Quality HTML", "sweep_quality.html", figure("quality", plot_html)),
+                      download_button("Quality PNG", "sweep_quality.png", figure("quality", plot_png)),
+                      download_button("Speed HTML", "sweep_speed.html", figure("speed", plot_html)),
+                      download_button("Speed PNG", "sweep_speed.png", figure("speed", plot_png)),
+                      css_classes=["sweep-downloads"])
+
+    def __panel__(self):
+        p = self.tab.param
+        main = pn.Column(
+            pn.pane.Markdown("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
+                             "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best)."),
+            self._controls(), TaskBar(task=self.tab.main), self.plot_notice,
+            pn.Row(self.quality_plot, self.speed_plot, sizing_mode="stretch_width"),
+            self.summary, self._downloads(), sizing_mode="stretch_width")
+        grid = pn.Column(
+            pn.pane.Markdown("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
+            pn.Row(pn.widgets.TextInput.from_param(p.grid_steps, width=170),
+                   pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
+            TaskBar(task=self.tab.grid, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
+        temps = pn.Column(
+            pn.pane.Markdown("### Temperature comparison\nLow: repetitive but coherent; high: diverse but noisy."),
+            pn.Row(pn.widgets.TextInput.from_param(p.temp_values, width=190),
+                   pn.widgets.IntInput.from_param(p.temp_steps, width=100),
+                   pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
+            TaskBar(task=self.tab.temps, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
+        return pn.Column(self.note, main, pn.layout.Divider(), grid, pn.layout.Divider(), temps,
+                         sizing_mode="stretch_width", name="sweep-tab")

@@ -1,0 +1,95 @@
+"""The load test's clients (benchmarks/load_test.py, issue 7) against a served app on a tiny checkpoint:
+real Bokeh websocket sessions turn knobs, get results, no errors, and the text each shows for its
+identity seed is the solo API run's."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("benchmarks_load_test", ROOT / "benchmarks" / "load_test.py")
+load_test = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # its dataclass looks itself up
+_spec.loader.exec_module(load_test)
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """The dashboard served in this process on the tiny checkpoint; yields its URL."""
+    import panel as pn
+
+    from explorer.dashboard import create_app
+
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)
+    save_tiny_checkpoints(tmp_path)
+    port = load_test.free_port()
+    server = pn.serve({"/": lambda: create_app(checkpoint="tiny", device="cpu")}, port=port, address="localhost",
+                      show=False, threaded=True, start=True)
+    try:
+        yield f"http://localhost:{port}/"
+    finally:
+        server.stop()
+
+
+def test_two_sessions_turn_knobs_without_errors_and_match_solo_runs(served, tmp_path):
+    opts = load_test.parse_args(["--length", str(LENGTH), "--steps", "8", "--think", "0.2", "--timeout", "30",
+                                 "--load-timeout", "60"])
+    out = load_test.run_sessions(served, 2, 3.0, opts)
+    sessions = out["sessions"]
+    assert [s.errors for s in sessions] == [[], []]
+    assert sum(s.completed for s in sessions) > 0
+    assert all(0 < x < 30 for s in sessions for _, x, _ in s.latencies)
+    load_test.solo_texts("tiny", tmp_path, sessions)
+    assert [s.identity_match for s in sessions] == [True, True]
+    assert sessions[0].identity_knobs["seed"] != sessions[1].identity_knobs["seed"]
+    row = load_test.summarise(2, 3.0, opts, {**out, "server_tracebacks": [], "server_alive": True, "server_cpu_s": 0.0})
+    assert row["errors"] == 0 and row["requests"] == sum(s.completed for s in sessions)
+
+
+def test_rss_and_cpu_of_a_process_tree():
+    assert load_test.rss_mb(os.getpid()) > 10
+    assert load_test.cpu_seconds(os.getpid()) > 0
+
+
+def test_a_notice_in_the_page_counts_as_an_error(served):
+    """A student's bad input shows a notice: the client counts it (and the run it blocks) as errors."""
+    import time
+
+    from bokeh.events import DocumentReady
+
+    opts = load_test.parse_args(["--timeout", "30"])
+    load_test.register_client_models()
+    clock = load_test.Clock()
+    student = load_test.Student(0, served, opts, clock)
+    outcome = {}
+
+    async def script():
+        student.page = load_test.Page(student.session.document)
+        student._watch()
+        student.session.document.callbacks.send_event(DocumentReady())
+        outcome["load"] = await student._wait_done(0, time.perf_counter(), 60)
+        outcome["bad"] = await student._change("template", "AB[___")  # characters the model does not know
+
+    student._script = script
+    student.start()
+    assert student.finished.wait(90)
+    clock.close.set()
+    student.join(30)
+    assert outcome["load"] is not None and outcome["bad"] is None
+    assert len(student.result.errors) == 1 and "notice" in student.result.errors[0]
+    assert "does not know" in student.result.errors[0]
+
+
+def test_the_solo_reference_reads_the_servers_threads_and_precision(monkeypatch):
+    monkeypatch.delenv("MDLM_EXPLORER_PRECISION", raising=False)
+    default = load_test.serve_options()
+    assert default.threads == 1 and default.precision == "fp32" and not default.no_auto_sweep
+    served = load_test.serve_options("--threads 2 --no-auto-sweep --precision bf16")
+    assert served.threads == 2 and served.precision == "bf16" and served.no_auto_sweep

@@ -1,0 +1,56 @@
+"""The served dashboard works with no network: a headless Chromium whose every request to anything but
+the local server is blocked and recorded. Switching tabs, changing the checkpoint while another tab is
+shown and running must never reach out (Panel once linked its loading.css from its CDN then).
+
+Needs /usr/bin/chromium and `pip install playwright`, as tests/test_dashboard_browser.py.
+"""
+from __future__ import annotations
+
+from tests import test_dashboard_browser as dashboard
+from tests.test_dashboard_browser import wait_until
+
+# The served app over tiny checkpoints and the shared Chromium, as the other browser tests use them.
+browser, served, pytestmark = dashboard.browser, dashboard.served, dashboard.pytestmark
+
+
+def offline_page(browser, url):
+    """A page that may only talk to `url`'s server; (page, requests that tried to leave, console errors)."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    outside, problems = [], []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+
+    def route(r):
+        u = r.request.url
+        if u.startswith(url.rstrip("/")) or u.startswith(("data:", "blob:")):
+            r.continue_()
+        else:  # what an offline machine would see
+            outside.append(u)
+            r.abort("namenotresolved")
+
+    page.route("**/*", route)
+    page.goto(url)
+    return page, outside, problems
+
+
+def switch_checkpoint(page, state, name):
+    page.locator(".knob-checkpoint select").select_option(name)
+    wait_until(lambda: state.model_info.get("name") == name and not state.running and state.trajectory is not None)
+
+
+def test_no_request_leaves_localhost(browser, served):
+    url, states = served
+    page, outside, problems = offline_page(browser, url)
+    wait_until(lambda: states and states[-1].trajectory is not None and not states[-1].running)
+    state = states[-1]
+    for tab in ("Model", "Sweep", "Inspect", "Compare"):  # a checkpoint change while each is shown
+        page.locator(".bk-tab", has_text=tab).click()
+        switch_checkpoint(page, state, "tiny-ar" if state.model_info.get("name") == "tiny" else "tiny")
+        page.wait_for_timeout(300)  # let the page apply what the server sent
+    page.locator(".bk-tab", has_text="Explore").click()
+    switch_checkpoint(page, state, "tiny-training")
+    page.locator(".knob-run button").click()
+    wait_until(lambda: not state.running)
+    page.wait_for_timeout(500)
+    assert outside == [], f"requests that left the machine: {sorted(set(outside))}"
+    assert problems == []

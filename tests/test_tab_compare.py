@@ -1,0 +1,169 @@
+"""The Compare tab driven without a browser: presets, overrides, runs through the real sampler on a
+worker, results only through dispatch, differences, metrics, bad input as a notice."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.dashboard.state import ExplorerState, sample_canvas
+from explorer.dashboard.tabs import build_tab
+from explorer.dashboard.tabs.compare import PRESETS, SEP, differing, parse_overrides
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)
+    return save_tiny_checkpoints(tmp_path)
+
+
+def make_state(**knobs):
+    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s.load(wait=True)
+    s.param.update(**knobs)
+    assert s.model is not None and s.error == ""
+    return s
+
+
+@pytest.fixture
+def compare(checkpoints):
+    state = make_state(steps=8, seed=3)
+    tab, view = build_tab("Compare", state)
+    assert state.tabs["Compare"] is tab
+    return tab, view
+
+
+def test_confidence_vs_random_runs_the_real_sampler_with_one_seed(compare):
+    tab, view = compare
+    assert tab.apply_preset("strategies") is True  # one click: columns, then the run
+    tab._worker.current.done.wait(30)
+    assert not tab.running and tab.error == "" and len(tab.results) == 2
+    state = tab.explorer
+    for result, strategy in zip(tab.results, ("confidence", "random")):
+        assert result["error"] == "" and result["config"].strategy == strategy
+        assert result["config"].seed == 3 and result["config"].steps == 8
+        again = sample_canvas(state.model, result["config"], state.canvas())  # the same run, directly
+        assert (again.final[0] == result["traj"].final[0]).all()
+        assert result["frames"].n_rows == result["traj"].n_steps + 1
+        assert set(result["metrics"]) >= {"pattern_quality", "nfe", "seconds"}  # patterns alphabet
+    # the view: both heatmaps span the same height (progress 0..1), texts and metrics shown
+    for column in view.columns[:2]:
+        assert column.grid.data["dh"] == [1] and column.grid.data["dw"] == [LENGTH]
+        assert "pattern quality" in column.metrics.object and "positions differ" in column.text.object
+    assert not view.columns[2].layout.visible
+
+
+def test_steps_4_vs_32_align_on_progress(compare):
+    tab, view = compare
+    tab.apply_preset("steps", start=False)
+    assert tab.columns == "steps=4" + SEP + "steps=32"
+    assert tab.start(wait=True)
+    rows = [c.grid.data["image"][0].shape[0] for c in view.columns[:2]]
+    assert rows == [5, tab.results[1]["traj"].n_steps + 1] and rows[1] > rows[0]
+    assert [r["metrics"]["nfe"] for r in tab.results] == [4, tab.results[1]["traj"].nfe]
+
+
+def test_ar_column_uses_the_ar_checkpoint_of_the_alphabet(compare):
+    tab, view = compare
+    tab.apply_preset("ar", start=False)
+    assert tab.start(wait=True)
+    diffusion, ar = tab.results
+    assert diffusion["kind"] == "diffusion" and ar["kind"] == "ar" and ar["model"] == "tiny-ar"
+    assert ar["metrics"]["nfe"] == ar["traj"].n_steps  # one call per character
+    assert "tiny-ar" in tab.base_info
+
+
+def test_ar_column_without_an_ar_checkpoint_says_so(checkpoints):
+    (checkpoints / "tiny-ar.safetensors").unlink()
+    state = make_state()
+    tab, view = build_tab("Compare", state)
+    tab.apply_preset("ar", start=False)
+    assert tab.start(wait=True)
+    assert tab.results[0]["error"] == ""  # the diffusion column still runs
+    assert "no AR checkpoint" in tab.results[1]["error"]
+    assert "no AR checkpoint" in view.columns[1].text.object
+    assert "no other column has a text" in view.columns[0].text.object
+    assert "no AR judge" in tab.base_info
+
+
+def test_results_arrive_only_through_dispatch(checkpoints):
+    queued = []
+    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
+                          dispatch=queued.append)
+    state.load(wait=True)
+    while queued:
+        queued.pop(0)()
+    tab, _ = build_tab("Compare", state)
+    assert tab.start()
+    tab._worker.current.done.wait(30)
+    assert not any(tab.results)  # the worker finished; nothing is applied before the dispatched callbacks run
+    while queued:
+        queued.pop(0)()
+    assert all(r and r["error"] == "" for r in tab.results) and not tab.running
+
+
+def test_bad_override_is_a_notice_and_keeps_everything(compare):
+    tab, view = compare
+    assert tab.start(wait=True)
+    before, columns = tab.results, tab.columns
+    for bad in ("steps=many", "colour=red", "strategy=sideways", "steps", "temperature=-1"):
+        assert not tab.set_column(1, bad)
+        assert tab.error and tab.columns == columns and tab.results is before
+    assert "strategy" in tab.error or "temperature" in tab.error
+    view.columns[1].editor.value = "wibble=1"  # typed in the browser: the notice, the editor put back
+    assert view.notice.visible and "wibble" in view.notice.object
+    assert view.columns[1].editor.value == "strategy=random"
+    assert tab.set_column(1, "strategy=random, temperature=0.5") and tab.error == "" and tab.preset == "custom"
+
+
+def test_columns_from_a_url_are_checked(compare):
+    tab, _ = compare
+    tab.columns = "temperature=0.3" + SEP + "temperature=1.5"  # what the URL sync does
+    assert tab.preset == "temperature"
+    assert not tab.running  # a link sets the columns; it does not start four runs by itself
+    tab.columns = "steps=2 | model=gpt"
+    assert "model must be one of" in tab.error
+    assert tab.preset == "temperature" and tab.columns == "temperature=0.3" + SEP + "temperature=1.5"
+    tab.columns = "steps=2 | steps=3 | steps=4 | steps=5 | steps=6"
+    assert "2 to 4 columns" in tab.error and tab.preset == "temperature"
+    tab.columns = "steps=2 | steps=3"
+    assert tab.preset == "custom" and tab.overrides() == [{"steps": 2}, {"steps": 3}]
+
+
+def test_add_and_remove_columns_within_bounds(compare):
+    tab, view = compare
+    assert tab.add_column() and tab.add_column() and not tab.add_column()
+    assert len(tab.overrides()) == 4 and view.add.disabled and all(c.layout.visible for c in view.columns)
+    assert tab.start(wait=True) and len(tab.results) == 4
+    assert tab.remove_column(0) and tab.remove_column(0) and not tab.remove_column(0)
+    assert len(tab.overrides()) == 2 and "at least 2" in tab.error
+
+
+def test_model_change_clears_results(compare):
+    tab, _ = compare
+    assert tab.start(wait=True) and tab.results
+    tab.explorer.load("tiny-training", wait=True)
+    assert tab.results == [] and not tab.running
+
+
+def test_parsing_and_differences():
+    assert parse_overrides("strategy=random, steps=12") == {"strategy": "random", "steps": 12}
+    assert parse_overrides(" ") == {}
+    assert all(k in {"strategy", "steps", "temperature", "model"}
+               for spec in PRESETS.values() for c in spec[1] for k in parse_overrides(c))
+    a, b, c = differing(["abcd", "abXd", None])
+    assert a.tolist() == [False, False, True, False] and b.tolist() == a.tolist() and c.size == 0
+    assert differing(["ab", "abc"])[1].tolist() == [False, False, True]
+    assert np.array_equal(differing(["xy", "xy"])[0], [False, False])
+
+
+def test_mostly_different_texts_mark_what_agrees():
+    from explorer.dashboard.views.compare_column import differences_html
+
+    fixed = np.zeros(4, dtype=bool)
+    few = differences_html("abcd", ["abcd", "abXd"], 0, fixed)
+    assert "1 of 4 positions differ" in few and '<span class="d">c</span>' in few
+    most = differences_html("abcd", ["abcd", "aXYZ"], 0, fixed)
+    assert "the 1 that agree" in most and '<span class="s">a</span>' in most

@@ -1,0 +1,69 @@
+"""The Compare tab in a real headless Chromium: a preset runs two columns, whose heatmaps, texts and
+metrics show side by side; a bad override is a notice. Saves a screenshot (COMPARE_SHOT or tmp)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.test_dashboard_browser import (browser, open_page, pytestmark, served,  # noqa: F401 (fixtures)
+                                          wait_until)
+
+__all__ = ["browser", "served", "pytestmark"]
+
+
+@pytest.fixture(autouse=True)
+def only_compare(monkeypatch):
+    """Explore and Compare only: the other tabs have their own browser tests, and a lighter page
+    keeps this one fast."""
+    monkeypatch.setattr("explorer.dashboard.app.TAB_NAMES", ("Compare",))
+
+
+def compare_tab(states):
+    return states[-1].tabs["Compare"] if states and "Compare" in states[-1].tabs else None
+
+
+def heatmap(page, i: int):
+    """The i-th column's heatmap canvas (the Bokeh pane is the figure itself: no css class of its own)."""
+    return page.locator(".compare-column").nth(i).locator(".bk-Canvas").first
+
+
+def finished(tab) -> bool:
+    return tab is not None and not tab.running and len(tab.results) == 2 and all(tab.results)
+
+
+def test_preset_shows_two_heatmaps_texts_and_metrics(browser, served, tmp_path):  # noqa: F811
+    url, states = served
+    page, problems = open_page(browser, url)
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    # Explore's own quality sweep first: its plot, drawn while another tab is shown, links Panel's
+    # loading.css from the CDN (an offline console error that is not this tab's)
+    wait_until(lambda: states and states[-1].sweep_result is not None and not states[-1].sweep_running)
+    page.locator(".bk-tab").get_by_text("Compare", exact=True).click()
+    page.locator(".compare-presets").get_by_text("steps 4 vs 32").click()
+    wait_until(lambda: finished(compare_tab(states)) and compare_tab(states).preset == "steps")
+    tab = compare_tab(states)
+    assert [r["config"].steps for r in tab.results] == [4, 32] and all(r["error"] == "" for r in tab.results)
+
+    texts = page.locator(".compare-text .canvas")
+    wait_until(lambda: texts.count() == 2 and texts.nth(1).inner_text() == tab.results[1]["text"])
+    assert texts.nth(0).inner_text() == tab.results[0]["text"]
+    for i in range(2):
+        box = heatmap(page, i).bounding_box()
+        assert box and box["width"] > 250 and box["height"] > 200
+        assert "pattern quality" in page.locator(".compare-metrics table").nth(i).inner_text()
+    boxes = [heatmap(page, i).bounding_box() for i in range(2)]
+    assert boxes[0]["y"] == pytest.approx(boxes[1]["y"]) and boxes[0]["x"] < boxes[1]["x"]  # side by side
+    page.wait_for_timeout(500)
+    shot = Path(os.environ.get("COMPARE_SHOT", tmp_path / "compare.png"))
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+
+    editor = page.locator(".compare-editor input").nth(1)
+    editor.fill("steps=many")
+    editor.press("Enter")
+    notice = page.locator(".compare-notice").get_by_text("must be a number")
+    notice.wait_for(state="visible", timeout=30_000)
+    assert tab.columns.endswith("steps=32") and texts.nth(1).inner_text() == tab.results[1]["text"]
+    assert problems == [], problems

@@ -1,0 +1,162 @@
+"""The Inspect tab driven without a browser: the forward process, top-k predictions at t, the
+validation curves, the knobs a URL carries, and every bad input as a notice (issue 6)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs import build_tab
+from explorer.dashboard.tabs.inspect import (ACC_TS, accuracy_plot, draw_mask, fraction_check, fraction_plot,
+                                             positions_plot, predictions_html, predictions_table, prepare_text)
+from explorer.data.patterns import pattern_tokenizer
+from explorer.metrics import topk_predictions
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints, wait_for
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)
+    return save_tiny_checkpoints(tmp_path)
+
+
+@pytest.fixture
+def inspect(checkpoints):
+    """(ExplorerState on tiny, the Inspect state, its view), the tab shown and its results in."""
+    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Inspect", state)
+    state.load(wait=True)
+    tab.on_shown()  # what showing the tab does (app.watch_shown): it starts computing
+    wait_for(lambda: tab.predictions is not None and tab.positions is not None
+             and tab.accuracy is not None and len(tab.accuracy) == len(ACC_TS))
+    yield state, tab, view
+    state.close()
+
+
+def test_prepare_text_names_unknown_characters_and_cuts_to_the_context():
+    tok = pattern_tokenizer()
+    assert prepare_text(tok, "ABAB", 8) == ("ABAB", [])
+    text, notes = prepare_text(tok, "AéB!A", 8)
+    assert text == "ABA" and len(notes) == 1 and "'é', '!'" in notes[0]
+    text, notes = prepare_text(tok, "AB" * 10, 8)
+    assert text == "ABABABAB" and "20 characters" in notes[0] and "first 8" in notes[0]
+
+
+def test_mask_is_the_forward_process_of_metrics_reproducible_and_nested():
+    a, b = draw_mask(200, 0.4, seed=7), draw_mask(200, 0.4, seed=7)
+    assert a.dtype == bool and (a == b).all()
+    assert not (draw_mask(200, 0.4, seed=8) == a).all()
+    assert (draw_mask(200, 0.2, 7) <= a).all() and (a <= draw_mask(200, 0.6, 7)).all()  # nested in t
+    assert not draw_mask(50, 0.0, 1).any() and draw_mask(50, 1.0, 1).all()
+    table = fraction_check(64, 0)
+    assert np.allclose(table["masked_fraction"], table["t"], atol=0.03)  # actual ~ expected over many draws
+
+
+def test_tab_shows_validation_text_predictions_and_curves(inspect):
+    state, tab, view = inspect
+    assert tab.default_text and len(tab.text) == LENGTH and tab.notice == "" and tab.text_notice == ""
+    result, mask = tab.predictions, draw_mask(LENGTH, tab.t, tab.mask_seed)
+    assert (result["mask"] == mask).all()  # the mask the forward view draws is the one predicted at
+    table = result["table"]
+    assert list(table["position"]) == list(np.flatnonzero(mask))
+    assert {"top1", "p1", "top3", "p3", "true", "correct"} <= set(table.columns)
+    assert (table["p1"] >= table["p2"]).all() and (table["p2"] >= table["p3"]).all()
+    expected = topk_predictions(state.model, tab.text, tab.t, mask=mask, k=3)["table"]
+    assert np.allclose(table["p1"], expected["p1"])  # metrics.topk_predictions, not a re-implementation
+    assert list(tab.accuracy["t"]) == list(ACC_TS) and tab.accuracy["accuracy"].between(0, 1).all()
+    assert len(tab.positions) == LENGTH
+    # the views drew them
+    assert view.forward.object.count("█") == int(mask.sum()) and "masked" in view.forward.object
+    assert view.grid.object.count('class="col" title=') == int(mask.sum())
+    assert list(view.table.object.columns[:4]) == ["position", "true", "top1", "p1"]
+
+
+def test_knobs_change_the_mask_and_k_and_a_seed_reproduces_it(inspect):
+    state, tab, view = inspect
+    first = tab.predictions["mask"].copy()
+    tab.t = 0.8
+    wait_for(lambda: tab.predictions["t"] == 0.8)
+    assert tab.predictions["mask"].sum() >= first.sum()
+    tab.k = 5
+    wait_for(lambda: view.table.object is not None and "top5" in view.table.object)  # drawn after the result is set
+    assert "top5" in tab.predictions["table"]
+    seed = tab.mask_seed
+    tab.redraw = True  # a new random seed: a new mask
+    assert tab.mask_seed != seed
+    wait_for(lambda: not (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all())
+    tab.param.update(mask_seed=seed)  # what a shared link does
+    assert (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all()  # from the cache, at once
+    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "default_text")
+
+
+def test_edited_text_bad_characters_empty_and_too_long_are_notices(inspect):
+    state, tab, view = inspect
+    default = tab.text
+    tab.text = "ABCABCABC"
+    assert not tab.default_text
+    wait_for(lambda: tab.predictions["text"] == "ABCABCABC")
+    tab.text = "ABé CAB"
+    assert "'é', ' '" in tab.text_notice
+    wait_for(lambda: tab.predictions["text"] == "ABCAB")
+    tab.text = "AB" * 40
+    assert f"only the first {LENGTH}" in tab.text_notice
+    wait_for(lambda: len(tab.predictions["text"]) == LENGTH)
+    assert view.text_notice.visible
+    tab.text = ""
+    assert "empty" in tab.text_notice and tab.predictions is None and view.forward.object == ""
+    tab.use_default = True
+    assert tab.default_text and tab.text == default and tab.text_notice == ""
+
+
+def test_an_ar_model_is_explained_and_nothing_is_computed(inspect):
+    state, tab, view = inspect
+    state.load("tiny-ar", wait=True)
+    assert state.model.config.kind == "ar"
+    assert "diffusion" in tab.notice and view.notice.visible
+    assert tab.predictions is None and tab.accuracy is None and not tab.refresh_predictions()
+    assert view.forward.object == ""
+    state.load("tiny", wait=True)
+    wait_for(lambda: tab.predictions is not None)
+    assert tab.notice == ""
+
+
+def test_nothing_runs_before_the_tab_is_shown(checkpoints):
+    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Inspect", state)
+    state.load(wait=True)
+    view.__panel__()  # the page builds every tab's layout at once (app.build_tabs: dynamic=False)
+    assert not tab.active and tab.predictions is None and tab.text == ""
+    state.close()
+
+
+def test_figures_and_downloads(inspect):
+    state, tab, view = inspect
+    from explorer.dashboard.downloads import table_csv
+
+    assert len(fraction_plot(fraction_check(LENGTH, 0), 0.5, 0.4)) == 5
+    assert len(accuracy_plot(tab.accuracy, 0.5, presentation=True)) == 5 and len(accuracy_plot(None, 0.5)) == 5
+    assert len(positions_plot(tab.positions, 0.5).dimension_values("confidence")) == LENGTH
+    csv = table_csv(predictions_table(tab.predictions, 3))
+    assert csv.splitlines()[0] == "position,true,top1,p1,top2,p2,top3,p3,p_true,correct"
+    assert len(csv.splitlines()) == len(tab.predictions["table"]) + 1
+    html = predictions_html("A B", {"table": tab.predictions["table"].iloc[:0]}, 3)
+    assert html.count('class="col"') == 3 and "&nbsp;" in html
+    row = view._downloads()  # the buttons make their files when clicked
+    data, reason = row[0].handler.produce()
+    assert reason == "" and data.decode().startswith("position,true,top1")
+    data, reason = row[3].handler.produce()
+    assert reason == "" and b"Accuracy vs masking ratio" in data
+    state.presentation = True  # projector type: larger text in the views
+    assert "calc(1.3 * 24px)" in view.forward.object
+
+
+def test_the_ends_of_the_slider(inspect):
+    state, tab, view = inspect
+    tab.t = 0.0  # nothing masked: no candidates, no error
+    wait_for(lambda: tab.predictions["t"] == 0.0 and view.grid.object.count("0 of 0") == 1)
+    assert len(tab.predictions["table"]) == 0 and view.forward.object.count("█") == 0
+    tab.t = 1.0  # everything masked
+    wait_for(lambda: tab.predictions["t"] == 1.0)
+    assert len(tab.predictions["table"]) == LENGTH and tab.notice == "" and tab.validation_error == ""

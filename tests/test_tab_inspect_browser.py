@@ -1,0 +1,78 @@
+"""The Inspect tab in a real headless Chromium: the masked text, the candidates under each █ and the
+validation plots show; the t slider re-masks the text at once; a bad character is a notice.
+Saves a screenshot (INSPECT_SHOT, else in tmp)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from explorer.dashboard.tabs.inspect import ACC_TS, draw_mask
+from tests.dashboard_support import LENGTH
+from tests.test_dashboard_browser import (browser, open_page, pytestmark, served,  # noqa: F401 (fixtures)
+                                          wait_until)
+
+__all__ = ["browser", "served", "pytestmark"]
+
+
+@pytest.fixture(autouse=True)
+def only_inspect(monkeypatch):
+    """Explore and Inspect only: the other tabs have their own browser tests."""
+    monkeypatch.setattr("explorer.dashboard.app.TAB_NAMES", ("Inspect",))
+
+
+def inspect_tab(states):
+    return states[-1].tabs.get("Inspect") if states else None
+
+
+def complete(tab) -> bool:
+    return (tab is not None and tab.predictions is not None and tab.positions is not None
+            and tab.accuracy is not None and len(tab.accuracy) == len(ACC_TS))
+
+
+def masked_shown(page) -> int:
+    return page.locator(".inspect-forward .fwd").inner_text().count("█")
+
+
+def test_inspect_shows_masked_text_candidates_and_plots(browser, served, tmp_path):  # noqa: F811
+    url, states = served
+    page, problems = open_page(browser, url)
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    # Explore's own run and sweep first (its plot, drawn while another tab is shown, would fetch a CDN file)
+    wait_until(lambda: states and states[-1].sweep_result is not None and not states[-1].sweep_running)
+    page.locator(".bk-tab").get_by_text("Inspect", exact=True).click()
+    wait_until(lambda: complete(inspect_tab(states)))
+    tab = inspect_tab(states)
+    mask = draw_mask(LENGTH, tab.t, tab.mask_seed)
+    wait_until(lambda: masked_shown(page) == mask.sum())
+    cols = page.locator(".inspect-predictions .col[title]")
+    wait_until(lambda: cols.count() == mask.sum())
+    assert cols.first.locator(".cd").count() == tab.k  # k candidates under each masked character
+    assert page.locator(".inspect-predictions .cd.t1").count() == mask.sum()
+    for plot in (".inspect-fraction", ".inspect-accuracy", ".inspect-positions"):
+        box = page.locator(plot).first.bounding_box()
+        assert box and box["width"] > 300 and box["height"] > 200, plot
+    page.wait_for_timeout(500)
+    shot = Path(os.environ.get("INSPECT_SHOT", tmp_path / "inspect.png"))
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+
+    page.locator(".inspect-t .noUi-handle").first.focus()  # the slider: the masked text follows at once
+    for _ in range(20):
+        page.keyboard.press("ArrowRight")
+    wait_until(lambda: tab.t == pytest.approx(0.7))
+    wait_until(lambda: masked_shown(page) == draw_mask(LENGTH, 0.7, tab.mask_seed).sum())
+    wait_until(lambda: tab.predictions is not None and tab.predictions["t"] == pytest.approx(0.7))
+
+    seed = tab.mask_seed
+    page.locator(".inspect-redraw button").click()
+    wait_until(lambda: tab.mask_seed != seed)
+
+    box = page.locator(".inspect-text-input textarea")
+    box.fill("ABCé ABC")
+    box.blur()
+    page.get_by_text("this model does not know: 'é', ' '").wait_for(state="visible", timeout=30_000)
+    wait_until(lambda: tab.predictions is not None and tab.predictions["text"] == "ABCABC")
+    assert not tab.default_text
+    assert problems == [], problems

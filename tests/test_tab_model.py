@@ -1,0 +1,146 @@
+"""The Model tab without a browser: the metadata page of a tiny checkpoint, the LR schedules of seed
+002, a short live training that saves a loadable checkpoint under a new name (and Stop saving
+early), names that are refused, and training switched off by the server."""
+from __future__ import annotations
+
+import panel as pn
+import pytest
+
+from explorer.checkpoint import load_checkpoint
+from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs import build_tab
+from explorer.dashboard.tabs.model import ALLOW_ENV, _curves_csv, cli_command, name_problem
+from explorer.dashboard.views.model_page import curves_frame, ema, schedule_frame, summary_html
+from explorer.train import TrainConfig
+from tests.dashboard_support import save_tiny_checkpoints, wait_for
+
+
+@pytest.fixture
+def ckpts(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
+    monkeypatch.setenv("MDLM_EXPLORER_CACHE", str(tmp_path / "cache"))  # no Tiny Shakespeare here
+    return tmp_path
+
+
+def session(name: str = "tiny"):
+    """A loaded session (auto-run off: these tests are about the Model tab) and its Model tab."""
+    state = ExplorerState(checkpoint=name, device="cpu", auto_run=False)
+    tab, view = build_tab("Model", state)
+    state.load(wait=True)
+    return state, tab, view
+
+
+def test_page_shows_architecture_size_corpus_curves_and_nelbo(ckpts):
+    state, tab, view = session()
+    page = summary_html(tab.meta, "tiny")
+    for expected in ("masked diffusion", "14,048 (0.01 M)", "1 × 2", "24 characters", "patterns (patterns)",
+                     "NELBO 1.500 nats/char (2.164 bits/char)", "Architecture", "Training"):
+        assert expected in page, expected
+    curves = curves_frame(tab.meta)
+    assert curves.values.tolist() == [[1, "train", 2.7], [1, "val", 2.6]]
+    assert _curves_csv(tab.meta).splitlines() == ["step,split,loss", "1,train,2.7", "1,val,2.6"]  # the download
+    pn.panel(view).get_root()  # the whole tab renders
+    state.load("tiny-training", wait=True)  # no final metrics yet: the latest validation figure
+    assert "not finished: latest validation estimate 2.600 nats/char at step 1" in summary_html(tab.meta, "x")
+    state.load("tiny-ar", wait=True)
+    assert "autoregressive baseline (causal)" in summary_html(tab.meta, "tiny-ar")
+    state.close()
+
+
+def test_lr_schedules_of_seed_002():
+    """Warmup, then cosine and linear decay to 10% of the peak; constant stays at the peak."""
+    lr = {s: schedule_frame(TrainConfig(lr_schedule=s, max_steps=1000, warmup_steps=100, lr=1e-3)).lr.to_numpy()
+          for s in ("cosine", "linear", "constant")}
+    for name, values in lr.items():
+        assert values[0] == pytest.approx(1e-5) and values.max() == pytest.approx(1e-3, rel=0.02), name
+    assert lr["constant"][-1] == pytest.approx(1e-3)
+    assert lr["linear"][-1] == pytest.approx(1e-4, rel=0.02) and lr["cosine"][-1] == pytest.approx(1e-4, rel=0.02)
+    middle = len(lr["cosine"]) * 55 // 100  # halfway through the decay: cosine 0.55, linear 0.55 of the peak
+    assert lr["cosine"][middle] == pytest.approx(lr["linear"][middle], rel=0.05)
+    assert ema([2.0, 1.0, 1.0], alpha=0.5).tolist() == [2.0, 1.5, 1.25]
+
+
+def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
+    state, tab, _ = session()
+    assert tab.new_name == "my-patterns" and tab.preset == "patterns"
+    tab.param.update(train_steps=12, new_name="mine", lr_schedule="linear")
+    assert tab.start_training(wait=True), tab.train_error
+    assert not tab.training and tab.saved == "mine" and tab.train_error == ""
+    assert "saved checkpoints/mine.safetensors at step 12" in tab.train_status and "NELBO" in tab.train_status
+    assert [p[0] for p in tab.train_points] == list(range(1, 13)) and tab.val_points
+    model = load_checkpoint(ckpts / "mine.safetensors")
+    assert model.meta["training_state"]["step"] == 12 and "nelbo_nats_per_char" in model.meta["metrics"]
+    assert model.meta["train_config"]["lr_schedule"] == "linear"
+    assert "train --out mine --corpus patterns" in model.meta["commands"][0]
+    assert "mine" in state.param.checkpoint.objects  # choosable in the sidebar and every tab
+    assert tab.new_name == "my-patterns"
+    tab.param.trigger("sample_saved")  # "Sample from it"
+    wait_for(lambda: state.model_info.get("name") == "mine", message="the new checkpoint was not loaded")
+    assert tab.meta["training_state"]["step"] == 12  # the page now describes it
+    state.close()
+
+
+def test_stop_saves_what_it_has(ckpts):
+    state, tab, _ = session()
+    tab.param.update(train_steps=5000, new_name="stopped")
+    assert tab.start_training()
+    wait_for(lambda: len(tab.train_points) >= 3, message="no training records arrived")
+    assert not tab.start_training() and "stop it before" in tab.train_error  # one training per session
+    tab.param.trigger("stop_training")
+    wait_for(lambda: not tab.training, message="stop did not end the run")
+    assert tab.saved == "stopped", tab.train_error
+    step = load_checkpoint(ckpts / "stopped.safetensors").meta["training_state"]["step"]
+    assert 3 <= step < 5000
+    state.close()
+
+
+def test_session_close_stops_and_saves(ckpts):
+    state, tab, _ = session()
+    tab.param.update(train_steps=5000, new_name="closed")
+    assert tab.start_training()
+    wait_for(lambda: len(tab.train_points) >= 2)
+    state.close()
+    wait_for(lambda: (ckpts / "closed.safetensors").exists(), message="closing did not save")
+    assert load_checkpoint(ckpts / "closed.safetensors").meta["training_state"]["step"] < 5000
+
+
+@pytest.mark.parametrize("name, says", [("", "give the new checkpoint a name"), ("../x", "not a plain name"),
+                                        ("a b", "not a plain name"), ("x.safetensors", "not a plain name"),
+                                        ("/tmp/evil", "not a plain name"), ("é", "not a plain name"),
+                                        ("tiny", "already exists"), ("a" * 65, "not a plain name")])
+def test_bad_names_are_refused(ckpts, name, says):
+    before = (ckpts / "tiny.safetensors").stat().st_mtime_ns
+    state, tab, _ = session()
+    tab.param.update(train_steps=10, new_name=name)
+    assert not tab.start_training(wait=True)
+    assert says in tab.train_error and not tab.training
+    assert (ckpts / "tiny.safetensors").stat().st_mtime_ns == before
+    assert name_problem("patterns", ["patterns", "shakespeare"])  # the shipped ones: never overwritten
+    state.close()
+
+
+def test_shakespeare_without_its_corpus_says_so(ckpts):
+    state, tab, _ = session()
+    tab.preset = "shakespeare"
+    assert tab.train_steps == 2000 and tab.new_name == "my-shakespeare"
+    assert not tab.start_training()
+    assert "Tiny Shakespeare is not on this server" in tab.train_error
+    state.close()
+
+
+def test_training_can_be_switched_off(ckpts, monkeypatch):
+    monkeypatch.setenv(ALLOW_ENV, "0")
+    state, tab, view = session()
+    assert not tab.start_training() and f"{ALLOW_ENV}=0" in tab.train_error
+    root = pn.panel(view)
+    assert any(f"{ALLOW_ENV}=0" in str(getattr(p, "object", "")) for p in root.select(pn.pane.Alert))
+    assert not (ckpts / "my-patterns.safetensors").exists()
+    state.close()
+
+
+def test_url_params_and_command():
+    from explorer.dashboard.tabs.model import ModelState
+
+    assert ModelState.URL_PARAMS == ("preset", "lr_schedule")
+    command = cli_command(TrainConfig(corpus="patterns", max_steps=50, lr_schedule="constant"), "x")
+    assert command.startswith("python run.py train --out x --corpus patterns --max-steps 50 --lr-schedule constant")

@@ -1,0 +1,157 @@
+"""The Sweep tab (issue 6) driven without a browser: sweeps, cache, cancel, bad input, grid, temperatures."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs import build_tab
+from explorer.dashboard.tabs.sweep import SweepTabState, expected_cost, format_cost, parse_list
+from explorer.dashboard.views.sweep_tab import grid_html, summary_frame
+from tests.dashboard_support import save_tiny_checkpoints, wait_for
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)
+    return save_tiny_checkpoints(tmp_path)
+
+
+@pytest.fixture
+def tab(checkpoints):
+    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Sweep", state)
+    state.load(wait=True)
+    # small and fast: a different grid from the defaults, so other tests' cache entries do not leak in
+    tab.param.update(steps_grid="1,4,24", samples=2)
+    tab.view = view
+    yield tab
+    tab.close()
+
+
+def test_sweep_runs_with_ar_baseline_and_draws(tab):
+    assert tab.main.estimate.startswith("Run: ≈") and "model calls" in tab.main.estimate
+    assert tab.start_sweep(wait=True)
+    assert (tab.main.error, tab.main.progress, tab.main.running) == ("", 100, False)
+    assert tab.main.status.startswith("done: 14 samples in")  # 2 strategies x 3 steps x 2, and 2 AR
+    table, summary = tab.main.result
+    diff = summary[summary["sampler"] == "diffusion"]
+    assert set(diff["strategy"]) == {"confidence", "random"} and set(diff["steps"]) == {1, 4, 24}
+    assert (summary["sampler"] == "ar").sum() == 1  # tiny-ar shares the alphabet: the AR baseline
+    assert {"pattern_quality_mean", "tokens_per_s_mean", "ms_per_sample_mean"} <= set(summary)
+    assert (table["ms_per_sample"] > 0).all()
+    view = tab.view
+    assert view.quality_plot.object is not None and view.speed_plot.object is not None
+    assert list(view.summary.object["steps"])[:2] == [1, 1]
+    tab.param.update(x="nfe", speed_metric="ms_per_sample")
+    assert view.quality_plot.object is not None and not view.plot_notice.visible
+
+
+def test_downloads_give_the_table_summary_and_figures(tab):
+    buttons = {b.filename: b for b in tab.view._downloads()}
+    assert buttons["sweep_table.csv"].handler.produce() == (None, "nothing to download yet")
+    tab.start_sweep(wait=True)
+    csv, why = buttons["sweep_table.csv"].handler.produce()
+    assert why == "" and csv.decode().splitlines()[0].startswith("sampler,") and len(csv.decode().splitlines()) == 15
+    summary, _ = buttons["sweep_summary.csv"].handler.produce()
+    assert b"pattern_quality_mean" in summary.splitlines()[0] and len(summary.decode().splitlines()) == 8
+    page, why = buttons["sweep_speed.html"].handler.produce()
+    assert why == "" and b"<html" in page[:500].lower() and b"Bokeh" in page
+
+
+def test_cached_result_comes_back_without_sampling(tab):
+    tab.start_sweep(wait=True)
+    first = tab.main.result
+    tab.samples = 3
+    assert tab.main.estimate.startswith("Run:")
+    tab.samples = 2  # back to the knobs already swept: shown at once
+    assert tab.main.result is first and tab.main.status == "from cache" and "cached" in tab.main.estimate
+    assert tab.start_sweep(wait=True) and tab.main.result is first
+
+
+def test_thresholds_join_the_scheduled_curves(tab):
+    tab.param.update(thresholds="0.5, 0.9", strategies=["confidence"], include_ar=False)
+    assert tab.start_sweep(wait=True), tab.main.error
+    summary = tab.main.result[1]
+    assert sorted(summary["threshold"].dropna()) == [0.5, 0.9] and summary["threshold"].isna().sum() == 3
+    assert (summary["sampler"] == "ar").sum() == 0
+    assert summary_frame(summary, "pattern_quality")["steps"].isna().sum() == 0  # '–' where none applies
+    tab.x = "nfe"
+    assert tab.view.quality_plot.object is not None and not tab.view.plot_notice.visible
+
+
+@pytest.mark.parametrize("knobs, says", [({"steps_grid": "1,x"}, "Steps grid: 'x' is not a whole number"),
+                                         ({"thresholds": "1.5"}, "threshold"),
+                                         ({"temperatures": "-1"}, "temperature"),
+                                         ({"strategies": []}, "pick at least one strategy")])
+def test_bad_input_is_a_notice(tab, knobs, says):
+    tab.param.update(**knobs)
+    assert says in tab.main.error
+    assert not tab.start_sweep(wait=True) and says in tab.main.error and tab.main.result is None
+
+
+def test_stop_cancels_the_sweep(tab):
+    tab.samples = 64
+    tab.main.run = True  # the Run button: a background job
+    tab.main.stop = True
+    job = tab.main.worker.current
+    assert job.done.wait(60)
+    assert not tab.main.running and tab.main.status.startswith("cancelled")
+
+
+def test_quality_grid_has_a_column_per_step_count(tab):
+    tab.param.update(grid_steps="1,3,5,10,20", grid_samples=3)
+    assert tab.start_grid(wait=True) and tab.grid.status.startswith("done")
+    table = tab.grid.result[0]
+    assert sorted(table["steps"].unique()) == [1, 3, 5, 10, 20] and len(table) == 15
+    assert table.attrs["base"]["strategy"] == "confidence"  # the first strategy chosen
+    page = tab.view.grid.object
+    assert page.count("<th>") == 5 and "1 step<" in page and "20 steps" in page
+    assert page.count("<tr>") == 1 + 3 + 1  # header, one row per sample, the means
+    assert page == grid_html(table, "pattern_quality")
+
+
+def test_temperature_comparison(tab):
+    tab.param.update(temp_values="0.3, 1.5", temp_steps=6, temp_samples=2)
+    assert tab.start_temps(wait=True) and tab.temps.status.startswith("done")
+    table, summary = tab.temps.result
+    assert sorted(summary["temperature"]) == [0.3, 1.5] and table.attrs["base"]["steps"] == 6
+    page = tab.view.temps.object
+    assert "<b>0.3</b>" in page and "<b>1.5</b>" in page and page.count("white-space: pre-wrap") == 4
+
+
+def test_ar_model_gets_a_notice_and_model_change_clears(tab):
+    tab.start_sweep(wait=True)
+    assert tab.main.result is not None
+    tab.explorer.load("tiny-ar", wait=True)
+    assert tab.main.result is None and "diffusion" in tab.note
+    assert not tab.start_sweep(wait=True) and "diffusion" in tab.main.error
+
+
+def test_cost_estimate_and_lists():
+    small = expected_cost(10_000, [{"steps": 1}, {"steps": 4}], 4, 24, False, False)
+    big = expected_cost(10_000, [{"steps": 16}, {"steps": 32}], 4, 24, False, False)
+    assert small[0] == 5 and big[0] == 16 + 24 and big[1] > small[1]  # steps beyond the length: length calls
+    assert expected_cost(10_000, [{"temperature": 1.0}], 4, 24, False, False, steps=12)[0] == 12
+    assert expected_cost(10_000, [{"steps": 4}], 4, 24, True, True)[0] == 4 + 24  # AR: a call per token
+    assert "under a second" in format_cost(5, 0.2) and "about 2.0 min" in format_cost(500, 120)
+    assert parse_list(" 1, 2,,2 ,4", int, "g") == [1, 2, 4]
+    assert parse_list("none, 0.9", float, "t", allow_none=True) == [None, 0.9]
+    with pytest.raises(ValueError, match="not a number"):
+        parse_list("0.5, hot", float, "Temperatures")
+    assert set(SweepTabState.URL_PARAMS) <= set(SweepTabState.param)
+
+
+def test_progress_reaches_the_ui_through_dispatch(checkpoints):
+    calls = []
+    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
+                          dispatch=lambda cb: (calls.append(cb), cb()))
+    tab, _ = build_tab("Sweep", state)
+    state.load(wait=True)
+    tab.param.update(steps_grid="2,3", samples=1, include_ar=False)
+    n = len(calls)
+    tab.main.run = True
+    wait_for(lambda: tab.main.status.startswith("done"), message=tab.main.status or tab.main.error)
+    assert len(calls) - n >= 3  # a progress update per cell, then the result
+    tab.close()

@@ -1,0 +1,51 @@
+"""A tab whose view is a computed result shows it as soon as it is on screen (TabState.on_shown):
+on a click, and when a link opens on it and the model arrives later, so a shared link reproduces it."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.dashboard.app import create_app
+from tests.dashboard_support import save_tiny_checkpoints, wait_for
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)
+    return save_tiny_checkpoints(tmp_path)
+
+
+def find_tabs(app):
+    import panel as pn
+
+    return [o for o in app.main.objects if isinstance(o, pn.Tabs)][0]
+
+
+def test_clicking_compare_runs_the_comparison_once(checkpoints):
+    app = create_app("tiny", "cpu", autoload=False)
+    state = app.explorer_state
+    state.param.update(auto_run=False, sweep_auto=False, steps=4)
+    state.load(wait=True)
+    compare = state.tabs["Compare"]
+    assert compare.results == []  # nothing runs while the tab is not shown
+    tabs = find_tabs(app)
+    tabs.active = ["Explore", *state.tabs].index("Compare")
+    wait_for(lambda: compare.results and all(compare.results) and not compare.running, timeout=60)
+    first = compare.run_id
+    tabs.active = 0
+    tabs.active = ["Explore", *state.tabs].index("Compare")
+    assert compare.run_id == first  # shown again: the results are still there, nothing re-runs
+
+
+def test_a_link_that_opens_on_sweep_shows_the_sweep_once_the_model_loads(checkpoints):
+    app = create_app("tiny", "cpu", autoload=False)
+    state = app.explorer_state
+    state.param.update(auto_run=False, sweep_auto=False)
+    find_tabs(app).active = ["Explore", *state.tabs].index("Sweep")  # as a ?tab=Sweep link does
+    sweep = state.tabs["Sweep"]
+    assert sweep.main.result is None  # no model yet: nothing to sweep
+    state.load(wait=True)
+    wait_for(lambda: sweep.main.result is not None, timeout=120)
+    table, summary = sweep.main.result
+    assert len(table) > 0 and "steps" in summary.columns

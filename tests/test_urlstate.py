@@ -1,0 +1,163 @@
+"""Shareable links (issue 6), without a browser: a query is parsed and validated by each parameter's
+type, applied before the first run, checked against the model once loaded; bad values are named in
+one notice and never applied; the query written back holds only non-default values."""
+from __future__ import annotations
+
+import param
+import pytest
+import torch
+
+from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.base import TabState
+from explorer.dashboard.urlstate import UrlState, format_value, parse_value, query_args
+from explorer.sampling import SamplerConfig, sample
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints
+
+
+class DummyState(TabState):
+    """A tab with one knob of each kind the URL must handle, and one it must not carry."""
+
+    URL_PARAMS = ("level", "ratio", "mode", "picks", "flag", "label", "missing")
+
+    level = param.Integer(3, bounds=(1, 10))
+    ratio = param.Number(0.5, bounds=(0.0, 1.0))
+    mode = param.Selector(default="a", objects=["a", "b"])
+    picks = param.ListSelector(default=["x"], objects=["x", "y", "z"])
+    flag = param.Boolean(False)
+    label = param.String("")
+    secret = param.Integer(0)  # not in URL_PARAMS
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)
+    return save_tiny_checkpoints(tmp_path)
+
+
+@pytest.fixture
+def session(checkpoints):
+    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s.tabs["Dummy"] = DummyState(s)
+    yield s
+    s.close()
+
+
+def url_for(state) -> UrlState:
+    url = UrlState(state, ["Explore", *state.tabs])
+    state.load_hooks.append(url.hook)
+    return url
+
+
+def test_query_args_take_the_last_value_and_survive_bad_bytes():
+    assert query_args({"steps": [b"4", b"8"], "template": [b"\xff"]}) == {"steps": "8", "template": "\ufffd"}
+    assert query_args(None) == {}
+
+
+@pytest.mark.parametrize("p, text, value", [
+    (param.Integer(0, bounds=(0, 9)), "7", 7), (param.Number(0.0, bounds=(0, 1)), "0.25", 0.25),
+    (param.Boolean(False), "TRUE", True), (param.Boolean(True), "0", False),
+    (param.Selector(default="a", objects=["a", "b"]), "b", "b"), (param.Selector(default=1, objects=[1, 2]), "2", 2),
+    (param.ListSelector(default=[], objects=["x", "y"]), "y,x", ["y", "x"]), (param.String(""), "A█B", "A█B")])
+def test_parse_and_format_round_trip(p, text, value):
+    assert parse_value(p, text) == value
+    assert parse_value(p, format_value(p, value)) == value
+
+
+@pytest.mark.parametrize("p, text, reason", [
+    (param.Integer(0, bounds=(0, 9)), "12", "outside the range 0 to 9"), (param.Integer(0), "2.5", "not a whole"),
+    (param.Number(0.0, bounds=(0, 1)), "nan", "not a finite"), (param.Number(0.0), "abc", "not a number"),
+    (param.Boolean(False), "maybe", "true or false"), (param.Selector(default="a", objects=["a"]), "z", "not one of"),
+    (param.ListSelector(default=[], objects=["x"]), "x,q", "not one of"), (param.Dict({}), "{}", "cannot be set"),
+    (param.String(""), "x" * 3000, "longer than")])
+def test_parse_rejects_with_a_reason(p, text, reason):
+    with pytest.raises(ValueError, match=reason):
+        parse_value(p, text)
+
+
+def test_valid_values_are_applied_before_the_load(session):
+    url = url_for(session)
+    url.apply({"steps": "5", "strategy": "margin", "seed": "11", "temperature": "0.7", "sweep_strategies": "random",
+               "tab": "dummy", "dummy.level": "7", "dummy.picks": "y,z", "dummy.flag": "yes", "dummy.ratio": "0.25"})
+    assert url.notice == "" and session.model is None  # applied before the model loads
+    assert (session.steps, session.strategy, session.seed, session.temperature) == (5, "margin", 11, 0.7)
+    assert session.sweep_strategies == ["random"] and url.tab == "Dummy"
+    dummy = session.tabs["Dummy"]
+    assert (dummy.level, dummy.picks, dummy.flag, dummy.ratio) == (7, ["y", "z"], True, 0.25)
+
+
+def test_bad_values_are_named_in_one_notice_and_not_applied(session):
+    url = url_for(session)
+    url.apply({"steps": "999", "strategy": "magic", "bogus": "1", "tab": "Nowhere", "dummy.level": "0",
+               "dummy.secret": "5", "dummy.missing": "1", "other.level": "2", "temperature": "warm",
+               "threshold": "0.8", "remask": "0.3", "seed": "4", "running": "true"})
+    for bad in ("steps=999", "strategy=magic", "bogus=1 (unknown setting)", "tab=Nowhere", "dummy.level=0",
+                "dummy.secret=5 (not a setting a link can carry)", "dummy.missing=1", "other.level=2 (no tab 'other'",
+                "temperature=warm", "remask=0.3", "running=true (not a setting"):
+        assert bad in url.notice, bad
+    assert "outside the range 1 to 256" in url.notice and "'magic' is not one of" in url.notice
+    assert (session.steps, session.strategy, session.temperature, session.remask) == (32, "confidence", 1.0, 0.0)
+    assert session.tabs["Dummy"].level == 3 and session.tabs["Dummy"].secret == 0 and url.tab == "Explore"
+    assert session.threshold == 0.8 and session.seed == 4  # valid ones still apply (threshold came first)
+
+
+def test_model_dependent_values_are_checked_after_the_load(session):
+    url = url_for(session)
+    url.apply({"length": "100", "top_k": "100", "block_length": "8", "template": "AB█"})
+    assert url.notice == "" and session.length == 100  # fine for some model; this one is not loaded yet
+    session.load(wait=True)
+    assert session.model is not None
+    assert session.length == LENGTH and session.top_k == 0 and session.block_length == 8
+    assert session.template == "AB█"
+    assert "length=100" in url.notice and "top_k=100" in url.notice and "not for tiny" in url.notice
+    assert not session.load_hooks  # one-shot: switching checkpoints later resets length as usual
+
+
+def test_a_template_in_another_alphabet_is_not_applied(session):
+    url = url_for(session)
+    url.apply({"template": "hello █"})
+    session.load(wait=True)
+    assert session.template == "" and "template=hello █" in url.notice
+
+
+def test_the_first_run_uses_the_link(session):
+    """Same checkpoint, seed and knobs as the Python API => the same text."""
+    session.auto_run = True
+    url = url_for(session)
+    url.apply({"steps": "6", "seed": "9", "strategy": "entropy", "length": "16", "template": "AB█"})
+    session.load(wait=True)
+    from tests.dashboard_support import wait_for
+
+    wait_for(lambda: session.trajectory is not None)
+    config = SamplerConfig(steps=6, seed=9, strategy="entropy")
+    expected = sample(session.model, config, length=16, template="AB█").texts()[0]
+    assert session.trajectory.texts()[0] == expected
+
+
+def test_query_holds_only_non_defaults(session):
+    url = url_for(session)
+    session.load(wait=True)
+    assert url.query() == {"checkpoint": "tiny", "seed": "0"}  # length = the model's context: a default
+    session.param.update(steps=8, temperature=0.7, sweep_strategies=["random"], template="A B")
+    session.tabs["Dummy"].param.update(picks=["x", "z"], flag=True)
+    url.tab = "Dummy"
+    q = url.query()
+    assert q == {"checkpoint": "tiny", "tab": "Dummy", "steps": "8", "temperature": "0.7", "seed": "0",
+                 "template": "A B", "sweep_strategies": "random", "dummy.picks": "x,z", "dummy.flag": "true"}
+    assert url.search().startswith("?checkpoint=tiny&tab=Dummy&steps=8") and "template=A+B" in url.search()
+    fresh = ExplorerState(device="cpu", auto_run=False)  # the link reproduces the knobs (checkpoint: app.py)
+    fresh.tabs["Dummy"] = DummyState(fresh)
+    again = UrlState(fresh, ["Explore", "Dummy"])
+    again.apply(q)
+    assert again.notice == "" and again.query() == {k: v for k, v in q.items() if k != "checkpoint"}
+    fresh.close()
+
+
+def test_watch_reports_every_change(session):
+    url = url_for(session)
+    seen = []
+    url.watch(lambda: seen.append(url.search()))
+    session.steps = 12
+    session.tabs["Dummy"].level = 9
+    url.tab = "Dummy"
+    assert len(seen) == 3 and "dummy.level=9" in seen[-1] and "tab=Dummy" in seen[-1]
