@@ -86,7 +86,9 @@ def test_create_app_outside_a_server_loads_in_the_background(checkpoints):
         deadline = time.monotonic() + 120
         while state.trajectory is None and not state.error and time.monotonic() < deadline:
             time.sleep(0.05)  # loading, then the auto-run, on worker threads
-        assert state.error == "" and state.model_info["name"] == "tiny" and state.trajectory is not None
+        import panel as pn
+        assert state.error == "" and state.model_info.get("name") == "tiny" and state.trajectory is not None, (
+            state.status, state.model_info, pn.state.curdoc, state.dispatch)
     finally:
         state.close()
 

@@ -27,12 +27,22 @@ APP_CSS = """
 """
 
 
+def served_doc():
+    """The Bokeh document of the live server session being built, else None (a script, a notebook,
+    or a stale document left current by a server that already ended that session)."""
+    # Panel's context variable, not pn.state.curdoc: that falls back to Bokeh's process-wide current
+    # document, which a server running in another thread of this process leaves set.
+    doc = pn.state._curdoc.get()
+    context = getattr(doc, "session_context", None)
+    if context is None or getattr(context, "destroyed", False):
+        return None
+    return doc
+
+
 def _dispatcher():
     """Hand worker results to this session's event loop when served; call directly elsewhere."""
-    doc = pn.state.curdoc
-    if doc is not None and doc.session_context is not None:
-        return document_dispatcher(doc)
-    return call_now
+    doc = served_doc()
+    return document_dispatcher(doc) if doc is not None else call_now
 
 
 def explore_tab(state: ExplorerState):
@@ -89,7 +99,7 @@ def link_url(state: ExplorerState, tabs) -> UrlState:
     watch_shown(state, tabs, titles)
     url.param.watch(lambda event: setattr(tabs, "active", titles.index(event.new)), "tab")
     location = pn.state.location
-    if location is not None and pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+    if location is not None and served_doc() is not None:
         url.watch(lambda: setattr(location, "search", url.search()))
     return url
 
@@ -120,7 +130,7 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
         header=[HeaderView(state=state)], header_background=ACCENT, sidebar_width=340, raw_css=[APP_CSS])
     template.explorer_state = state  # the handle tests and notebooks use to drive the app
     template.url_state = url
-    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+    if served_doc() is not None:
         pn.state.on_session_destroyed(lambda context: state.close())
         if autoload:
             pn.state.onload(state.load)

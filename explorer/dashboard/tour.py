@@ -1,0 +1,229 @@
+"""The README's tour: one screenshot per tab, each opened from the link that reproduces a seed figure.
+
+    python -m explorer.dashboard.tour [--out assets/tour] [--port P]   # serve, open each link, save PNGs
+    python -m explorer.dashboard.tour --markdown                       # print the README's "## Tour"
+
+The screenshots come from the real server (`run.py serve`) in headless Chromium (playwright with the
+system's /usr/bin/chromium): a link sets the knobs and the tab, and a tab shown with a model loaded
+computes its result by itself (TabState.on_shown), so opening the link is all a shot needs. TOUR is
+the one table both the screenshots and the README text are made from.
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1600, "height": 1000}
+README_HOST = "http://localhost:5006/"  # the links as the README shows them (the default port)
+SETTLE_S = 3.0  # after the result is in the DOM: Bokeh's canvases paint on the next frames
+LOAD_TIMEOUT_S = 300  # the machine may be shared with training and tests: generous
+
+
+@dataclass(frozen=True)
+class Stop:
+    file: str
+    tab: str
+    query: str  # the link's query: checkpoint, knobs, tab, <tab>.<param>
+    seed: str  # the seed figure it reproduces
+    caption: str
+    ready_js: str  # true in the page once the tab's result is drawn
+    height: int = VIEWPORT["height"]  # taller where the figure the seed shows is further down
+
+
+def _has(selector: str, inner: str = "canvas") -> str:
+    """JS: `selector` exists, is laid out, and holds `inner` (Panel renders into shadow roots)."""
+    return f"window.__tourHas({selector!r}, {inner!r})"
+
+
+TOUR = (
+    Stop("explore.png", "Explore", "checkpoint=shakespeare&length=128&steps=32&strategy=confidence&seed=3",
+         "seed 000 §7 (the unmasking trajectory) and seed 001 §4.3 / §7 (step-by-step generation)",
+         "A 128-character Shakespeare sample unmasked in 32 confidence-ordered steps: the heatmap (one row per step), "
+         "the text, and per-position confidence.",
+         "window.__tourRows() === 33 && " + _has(".confidence-view")),
+    Stop("compare.png", "Compare", "checkpoint=patterns&seed=3&tab=Compare&compare.preset=strategies",
+         "seed 000 §4.2 / §7: confidence-based vs random remasking on one seed",
+         "Same seed, same model, two unmasking orders side by side: confidence-first vs random.",
+         "window.__tourColumnsDone()"),
+    Stop("inspect.png", "Inspect", "checkpoint=shakespeare&seed=3&tab=Inspect&inspect.t=0.5",
+         "seed 003 §4.2-4.3 (the forward process, masking statistics) and seed 002 §4.5-4.6 "
+         "(accuracy vs masking ratio, predictions on real text)",
+         "Validation text masked at t = 0.5, the model's top-k guesses for each masked position, and "
+         "masked fraction and accuracy across t.",
+         "window.__tourText('.inspect-predictions') && " + _has(".inspect-accuracy"), height=1440),
+    Stop("sweep.png", "Sweep", "checkpoint=patterns&seed=3&tab=Sweep&sweep.steps_grid=1,2,4,8,16,32"
+         "&sweep.samples=16&sweep.include_ar=false",
+         "seed 000 §6: quality vs number of steps with the sweet spot, and speed vs steps",
+         "Pattern quality of confidence and random unmasking over 1-32 steps (bands over samples), with "
+         "the speed it costs.",
+         "window.__tourDone('.sweep-main-status') && " + _has(".sweep-quality-plot")),
+    Stop("model.png", "Model", "checkpoint=shakespeare&seed=3&tab=Model",
+         "seed 002 §4.4 (training and validation loss curves) and TODO 1 (learning-rate schedules)",
+         "The loaded checkpoint's architecture, data and training record beside its stored train / "
+         "validation loss curves and learning-rate schedule (a live training panel is further down).",
+         "window.__tourSource('stored-train') > 10 && window.__tourSource('stored-lr-plan') > 1 && "
+         "window.__tourText('.model-summary')"),
+)
+
+# Helpers the ready_js expressions call; every lookup walks open shadow roots, as Panel renders into them.
+HELPERS_JS = r"""
+window.__tourAll = (sel) => {
+  const out = [];
+  const walk = (root) => { root.querySelectorAll(sel).forEach(e => out.push(e));
+    root.querySelectorAll('*').forEach(e => { if (e.shadowRoot) walk(e.shadowRoot); }); };
+  walk(document); return out;
+};
+window.__tourDeep = (el, sel) => {
+  const hits = [];
+  const walk = (root) => { root.querySelectorAll(sel).forEach(e => hits.push(e));
+    root.querySelectorAll('*').forEach(e => { if (e.shadowRoot) walk(e.shadowRoot); }); };
+  if (el.shadowRoot) walk(el.shadowRoot); walk(el); return hits;
+};
+window.__tourVisible = (el) => { const r = el.getBoundingClientRect(); return r.width > 50 && r.height > 30; };
+window.__tourHas = (sel, inner) => window.__tourAll(sel).some(
+  el => window.__tourVisible(el) && window.__tourDeep(el, inner).length > 0);
+window.__tourTextOf = (el) => {  // the text a reader sees: text nodes, not <style> sheets
+  const parts = [];
+  const walk = (node) => { for (const c of node.childNodes) {
+      if (c.nodeType === 3) parts.push(c.nodeValue);
+      else if (c.nodeType === 1 && !['STYLE', 'SCRIPT'].includes(c.tagName)) walk(c); }
+    if (node.shadowRoot) walk(node.shadowRoot); };
+  walk(el); return parts.join(' ');
+};
+window.__tourText = (sel) => window.__tourAll(sel).some(el => window.__tourTextOf(el).trim().length > 20);
+window.__tourDone = (sel) => window.__tourAll(sel).some(el => /done|from cache/.test(window.__tourTextOf(el)));
+window.__tourColumnsDone = () => {
+  const cols = window.__tourAll('.compare-column').filter(window.__tourVisible);
+  return cols.length >= 2 && cols.every(c => { const t = window.__tourTextOf(c);
+    return !/sampling …|not run yet/.test(t) && window.__tourDeep(c, 'canvas').length > 0; });
+};
+window.__tourSource = (name) => { for (const doc of Bokeh.documents) {  // rows in a named data source
+  const m = doc.get_model_by_name(name); if (m) { const cols = Object.values(m.data);
+  return cols.length ? cols[0].length : 0; } } return 0; };
+window.__tourRows = () => { for (const doc of Bokeh.documents) {
+  const m = doc.get_model_by_name('trajectory-cells'); if (m) { let n = 0;
+  for (const v of m.data.y) n = Math.max(n, v + 1); return n; } } return 0; };
+"""
+
+
+def link(stop: Stop, base: str = README_HOST) -> str:
+    return f"{base}?{stop.query}"
+
+
+def markdown(out: str = "assets/tour") -> str:
+    """The README's tour section, from TOUR."""
+    lines = ["## Tour", "",
+             "One screenshot per tab, each taken from a link that reproduces a figure of the seed notebooks "
+             "(`python -m explorer.dashboard.tour` retakes them). Start the server with `python run.py serve` "
+             "and open a link: it sets the checkpoint, the knobs and the tab, and the tab computes its result "
+             "by itself.", ""]
+    for stop in TOUR:
+        lines += [f"### {stop.tab}", "", f"![{stop.tab} tab]({out}/{stop.file})", "",
+                  f"**Seed figure:** {stop.seed}. {stop.caption}", "", f"Link: <{link(stop)}>", ""]
+    return "\n".join(lines)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, log_path: Path) -> subprocess.Popen:
+    """`run.py serve` on `port`; returns once it answers HTTP (raises if it died first)."""
+    # --no-auto-sweep: Explore's quality-vs-steps sweep after each run would cost minutes on shakespeare and
+    # is not in the shot; the Sweep stop shows that figure
+    cmd = [sys.executable, str(ROOT / "run.py"), "serve", "--no-show", "--port", str(port), "--threads", "1",
+           "--no-auto-sweep"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + LOAD_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}); see {log_path}")
+        try:
+            urllib.request.urlopen(f"http://localhost:{port}/liveness", timeout=5)
+        except OSError:
+            try:  # --liveness is not on: any answer from / will do
+                urllib.request.urlopen(f"http://localhost:{port}/", timeout=30)
+                return proc
+            except OSError:
+                time.sleep(1)
+        else:
+            return proc
+    proc.terminate()
+    raise RuntimeError(f"the server did not answer within {LOAD_TIMEOUT_S} s; see {log_path}")
+
+
+def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
+    """Open the stop's link, wait until its result is drawn, settle, save the PNG."""
+    page = browser.new_page(viewport=dict(VIEWPORT, height=stop.height))
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(link(stop, f"http://localhost:{port}/"), timeout=LOAD_TIMEOUT_S * 1000)
+        page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0",
+                               timeout=LOAD_TIMEOUT_S * 1000)
+        page.evaluate(HELPERS_JS)
+        page.wait_for_function(f"() => {{ try {{ return !!({stop.ready_js}); }} catch (e) {{ return false; }} }}",
+                               timeout=LOAD_TIMEOUT_S * 1000, polling=500)
+        time.sleep(SETTLE_S)
+        path = out / stop.file
+        page.screenshot(path=str(path))
+        if errors:
+            print(f"  {stop.file}: page errors: {errors[:3]}", file=sys.stderr)
+        return path
+    finally:
+        page.close()
+
+
+def take(out: Path, port: int, only=()) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    server = start_server(port, Path(tempfile.gettempdir()) / f"tour-server-{port}.log")
+    saved = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--headless"])
+            for stop in TOUR:
+                if only and stop.tab.lower() not in only:
+                    continue
+                start = time.monotonic()
+                saved.append(shoot(browser, stop, port, out))
+                print(f"{stop.file}: {time.monotonic() - start:.0f} s", flush=True)
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return saved
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="assets/tour", help="folder of the PNGs (default assets/tour)")
+    ap.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
+    ap.add_argument("--markdown", action="store_true", help="print the README's tour section and exit")
+    ap.add_argument("--only", nargs="*", default=(), help="tabs to shoot (default all), e.g. --only sweep")
+    args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(args.out))
+        return 0
+    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
+    take(out, args.port or free_port(), only={t.lower() for t in args.only})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
