@@ -35,3 +35,14 @@ def _fast_cpu():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# Tests whose process state would leak into later served-app tests: an in-process Bokeh *client*
+# (the load test's) deserialises every Panel model, which registers extension models such as Vizzu,
+# whose JS lives on a CDN; every app served later in this process would then link it (offline: an
+# error). They run after everything else.
+RUN_LAST = ("tests/test_load_test.py",)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=lambda item: any(item.nodeid.startswith(p) for p in RUN_LAST))  # stable: order kept otherwise

@@ -22,7 +22,9 @@ app.explorer_state.load(wait=True)
 bundle, metadata = app._repr_mimebundle_()
 print(json.dumps({"keys": sorted(bundle), "html": len(bundle["text/html"]),
                   "title": "mdlm-explorer" in bundle["text/html"],
-                  "model": app.explorer_state.model is not None, "error": app.explorer_state.error}))
+                  "model": app.explorer_state.model is not None, "error": app.explorer_state.error}), flush=True)
+import os
+os._exit(0)  # the dashboard's daemon worker threads: no interpreter teardown under them
 """
 
 
