@@ -238,7 +238,10 @@ def fresh_defaults(monkeypatch):
     from explorer.dashboard import jobs
 
     for name in ("MDLM_EXPLORER_AUTO_SWEEP", "MDLM_EXPLORER_PRECISION"):
-        monkeypatch.delenv(name, raising=False)
+        # setenv first: monkeypatch then remembers the variable's original state, so what `serve`
+        # writes into os.environ during the test is undone (delenv of a missing one records nothing)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setattr(jobs, "_QUEUES", {})
 
 
