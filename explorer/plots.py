@@ -254,22 +254,28 @@ def save_png(obj, path: str | Path, timeout_ms: int = 30_000) -> Path:
     the inline HTML is opened headless and the rendered figure is screenshotted."""
     import tempfile
 
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        html = save_plot(obj.opts(toolbar=None, clone=True), Path(tmp) / "figure.html", resources="inline")
+        screenshot_html(html, path, ".bk-Figure, .bk-Canvas", timeout_ms)
+    return path
+
+
+def screenshot_html(page_file: Path, path: Path, selector: str, timeout_ms: int = 30_000) -> None:
+    """Open a standalone figure page in headless Chromium and screenshot the first `selector` element
+    into `path` (PNG). Shared by save_png and the dashboard's downloads."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as e:
         raise RuntimeError("PNG export needs playwright (pip install playwright); save as .html instead") from e
-    path = Path(path)
-    with tempfile.TemporaryDirectory() as tmp:
-        html = save_plot(obj.opts(toolbar=None, clone=True), Path(tmp) / "figure.html", resources="inline")
-        try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=_chromium(), headless=True)
-                page = browser.new_page(viewport={"width": 1200, "height": 700}, device_scale_factor=2)
-                page.goto(html.as_uri())
-                page.wait_for_selector(".bk-Figure, .bk-Canvas", timeout=timeout_ms)
-                page.wait_for_timeout(500)  # let BokehJS finish drawing the canvas
-                page.locator(".bk-Figure, .bk-Canvas").first.screenshot(path=str(path))
-                browser.close()
-        except Exception as e:  # playwright's errors carry the browser's own message
-            raise RuntimeError(f"PNG export failed ({str(e).splitlines()[0]}); save as .html instead") from e
-    return path
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1200, "height": 700}, device_scale_factor=2)
+            page.goto(Path(page_file).as_uri())
+            page.wait_for_selector(selector, timeout=timeout_ms)
+            page.wait_for_timeout(500)  # let BokehJS finish drawing the canvas
+            page.locator(selector).first.screenshot(path=str(path))
+            browser.close()
+    except Exception as e:  # playwright's errors carry the browser's own message
+        raise RuntimeError(f"PNG export failed ({str(e).splitlines()[0]}); save as .html instead") from e

@@ -157,25 +157,11 @@ def plot_png(obj, timeout_ms: int = 30_000) -> bytes:
 
 def _screenshot(html: str, path: Path, timeout_ms: int) -> None:
     """Open `html` in headless Chromium and screenshot its bokeh canvas (axes and title, no toolbar)."""
-    from ..plots import _chromium
+    from ..plots import screenshot_html
 
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as e:
-        raise RuntimeError("PNG export needs playwright (pip install playwright); save as .html instead") from e
     page_file = path.with_suffix(".html")
     page_file.write_text(html, encoding="utf-8")
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1200, "height": 700}, device_scale_factor=2)
-            page.goto(page_file.as_uri())
-            page.wait_for_selector(".bk-Canvas", timeout=timeout_ms)
-            page.wait_for_timeout(500)  # let BokehJS finish drawing the canvas
-            page.locator(".bk-Canvas").first.screenshot(path=str(path))
-            browser.close()
-    except Exception as e:  # playwright's errors carry the browser's own message
-        raise RuntimeError(f"PNG export failed ({str(e).splitlines()[0]}); save as .html instead") from e
+    screenshot_html(page_file, path, ".bk-Canvas", timeout_ms)
 
 
 class LazyDownload:

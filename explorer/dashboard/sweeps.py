@@ -5,37 +5,20 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections import OrderedDict
 
 import param
 
 from ..sampling.config import STRATEGIES
 from . import models
+from .cache import SharedCache
 from .jobs import Worker
 
 log = logging.getLogger(__name__)
 
 STEPS_GRID = (1, 2, 4, 8, 16, 32, 64)
 QUALITY_METRICS = ("pattern_quality", "gen_ppl", "word_validity", "entropy", "distinct_2")
-_CACHE: OrderedDict = OrderedDict()  # key -> (table, summary); shared by every session of the process
-_CACHE_SIZE = 64
-_LOCK = threading.Lock()
-
-
-def cache_get(key):
-    with _LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    return None
-
-
-def cache_put(key, value) -> None:
-    with _LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+_RESULTS = SharedCache(64)  # key -> (table, summary); shared by every session of the process
+cache_get, cache_put = _RESULTS.get, _RESULTS.put
 
 
 def pick_metric(summary, wanted: str = "auto") -> str | None:

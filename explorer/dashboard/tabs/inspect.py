@@ -16,14 +16,13 @@ from __future__ import annotations
 import html
 import logging
 import random
-import threading
-from collections import OrderedDict
 
 import numpy as np
 import panel as pn
 import param
 
 from .. import models
+from ..cache import SharedCache
 from ..jobs import Worker
 from ..palette import FONT, MIN_ALPHA
 from .base import TabState
@@ -37,24 +36,8 @@ VAL_ROWS = 16  # validation rows for the curves: ~1 s per t for the Shakespeare 
 ACC_TS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 FRACTION_TS = tuple(round(0.05 * i, 2) for i in range(21))
 FRACTION_DRAWS = 256  # rows per t of the mask-fraction check
-_CACHE: OrderedDict = OrderedDict()  # (kind, model key, ...) -> result; shared by the sessions
-_CACHE_SIZE = 256
-_LOCK = threading.Lock()
-
-
-def cache_get(key):
-    with _LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    return None
-
-
-def cache_put(key, value) -> None:
-    with _LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+_RESULTS = SharedCache(256)  # (kind, model key, ...) -> result; shared by every session of the process
+cache_get, cache_put = _RESULTS.get, _RESULTS.put
 
 
 def model_key(model) -> tuple:
