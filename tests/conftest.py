@@ -46,3 +46,14 @@ RUN_LAST = ("tests/test_load_test.py",)
 
 def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: any(item.nodeid.startswith(p) for p in RUN_LAST))  # stable: order kept otherwise
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    """A checkpoints/ directory of tiny models (tests/dashboard_support.py) that the dashboard reads
+    through MDLM_EXPLORER_CHECKPOINTS. A test file that needs other files there defines its own."""
+    from tests.dashboard_support import save_tiny_checkpoints
+
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)  # tiny models: threads only add overhead (and the machine's cores are shared)
+    return save_tiny_checkpoints(tmp_path)

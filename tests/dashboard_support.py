@@ -6,6 +6,7 @@ and validation data for the mean-confidence view is generated rather than read f
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -81,3 +82,30 @@ def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
     while not condition():
         assert time.monotonic() < deadline, message
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def serve_in_process(build):
+    """Serve `build()` (a template from create_app, made per session) on a free port in this process.
+    Yields (url, the sessions' ExplorerStates); afterwards stops the server and closes the sessions
+    (their background work would slow the tests that follow)."""
+    import panel as pn
+
+    from tests.test_dashboard_served import free_port, get
+
+    states = []
+
+    def app():
+        template = build()
+        states.append(template.explorer_state)
+        return template
+
+    port = free_port()
+    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
+    try:
+        get(f"http://localhost:{port}/")  # wait until it answers
+        yield f"http://localhost:{port}/", states
+    finally:
+        server.stop()
+        for state in states:
+            state.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.dashboard_support import save_tiny_checkpoints, wait_for
+from tests.dashboard_support import save_tiny_checkpoints, serve_in_process, wait_for
 from tests.test_dashboard_served import free_port, get
 
 CHROMIUM = "/usr/bin/chromium"
@@ -43,26 +43,12 @@ def browser():
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     """The app on a free port, over tiny checkpoints; yields (url, the sessions' states)."""
-    import panel as pn
-
     from explorer.dashboard import create_app
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
     torch.set_num_threads(1)
-    states = []
-
-    def app():
-        template = create_app(checkpoint="tiny", device="cpu")
-        states.append(template.explorer_state)
-        return template
-
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
-    get(f"http://localhost:{port}/")  # wait until it answers
-    yield f"http://localhost:{port}/", states
-    server.stop()
-    for state in states:  # stop their background work: it would slow the tests that follow
-        state.close()
+    with serve_in_process(lambda: create_app(checkpoint="tiny", device="cpu")) as served_app:
+        yield served_app
 
 
 def open_page(browser, url):

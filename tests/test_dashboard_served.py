@@ -9,19 +9,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-import torch
 
-from tests.dashboard_support import save_tiny_checkpoints
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)
-    return save_tiny_checkpoints(tmp_path)
 
 
 def free_port() -> int:

@@ -5,19 +5,11 @@ import threading
 
 import numpy as np
 import pytest
-import torch
 
 from explorer.dashboard.frames import CODE, Frames, glyph_table
 from explorer.dashboard.state import ExplorerState
 from explorer.sampling import SamplerConfig, sample
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints
-
-
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)  # tiny models: threads only add overhead (and the CI machine is shared)
-    return save_tiny_checkpoints(tmp_path)
+from tests.dashboard_support import LENGTH
 
 
 @pytest.fixture

@@ -3,20 +3,17 @@ each session still gets exactly its solo result; superseded runs never run; Stop
 seeds never leak between sessions; background work takes turns with the runs."""
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from contextlib import contextmanager
 
-import numpy as np
 import pytest
 import torch
 
 from explorer.dashboard.jobs import MAX_BATCH, Worker, device_queue
 from explorer.dashboard.state import ExplorerState, sample_canvas
 from tests.dashboard_support import save_tiny_checkpoints, wait_for
-
-TIMINGS = {"step_seconds", "seconds"}
+from tests.test_sampler_rows import assert_same_run
 
 
 @pytest.fixture
@@ -59,17 +56,6 @@ def start_together(queue, sessions) -> list:
 def solo(s: ExplorerState):
     """The session's knobs through the plain sampler, alone."""
     return sample_canvas(s.model, s.sampler_config(), s.canvas())
-
-
-def assert_same_run(got, want):
-    for f in dataclasses.fields(want):
-        if f.name in TIMINGS:
-            continue
-        a, b = getattr(got, f.name), getattr(want, f.name)
-        if isinstance(b, np.ndarray):
-            assert np.array_equal(a, b, equal_nan=b.dtype.kind == "f"), f.name
-        else:
-            assert a == b, f.name
 
 
 KNOBS = {

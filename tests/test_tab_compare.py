@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from explorer.dashboard.state import ExplorerState, sample_canvas
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.compare import PRESETS, SEP, differing, parse_overrides
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints
-
-
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)
-    return save_tiny_checkpoints(tmp_path)
+from tests.dashboard_support import LENGTH
 
 
 def make_state(**knobs):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from explorer.dashboard.state import ExplorerState
 from explorer.dashboard.tabs import build_tab
@@ -12,14 +11,7 @@ from explorer.dashboard.tabs.inspect import (ACC_TS, accuracy_plot, draw_mask, f
                                              positions_plot, predictions_html, predictions_table, prepare_text)
 from explorer.data.patterns import pattern_tokenizer
 from explorer.metrics import topk_predictions
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints, wait_for
-
-
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)
-    return save_tiny_checkpoints(tmp_path)
+from tests.dashboard_support import LENGTH, wait_for
 
 
 @pytest.fixture

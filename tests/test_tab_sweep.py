@@ -2,20 +2,12 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from explorer.dashboard.state import ExplorerState
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.sweep import SweepTabState, expected_cost, format_cost, parse_list
 from explorer.dashboard.views.sweep_tab import grid_html, summary_frame
-from tests.dashboard_support import save_tiny_checkpoints, wait_for
-
-
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)
-    return save_tiny_checkpoints(tmp_path)
+from tests.dashboard_support import wait_for
 
 
 @pytest.fixture

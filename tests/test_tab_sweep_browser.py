@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.dashboard_support import save_tiny_checkpoints, serve_in_process
 from tests import test_dashboard_browser
 from tests.test_dashboard_browser import CHROMIUM, open_page, wait_until
-from tests.test_dashboard_served import free_port, get
 
 browser = test_dashboard_browser.browser  # the playwright fixture, shared by name
 pytestmark = [pytest.mark.browser,
@@ -23,29 +22,20 @@ pytestmark = [pytest.mark.browser,
 def served(tmp_path, monkeypatch):
     """The app over tiny checkpoints with only the Sweep tab after Explore (the other tabs are tested
     on their own), no auto-run: the sweep is the only work. Yields (url, the sessions' states)."""
-    import panel as pn
-
     import explorer.dashboard.app as app_module
     from explorer.dashboard import create_app
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
     monkeypatch.setattr(app_module, "TAB_NAMES", ("Sweep",))
     torch.set_num_threads(1)
-    states = []
 
-    def app():
+    def build():
         template = create_app(checkpoint="tiny", device="cpu")
         template.explorer_state.param.update(auto_run=False, sweep_auto=False)
-        states.append(template.explorer_state)
         return template
 
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
-    get(f"http://localhost:{port}/")
-    yield f"http://localhost:{port}/", states
-    server.stop()
-    for state in states:
-        state.close()
+    with serve_in_process(build) as served_app:
+        yield served_app
 
 
 def set_text(page, css: str, value: str) -> None:

@@ -2,18 +2,9 @@
 on a click, and when a link opens on it and the model arrives later, so a shared link reproduces it."""
 from __future__ import annotations
 
-import pytest
-import torch
 
 from explorer.dashboard.app import create_app
-from tests.dashboard_support import save_tiny_checkpoints, wait_for
-
-
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)
-    return save_tiny_checkpoints(tmp_path)
+from tests.dashboard_support import wait_for
 
 
 def find_tabs(app):

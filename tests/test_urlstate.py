@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import param
 import pytest
-import torch
 
 from explorer.dashboard.state import ExplorerState
 from explorer.dashboard.tabs.base import TabState
 from explorer.dashboard.urlstate import UrlState, format_value, parse_value, query_args
 from explorer.sampling import SamplerConfig, sample
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints
+from tests.dashboard_support import LENGTH
 
 
 class DummyState(TabState):
@@ -26,13 +25,6 @@ class DummyState(TabState):
     flag = param.Boolean(False)
     label = param.String("")
     secret = param.Integer(0)  # not in URL_PARAMS
-
-
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)
-    return save_tiny_checkpoints(tmp_path)
 
 
 @pytest.fixture

@@ -14,21 +14,13 @@ import param
 import pytest
 import torch
 
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints
-from tests.test_dashboard_browser import ARGS, CHROMIUM, open_page, wait_finished, wait_until
-from tests.test_dashboard_served import free_port, get
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serve_in_process
+from tests import test_dashboard_browser
+from tests.test_dashboard_browser import CHROMIUM, open_page, wait_finished, wait_until
 
+browser = test_dashboard_browser.browser  # the playwright fixture, shared by name
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def dummy_tab_module():
@@ -54,8 +46,6 @@ def dummy_tab_module():
 def served(tmp_path, monkeypatch):
     """The app as `panel serve` builds it (served_args: ?checkpoint= honoured), over tiny checkpoints,
     with Explore and a dummy tab."""
-    import panel as pn
-
     from explorer.dashboard import create_app
     from explorer.dashboard.app import served_args
 
@@ -66,21 +56,14 @@ def served(tmp_path, monkeypatch):
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINT", "tiny")
     monkeypatch.setenv("MDLM_EXPLORER_DEVICE", "cpu")
     torch.set_num_threads(1)
-    states = []
 
-    def app():
+    def build():
         template = create_app(**served_args())
         template.explorer_state.sweep_auto = False  # sweeps are not what these tests are about
-        states.append(template.explorer_state)
         return template
 
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
-    get(f"http://localhost:{port}/")
-    yield f"http://localhost:{port}/", states
-    server.stop()
-    for state in states:
-        state.close()
+    with serve_in_process(build) as served_app:
+        yield served_app
 
 
 def python_text(steps: int, seed: int, strategy: str, template: str) -> str:
