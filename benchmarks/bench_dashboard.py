@@ -1,6 +1,7 @@
 """How fast the dashboard feels: knob change -> first heatmap rows, and its cost on top of the sampler.
 
     python benchmarks/bench_dashboard.py [--checkpoint shakespeare] [--runs 5] [--threads 1] [--no-browser]
+                                         [--profile N]   # + the N costliest functions of that work
 
 Setting (issue 5): `shakespeare`, 256 characters, 32 steps, on this CPU. Prints:
   * the sampler's own time for one run (explorer.sampling.sample, no dashboard), median of --runs;
@@ -13,6 +14,8 @@ Setting (issue 5): `shakespeare`, 256 characters, 32 steps, on this CPU. Prints:
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import socket
 import statistics
 import sys
@@ -71,17 +74,32 @@ def sampler_baseline(model, config, length: int, runs: int) -> float:
 class ServerWork:
     """Accumulates server-side dashboard time: dispatched UI callbacks and PATCH-DOC serialisation."""
 
-    def __init__(self):
+    def __init__(self, profile: bool = False):
         self.callbacks = self.callbacks_cpu = 0.0  # wall time, and CPU time of the UI thread
         self.serialise = 0.0
         self.patches = 0
+        # --profile: cProfile of the measured runs' callbacks and serialisation (UI thread only)
+        self.profiler = cProfile.Profile() if profile else None
+        self.measuring = False
+        self.depth = 0
+
+    def profiled(self, fn, *args, **kwargs):
+        if self.profiler is None or not self.measuring or self.depth:  # nested: already profiled
+            return fn(*args, **kwargs)
+        self.depth += 1
+        self.profiler.enable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.profiler.disable()
+            self.depth -= 1
 
     def wrap_dispatch(self, dispatch):
         def timed(callback):
             def run():
                 start, cpu = time.perf_counter(), time.thread_time()
                 try:
-                    callback()
+                    self.profiled(callback)
                 finally:
                     self.callbacks += time.perf_counter() - start
                     self.callbacks_cpu += time.thread_time() - cpu
@@ -95,7 +113,7 @@ class ServerWork:
 
         def timed_create(protocol, msgtype, *args, **kwargs):
             start = time.perf_counter()
-            msg = create(protocol, msgtype, *args, **kwargs)
+            msg = self.profiled(create, protocol, msgtype, *args, **kwargs)
             if msgtype == "PATCH-DOC":
                 self.serialise += time.perf_counter() - start
                 self.patches += 1
@@ -150,6 +168,7 @@ def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int) -
         while not (states and states[-1].trajectory is not None) and time.monotonic() < deadline:
             time.sleep(0.1)  # the first (auto) run
         time.sleep(1.0)
+        work.measuring = True
         for r in range(runs):
             work.reset()
             busy = renderer_busy(cdp)
@@ -172,6 +191,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--profile", metavar="N", type=int, default=0,
+                    help="print the N costliest functions of the measured runs' dashboard work (cProfile)")
     args = ap.parse_args()
 
     import torch
@@ -199,7 +220,7 @@ def main() -> int:
 
 
 def report(args, base: float) -> None:
-    work = ServerWork()
+    work = ServerWork(profile=bool(args.profile))
     work.patch_protocol()
     server, port, states = serve(args.checkpoint, work)
     try:
@@ -220,6 +241,8 @@ def report(args, base: float) -> None:
     print(f"whole run in the page minus the sampler alone: {med['done'] - base * 1000:.0f} ms")
     for i, r in enumerate(rows):
         print(f"  run {i}: " + ", ".join(f"{k}={v * 1000 if k.endswith('_s') else v:.0f}" for k, v in r.items()))
+    if work.profiler is not None:
+        pstats.Stats(work.profiler).sort_stats("cumulative").print_stats(args.profile)
 
 
 if __name__ == "__main__":

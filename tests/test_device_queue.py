@@ -282,3 +282,26 @@ def test_an_idle_queue_gives_freed_memory_back(checkpoints, queue, monkeypatch):
     s = session(steps=4, seed=11)
     assert s.start_run(wait=True)
     wait_for(lambda: trims == [0], message="the queue did not trim after going idle")
+
+
+def test_only_a_queue_shared_by_sessions_waits_to_gather_a_batch(monkeypatch):
+    """A lone session starts at once; once two sessions ask, an idle queue waits gather_s for partners;
+    a session silent for `recent_s` no longer counts."""
+    from explorer.dashboard import jobs
+
+    q = jobs.DeviceQueue("cpu", gather_s=0.02)
+    monkeypatch.setattr(q, "_loop", lambda: None)  # no worker: only the bookkeeping is under test
+    clock = [100.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: clock[0])
+
+    def ask(owner):
+        q.submit(jobs.SampleRequest(jobs.Job("run"), model=None, config=None, length=8, template=None, owner=owner))
+
+    ask("a")
+    ask("a")
+    assert q._gather_wait() == 0.0
+    ask("b")
+    assert q._gather_wait() == 0.02
+    clock[0] += 11  # both went quiet; "a" asks again, alone
+    ask("a")
+    assert q._gather_wait() == 0.0

@@ -61,18 +61,39 @@ def build_tabs(state: ExplorerState):
     """Main area tabs: Explore, then Compare, Inspect, Sweep and Model (tabs/), each built from the same
     session state so a URL can select a tab and reproduce its view. Not dynamic: a hidden dynamic tab
     keeps its Bokeh models outside the document, and Panel restyles a pane updated there (a run's
-    status text) with CDN stylesheet URLs shared by the whole page: offline, loading.css then fails."""
+    status text) with CDN stylesheet URLs shared by the whole page: offline, loading.css then fails.
+    Lazy instead: a tab's state exists from the start (a link sets its knobs), but its view enters
+    the page (and the document) the first time the tab is shown (fill_tab). Every model in the
+    document is re-listed for each patch Bokeh sends, so four unseen tabs would make each live step
+    of the Explore tab cost about three times as much to send."""
     tabs = pn.Tabs(("Explore", explore_tab(state)), dynamic=False, sizing_mode="stretch_width", name="tabs")
+    tabs.lazy_views = {}
     for name in TAB_NAMES:
         _, view = build_tab(name, state)
-        tabs.append((name, view))
+        tabs.lazy_views[len(tabs)] = view
+        tabs.append((name, pn.Column(sizing_mode="stretch_width")))
     return tabs
 
 
+def fill_tab(tabs, index: int) -> None:
+    """Put a lazily built tab's view into its slot, once (on the UI thread, holding the document)."""
+    view = tabs.lazy_views.pop(index, None)
+    if view is None:
+        return
+    from panel.io.resources import set_resource_mode
+
+    # Models made after the page's first render take Panel's CDN stylesheet URLs unless told to use
+    # the server's own copies (offline, a CDN link fails).
+    with set_resource_mode("server"):
+        tabs[index].objects = [view]
+
+
 def watch_shown(state: ExplorerState, tabs, titles: list[str]) -> None:
-    """Tell the tab on screen that it is shown (TabState.on_shown) once a model is loaded: on a click,
-    and when a model loads while it is shown (the first load of a link that opens on that tab)."""
+    """Fill the tab on screen (fill_tab) and tell it that it is shown (TabState.on_shown) once a model
+    is loaded: on a click, and when a model loads while it is shown (the first load of a link that
+    opens on that tab)."""
     def show():
+        fill_tab(tabs, tabs.active)
         title = titles[tabs.active]
         if title in state.tabs and state.model is not None:
             state.tabs[title].on_shown()
@@ -95,6 +116,7 @@ def link_url(state: ExplorerState, tabs) -> UrlState:
     url.apply(query_args(pn.state.session_args))
     state.load_hooks.append(url.hook)
     tabs.active = titles.index(url.tab)
+    fill_tab(tabs, tabs.active)  # the tab a link opens on is in the first page
     tabs.param.watch(lambda event: setattr(url, "tab", titles[event.new]), "active")
     watch_shown(state, tabs, titles)
     url.param.watch(lambda event: setattr(tabs, "active", titles.index(event.new)), "tab")

@@ -285,6 +285,7 @@ class SampleRequest:
     on_done: Callable = lambda traj: None
     on_stopped: Callable = lambda: None
     on_failed: Callable = lambda error: None
+    owner: object = None  # who asked (a session's id): a lone owner never waits for batch partners
     _finished: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -361,11 +362,13 @@ class DeviceQueue:
         self.set_precision(precision)
         self._cond = threading.Condition()
         self._waiting: list[SampleRequest] = []
+        self._last_asked: dict = {}  # owner -> when it last submitted (see _gather_wait)
         self._thread: threading.Thread | None = None
 
     def submit(self, request: SampleRequest) -> None:
         with self._cond:
             self._waiting.append(request)
+            self._last_asked[request.owner] = time.monotonic()
             self.stats.count(requests=1)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=f"device-queue-{self.name}", daemon=True)
@@ -413,6 +416,16 @@ class DeviceQueue:
             self.stats.count(dropped=1)
         request.finish("stopped")
 
+    def _gather_wait(self, recent_s: float = 10.0) -> float:
+        """gather_s when another owner asked within `recent_s` seconds, else 0: a session alone on
+        the server (a laptop, a lecturer's demo) does not wait for partners that will not come."""
+        with self._cond:
+            now = time.monotonic()
+            for owner, when in list(self._last_asked.items()):
+                if now - when > recent_s:
+                    del self._last_asked[owner]
+            return self.gather_s if len(self._last_asked) > 1 else 0.0
+
     def _take_batch(self) -> list[SampleRequest]:
         """The oldest waiting request and every compatible one behind it (up to max_batch)."""
         with self._cond:
@@ -429,7 +442,7 @@ class DeviceQueue:
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: bool(self._waiting))
-            time.sleep(self.gather_s)  # sessions that asked together are served together
+            time.sleep(self._gather_wait())  # sessions that asked together are served together
             with self.turns.turn("run"), self.autocast():
                 batch = self._take_batch()  # taken with the device in hand: late arrivals join
                 if batch:

@@ -314,7 +314,7 @@ class ExplorerState(SweepState):
                              on_step=lambda record: self._push(job, record), on_start=on_start,
                              on_done=lambda traj: self.dispatch(lambda: self._end(job, traj, "")),
                              on_stopped=lambda: self.dispatch(lambda: self._end(job, None, "stopped")),
-                             on_failed=on_failed)
+                             on_failed=on_failed, owner=id(self))
 
     def _push(self, job, record) -> None:
         """From the sampler thread: queue a step and ask the UI thread for one flush (coalesced)."""

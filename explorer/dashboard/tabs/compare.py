@@ -268,12 +268,18 @@ class CompareState(TabState):
         job_args = (ex.model, plan, canvas, judge_name, ex.template.strip(), ex.length, ex.seed, ex.device)
         self.error = ""
         self.base_info = self._describe_base(judge_name)
-        # Through the dispatcher: start() runs inside a click's event, which Panel may process without
-        # the document lock, and clearing the columns changes raw Bokeh models (heatmaps).
-        ex.dispatch(lambda: self.param.update(results=[None] * len(plan), running=True, run_id=self.run_id + 1,
-                                              status=f"sampling {len(plan)} configurations …"))
         self._worker.submit(lambda job: self._job(job, *job_args), wait=wait)
         return True
+
+    def _begin(self, job, n: int) -> None:
+        """Clear the columns for a new comparison (UI thread). Dispatched by the job itself, not by
+        start(): start() may run inside a click's event, which Panel may process without the document
+        lock (clearing changes raw Bokeh heatmaps), and from the job's thread this reset is always
+        handled before its own column results (a reset dispatched by start() was seen to arrive
+        after the first column of a fast model, which then had no slot to go in)."""
+        if self._worker.is_current(job):
+            self.param.update(results=[None] * n, running=True, run_id=self.run_id + 1,
+                              status=f"sampling {n} configurations …")
 
     def _describe_base(self, judge_name) -> str:
         ex = self.explorer
@@ -286,6 +292,7 @@ class CompareState(TabState):
 
     def _job(self, job, model, plan, canvas, judge_name, template, length, seed, device) -> None:
         judge = None
+        self.explorer.dispatch(lambda: self._begin(job, len(plan)))
         for i, (label, overrides, config) in enumerate(plan):
             if job.cancelled:
                 return self.explorer.dispatch(lambda: self._finished(job, "stopped"))
@@ -322,7 +329,7 @@ class CompareState(TabState):
                 "metrics": score(model, traj, judge), "error": ""}
 
     def _column_done(self, job, i: int, result: dict) -> None:
-        if not self._worker.is_current(job):
+        if not self._worker.is_current(job) or i >= len(self.results):
             return
         results = list(self.results)
         results[i] = result

@@ -505,10 +505,12 @@ class ModelTab(pn.viewable.Viewer):
     state = param.ClassSelector(class_=ModelState)
 
     def __panel__(self):
+        from ..views.base import rule
+
         intro = ("<h2>Train a small model live</h2><p>Seed 002: the masked-diffusion loss (the ELBO's "
                  "weighted masked-LM loss) falling as the model learns, under a cosine, linear or constant "
                  "learning-rate schedule. Stop saves; the new checkpoint can then be sampled in every tab.</p>")
-        return pn.Column(CheckpointPage(state=self.state), pn.layout.Divider(), pn.pane.HTML(intro),
+        return pn.Column(CheckpointPage(state=self.state), rule(), pn.pane.HTML(intro),
                          TrainingPanel(state=self.state), sizing_mode="stretch_width", css_classes=["model-tab"])
 
 

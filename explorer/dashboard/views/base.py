@@ -52,3 +52,9 @@ def apply_fonts(figure, presentation: bool) -> dict:
         axis.axis_label_text_font_size = size["plot"]
         axis.major_label_text_font_size = size["plot"]
     return size
+
+
+def rule():
+    """A horizontal rule. Not pn.layout.Divider: its model keeps Panel's CDN stylesheet URL when it
+    is made after the page's first render (a tab filled when first shown), which fails offline."""
+    return pn.pane.HTML("<hr>", sizing_mode="stretch_width", margin=(4, 10))

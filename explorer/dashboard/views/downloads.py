@@ -116,8 +116,14 @@ class DownloadsView(StateView):
         ready = (self.state.trajectory if self.part == "run" else self.state.sweep_result) is not None
         stem = self._stem() if self.part == "run" else f"{self.state.checkpoint or 'sweep'}-{self.state.sweep_x}"
         for button, name in zip(self.buttons, self._names):
-            button.handler.show("")  # a new result: an old failure no longer applies
-            button.param.update(disabled=not ready, filename=f"{stem}-{name}")
+            if button.label != button.handler.label:
+                button.handler.show("")  # a new result: an old failure no longer applies
+            wanted = {"disabled": not ready, "filename": f"{stem}-{name}"}
+            # Only what changed: each widget update is restyled and sent to the page, and this runs
+            # twice per run (start, end) for both button rows.
+            changed = {k: v for k, v in wanted.items() if getattr(button, k) != v}
+            if changed:
+                button.param.update(**changed)
 
     def __panel__(self):
         title = "Download this run" if self.part == "run" else "Download the sweep"

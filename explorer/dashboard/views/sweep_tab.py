@@ -17,6 +17,7 @@ from ...experiments import METRIC_DIRECTION
 from ...plots import LABELS
 from ..palette import FONT
 from ..sweeps import pick_metric
+from .base import rule
 from ..tabs.sweep import SweepTabState, SweepTask
 
 log = logging.getLogger(__name__)
@@ -262,5 +263,5 @@ class SweepTabView(pn.viewable.Viewer):
                    pn.widgets.IntInput.from_param(p.temp_steps, width=100),
                    pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
             TaskBar(task=self.tab.temps, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
-        return pn.Column(self.note, main, pn.layout.Divider(), grid, pn.layout.Divider(), temps,
+        return pn.Column(self.note, main, rule(), grid, rule(), temps,
                          sizing_mode="stretch_width", name="sweep-tab")

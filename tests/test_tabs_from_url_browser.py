@@ -1,0 +1,189 @@
+"""Every tab opened from a shared link, in a real headless Chromium (issue 6): the README tour's links
+(explorer/dashboard/tour.py), pointed at the tests' tiny checkpoint and shrunk to run in seconds, open
+on the tab they name, draw its plots, and show numbers that match the link's knobs and the session's
+server-side state. One screenshot per tab goes to pytest's tmp directory."""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode
+
+import pytest
+import torch
+
+from explorer.dashboard.tour import HELPERS_JS, TOUR
+from tests import test_dashboard_browser
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serve_in_process
+from tests.test_dashboard_browser import open_page, wait_finished, wait_until
+
+browser = test_dashboard_browser.browser  # the playwright fixture, shared by name
+pytestmark = test_dashboard_browser.pytestmark  # browser mark; skipped without /usr/bin/chromium
+STOPS = {stop.tab: stop for stop in TOUR}
+STEPS, GRID = 8, (1, 2, 4)
+# The tour's sizes are for the shipped models; the tiny one has a 24-character context and is judged in
+# milliseconds, so a short run and a small sweep say the same thing.
+SHRINK = {"Explore": {"length": str(LENGTH), "steps": str(STEPS)},
+          "Sweep": {"sweep.steps_grid": ",".join(map(str, GRID)), "sweep.samples": "2"}}
+PLOTS = {"Explore": (".heatmap-view", ".confidence-view"), "Compare": (".compare-column",),  # its heatmap
+         "Inspect": (".inspect-fraction", ".inspect-accuracy", ".inspect-positions"),
+         "Sweep": (".sweep-quality-plot", ".sweep-speed-plot"), "Model": (".model-page",)}  # its curves
+# Laid-out containers of `sel` that hold a canvas (Panel draws into shadow roots: HELPERS_JS walks them).
+# A Bokeh figure pane takes no css class of its own: Compare and Model name the container around it.
+CANVASES_JS = ("(sel) => window.__tourAll(sel).filter(el => window.__tourVisible(el)"
+               " && window.__tourDeep(el, 'canvas').length > 0).length")
+# The sweet spots' hover texts ("Sweet spot ~N steps (...)") as the browser's Bokeh documents hold them.
+SPOTS_JS = """() => { const out = []; for (const doc of Bokeh.documents) for (const m of doc.all_models)
+  if (m.data && m.data.spot) out.push(...m.data.spot); return out; }"""
+
+
+def link(tab: str) -> dict:
+    """The tour's query for `tab`, on the tiny checkpoint and shrunk."""
+    query = dict(parse_qsl(STOPS[tab].query))
+    query["checkpoint"] = "tiny"  # the tour names shakespeare / patterns
+    return {**query, **SHRINK.get(tab, {})}
+
+
+def ready_js(tab: str) -> str:
+    """The tour's ready condition, where it names the shipped models' sizes rewritten for the tiny one."""
+    js = STOPS[tab].ready_js
+    if tab == "Explore":
+        js = js.replace("=== 33", f"=== {STEPS + 1}")  # one heatmap row per step, plus the start canvas
+    if tab == "Model":  # the tiny checkpoint stores a 1-point curve and no learning-rate schedule
+        js = "window.__tourSource('stored-train') === 1 && window.__tourText('.model-summary')"
+    assert tab in ("Compare", "Inspect", "Sweep") or js != STOPS[tab].ready_js, "the tour's condition changed"
+    return js
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """The app as `run.py serve --no-auto-sweep` builds it (served_args: ?checkpoint= honoured), with
+    every tab, over the tiny checkpoints. Yields (url, the sessions' states, the checkpoints dir)."""
+    from explorer.dashboard import create_app
+    from explorer.dashboard.app import served_args
+
+    ckpts = save_tiny_checkpoints(tmp_path / "ckpt")
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(ckpts))
+    monkeypatch.setenv("MDLM_EXPLORER_DEVICE", "cpu")
+    torch.set_num_threads(1)
+
+    def build():
+        template = create_app(**served_args())
+        template.explorer_state.sweep_auto = False  # as the tour's server: Explore's sweep is not shown
+        return template
+
+    with serve_in_process(build) as (url, states):
+        yield url, states, ckpts
+
+
+def open_tab(browser, url: str, states, tab: str):
+    """Open the link, wait for the tab's result to be drawn; returns (page, console problems, state)."""
+    query = link(tab)
+    page, problems = open_page(browser, f"{url}?{urlencode(query)}")
+    page.set_viewport_size({"width": 1600, "height": STOPS[tab].height})  # the tour's: Inspect's plots are low
+    page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0", timeout=60_000)
+    page.evaluate(HELPERS_JS)
+    page.wait_for_function(f"() => {{ try {{ return !!({ready_js(tab)}); }} catch (e) {{ return false; }} }}",
+                           timeout=90_000, polling=250)
+    wait_until(lambda: states and states[-1].model is not None)
+    return page, problems, states[-1]
+
+
+def knobs_applied(state, query: dict) -> None:
+    """Every knob of the link is the session's (or its tab's) value: `compare.preset` -> tabs['Compare']."""
+    for key, value in query.items():
+        if key == "checkpoint":
+            assert state.model_info["name"] == value
+        elif key != "tab":
+            owner, _, name = key.rpartition(".")
+            obj = state.tabs[owner.capitalize()] if owner else state
+            assert str(getattr(obj, name)).lower() == value.lower(), key
+
+
+def check_explore(page, state, query, ckpts):
+    steps, length = int(query["steps"]), int(query["length"])
+    text = wait_finished(page, [state])  # the run has ended and its final text is on the page
+    assert page.evaluate("window.__tourRows()") == steps + 1 == state.frames.n_rows
+    assert len(text) == length and state.trajectory.config.steps == steps
+
+
+def check_compare(page, state, query, ckpts):
+    tab = state.tabs["Compare"]
+    wait_until(lambda: not tab.running and len(tab.results) == 2 and all(tab.results))
+    assert [r["config"].strategy for r in tab.results] == ["confidence", "random"]  # the preset's columns
+    tables = page.locator(".compare-metrics table")
+    assert tables.count() == 2
+    for i, result in enumerate(tab.results):
+        shown = tables.nth(i).inner_text()
+        quality = float(re.search(r"pattern quality\s+([\d.]+)", shown)[1])
+        assert 0 <= quality <= 1 and quality == pytest.approx(result["metrics"]["pattern_quality"], abs=5e-4)
+        steps, nfe = map(int, re.search(r"steps / NFE\s+(\d+) / (\d+)", shown).groups())
+        assert (steps, nfe) == (result["config"].steps, result["metrics"]["nfe"])
+        assert re.search(r"time\s+\d+ ms", shown)
+
+
+def check_inspect(page, state, query, ckpts):
+    table = state.tabs["Inspect"].predictions["table"]
+    caption = page.locator(".inspect-predictions .cap").inner_text()
+    m = re.search(r"Predictions at t = ([\d.]+): (\d+) of (\d+) masked characters right \(\d+%\), "
+                  r"mean top-1 probability ([\d.]+)", caption)
+    assert m, caption
+    assert float(m[1]) == float(query["inspect.t"])
+    hits, n = int(m[2]), int(m[3])
+    assert (hits, n) == (int(table["correct"].sum()), len(table)) and n > 0 and 0 <= hits / n <= 1
+    assert 0 <= float(m[4]) <= 1 and float(m[4]) == pytest.approx(table["p1"].mean(), abs=0.005)
+    assert f"t = {float(query['inspect.t']):.2f}" in page.locator(".inspect-forward .cap").inner_text()
+
+
+def summary_rows(page) -> list[dict]:
+    """The Sweep summary table as the page shows it: one {header: cell text} per row."""
+    heads = [h.strip() for h in page.locator(".sweep-summary thead th").all_inner_texts()]
+    rows = page.locator(".sweep-summary tbody tr")
+    return [dict(zip(heads, (c.strip() for c in rows.nth(i).locator("td").all_inner_texts())))
+            for i in range(rows.count())]
+
+
+def check_sweep(page, state, query, ckpts):
+    from explorer.experiments import sweet_spot
+
+    summary = state.tabs["Sweep"].main.result[1]
+    rows = summary_rows(page)
+    for strategy in ("confidence", "random"):  # the grid of the link is each curve's x values
+        assert [int(r["steps"]) for r in rows if r.get("strategy") == strategy] == list(GRID)
+    for r in rows:
+        mean = float(r["pattern_quality"].split("±")[0])
+        assert 0 <= mean <= 1 and int(r["n"]) == int(query["sweep.samples"])
+    shown = sorted(int(re.search(r"~(\d+) steps", s)[1]) for s in page.evaluate(SPOTS_JS))
+    assert len(shown) == 2 and set(shown) <= set(GRID)  # one star per strategy, on the grid
+    assert shown == sorted(int(v) for v in sweet_spot(summary, "pattern_quality")["steps"])
+
+
+def check_model(page, state, query, ckpts):
+    from explorer.checkpoint import read_metadata
+
+    meta = read_metadata(ckpts / "tiny.safetensors")
+    wait_until(lambda: f"{meta['n_params']:,}" in page.locator(".model-summary .meta-page").inner_text())
+    shown = page.locator(".model-summary .meta-page").inner_text()
+    assert f"NELBO {meta['metrics']['nelbo_nats_per_char']:.3f} nats/char" in shown
+    assert state.tabs["Model"].meta["n_params"] == meta["n_params"]
+
+
+CHECKS = {"Explore": check_explore, "Compare": check_compare, "Inspect": check_inspect, "Sweep": check_sweep,
+          "Model": check_model}
+
+
+@pytest.mark.parametrize("tab", list(CHECKS))
+def test_tab_opens_from_its_link(browser, served, tmp_path, tab):
+    url, states, ckpts = served
+    page, problems, state = open_tab(browser, url, states, tab)
+    try:
+        assert page.locator(".bk-tab.bk-active").first.inner_text().strip() == tab  # the link's tab is shown
+        query = link(tab)
+        knobs_applied(state, query)
+        for sel in PLOTS[tab]:  # each plot drawn (Compare: one heatmap per column)
+            n = 2 if tab == "Compare" else 1
+            page.wait_for_function(f"() => ({CANVASES_JS})({sel!r}) >= {n}", timeout=30_000)
+        CHECKS[tab](page, state, query, ckpts)
+        page.wait_for_timeout(500)  # Bokeh paints on the next frames
+        page.screenshot(path=str(tmp_path / f"{tab.lower()}.png"), full_page=True)
+        assert problems == [], problems
+    finally:
+        page.close()  # the session's background work stops with it
