@@ -4,7 +4,7 @@
                                    [--length 256] [--steps 32] [--port 0] [--quick] [--json results.json]
 
 For each N in --sessions it starts the real server as a lecturer does (`python run.py serve`, with
---server-args, default the README's "--num-threads 4 --threads 1"), on a free port, serving a
+--server-args, default the README's "--num-threads 4 --threads 2"), on a free port, serving a
 snapshot of the checkpoints (training re-saves them every few minutes: every session and the solo
 reference must see the same weights). Then N real Bokeh websocket clients of the served app
 (bokeh.client.pull_session: the document a browser renders, without the rendering) each:
@@ -69,7 +69,7 @@ TEMPERATURES = (0.5, 0.7, 0.8, 0.9, 1.0, 1.2)
 STUDENT_KNOBS = ("seed", "temperature", "steps", "strategy")
 IDENTITY_SEED = 1000
 GOALS = {"p95_s": 2.0, "rss_growth_pct": 10.0}
-DEFAULT_SERVER_ARGS = "--num-threads 4 --threads 1"
+DEFAULT_SERVER_ARGS = "--num-threads 4 --threads 2"
 EPOCH = 100  # messages a client reads before its await chain is unwound (see Student._pump)
 
 
