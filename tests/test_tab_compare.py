@@ -159,3 +159,20 @@ def test_mostly_different_texts_mark_what_agrees():
     assert "1 of 4 positions differ" in few and '<span class="d">c</span>' in few
     most = differences_html("abcd", ["abcd", "aXYZ"], 0, fixed)
     assert "the 1 that agree" in most and '<span class="s">a</span>' in most
+
+
+def test_presentation_mode_enlarges_every_column(compare):
+    """The projector toggle reaches Compare: heatmap titles and axes, texts and metrics grow."""
+    from explorer.dashboard.palette import FONT
+
+    tab, view = compare
+    column = view.columns[0]
+    assert column.figure.title.text_font_size == FONT[False]["title"]
+    tab.explorer.presentation = True
+    for c in view.columns:
+        assert c.figure.title.text_font_size == FONT[True]["title"]
+        assert c.figure.xaxis[0].major_label_text_font_size == FONT[True]["plot"]
+        assert c.text.styles["--text-size"] == FONT[True]["text"] and c.metrics.styles["--caption-size"] == FONT[True]["base"]
+    assert view.status.styles["font-size"] == FONT[True]["base"]
+    tab.explorer.presentation = False
+    assert column.text.styles["--text-size"] == FONT[False]["text"]

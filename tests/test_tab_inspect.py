@@ -80,7 +80,7 @@ def test_knobs_change_the_mask_and_k_and_a_seed_reproduces_it(inspect):
     wait_for(lambda: not (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all())
     tab.param.update(mask_seed=seed)  # what a shared link does
     assert (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all()  # from the cache, at once
-    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "default_text")
+    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "default_text", "text")
 
 
 def test_edited_text_bad_characters_empty_and_too_long_are_notices(inspect):
@@ -152,3 +152,25 @@ def test_the_ends_of_the_slider(inspect):
     tab.t = 1.0  # everything masked
     wait_for(lambda: tab.predictions["t"] == 1.0)
     assert len(tab.predictions["table"]) == LENGTH and tab.notice == "" and tab.validation_error == ""
+
+
+def test_an_edited_text_travels_in_the_link_and_the_validation_text_does_not(inspect, checkpoints):
+    from explorer.dashboard.urlstate import UrlState
+
+    state, tab, view = inspect
+    titles = ["Explore", "Inspect"]
+    assert "inspect.text" not in UrlState(state, titles).query()  # the excerpt: the model supplies it
+    tab.text = "ABCABCAB"
+    query = UrlState(state, titles).query()
+    assert query["inspect.text"] == "ABCABCAB" and query["inspect.default_text"] == "false"
+    # A fresh session opened from that link shows the same text, not the validation excerpt.
+    fresh = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    other, _ = build_tab("Inspect", fresh)
+    url = UrlState(fresh, titles)
+    url.apply(query)
+    fresh.load(wait=True)
+    other.on_shown()
+    wait_for(lambda: other.predictions is not None and other._default is not None)
+    assert url.notice == "" and other.text == "ABCABCAB" and not other.default_text
+    assert other.predictions["text"] == "ABCABCAB"
+    fresh.close()

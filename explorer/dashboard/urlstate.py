@@ -253,6 +253,8 @@ class UrlState(param.Parameterized):
         if self.tab != self.titles[0]:
             out["tab"] = self.tab
         for key, (obj, name) in self.targets().items():
+            if hasattr(obj, "url_carries") and not obj.url_carries(name):
+                continue
             value = getattr(obj, name)
             if key in ALWAYS or value != self._default(obj, name):
                 out[key] = format_value(obj.param[name], value)

@@ -16,6 +16,10 @@ class TabState(param.Parameterized):
         self.explorer = explorer
         explorer.param.watch(lambda event: self.on_model_changed(), "model_info")
 
+    def url_carries(self, name: str) -> bool:
+        """Whether the link carries URL_PARAMS' `name` now (a knob may only matter in some states)."""
+        return True
+
     def on_model_changed(self) -> None:
         """Called (on the UI thread) when the session's model changes; override to reset results."""
 

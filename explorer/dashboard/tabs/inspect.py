@@ -186,7 +186,7 @@ def legend_html(size: dict) -> str:
 class InspectState(TabState):
     """The Inspect tab's knobs (t, mask seed, k, the text) and its results."""
 
-    URL_PARAMS = ("t", "mask_seed", "k", "default_text")
+    URL_PARAMS = ("t", "mask_seed", "k", "default_text", "text")  # in this order: see url_carries
 
     text = param.String("", label="Text", doc="The clean text to mask (default: a validation excerpt)")
     default_text = param.Boolean(True, label="Validation text",
@@ -218,6 +218,12 @@ class InspectState(TabState):
         self._default = None  # the validation excerpt of the loaded model
         self._tokens = None  # (VAL_ROWS, context) validation tokens of the loaded model
         self._quiet = False  # set while the state changes `text` itself (not the user's edit)
+
+    def url_carries(self, name: str) -> bool:
+        """An edited text travels in the link (so a shared link shows what was inspected); the
+        validation excerpt does not (the link says default_text and the model supplies it). The text
+        comes after default_text in the link, so applying it finds the default already switched off."""
+        return name != "text" or not self.default_text
 
     # ---------------------------------------------------------------- what the model is shown
 

@@ -19,21 +19,22 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 
 from ...experiments import METRIC_DIRECTION
-from ..palette import STATE_COLORS
+from ..palette import FONT, STATE_COLORS
 from ..tabs.compare import MAX_COLUMNS, METRIC_LABELS, PRESETS, CompareState, differing, split_columns
+from .base import apply_fonts
 from .heatmap import LEGEND_CSS, display_glyphs, image_rows, legend_html
 
 DIFF_COLOR = "#F0E442"  # Okabe-Ito yellow; differing characters are also bold and underlined
 SAME_COLOR = "#009E73"  # Okabe-Ito bluish green, double underline: agreeing characters (mostly-different texts)
 TEXT_CSS = f"""
 .canvas {{ font-family: ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap; word-break: break-all;
-          line-height: 1.45; margin: 0; font-size: 14px; }}
+          line-height: 1.45; margin: 0; font-size: var(--text-size, 14px); }}
 .d {{ background: {DIFF_COLOR}; font-weight: bold; text-decoration: underline; }}
 .s {{ background: #B9E3D6; text-decoration: underline double {SAME_COLOR}; }}
 .m {{ color: #9a9a9a; }}
 .f {{ color: {STATE_COLORS['fixed']}; text-decoration: underline dotted #777; }}
-.caption {{ margin: 0 0 0.3em 0; font-size: 13px; color: #333; }}
-table.metrics {{ border-collapse: collapse; font-size: 13px; }}
+.caption {{ margin: 0 0 0.3em 0; font-size: var(--caption-size, 13px); color: #333; }}
+table.metrics {{ border-collapse: collapse; font-size: var(--caption-size, 13px); }}
 table.metrics td {{ padding: 1px 10px 1px 0; }}
 .best {{ font-weight: bold; }}
 """
@@ -128,6 +129,14 @@ class ColumnView(pn.viewable.Viewer):
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"]),
             self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
             styles={"flex": "1 1 0", "min-width": "280px"}, css_classes=["compare-column"])
+
+    def set_fonts(self, presentation: bool) -> None:
+        """Normal or projector type sizes (the session's presentation toggle)."""
+        size = apply_fonts(self.figure, presentation)
+        sizes = {"--text-size": size["text"], "--caption-size": size["base"]}
+        for pane in (self.text, self.metrics):
+            pane.styles = sizes
+        self.title.styles = {"font-size": size["base"]}
 
     def _download_buttons(self) -> list:
         """The column's trajectory as JSON and CSV, made only when clicked. Made once, here: a Panel
@@ -243,6 +252,16 @@ class CompareView(pn.viewable.Viewer):
         self._preset()
         self._notice()
         self._results()
+        self._fonts()
+        t.explorer.param.watch(lambda event: self._fonts(), "presentation")
+
+    def _fonts(self):
+        presentation = self.tab.explorer.presentation
+        for column in self.columns:
+            column.set_fonts(presentation)
+        size = FONT[presentation]["base"]
+        for pane in (self.status, self.info, self.legend):
+            pane.styles = {"font-size": size}
 
     @param.depends("tab.columns", watch=True)
     def _specs(self):
