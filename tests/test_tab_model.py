@@ -144,3 +144,18 @@ def test_url_params_and_command():
     assert ModelState.URL_PARAMS == ("preset", "lr_schedule")
     command = cli_command(TrainConfig(corpus="patterns", max_steps=50, lr_schedule="constant"), "x")
     assert command.startswith("python run.py train --out x --corpus patterns --max-steps 50 --lr-schedule constant")
+
+
+def test_presentation_mode_enlarges_the_model_tab(ckpts):
+    from explorer.dashboard.palette import FONT
+    from explorer.dashboard.tabs.model import CheckpointPage, TrainingPanel
+
+    state, tab, view = session()
+    page, panel = CheckpointPage(state=tab), TrainingPanel(state=tab)
+    figures = (page.curves_fig, page.lr_fig, panel.loss_pane.object, panel.lr_pane.object)
+    assert all(f.title.text_font_size == FONT[False]["title"] for f in figures)
+    state.presentation = True
+    assert all(f.title.text_font_size == FONT[True]["title"] for f in figures)
+    assert all(f.yaxis[0].axis_label_text_font_size == FONT[True]["plot"] for f in figures)
+    assert page.summary.styles["font-size"] == FONT[True]["base"] == panel.status.styles["font-size"]
+    state.close()

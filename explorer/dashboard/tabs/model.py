@@ -375,6 +375,7 @@ class CheckpointPage(pn.viewable.Viewer):
         self.schedule = pn.pane.Bokeh(lr_fig, sizing_mode="stretch_width")
         self.csv = download_button("Curves (CSV)", "curves.csv", lambda: _curves_csv(self.state.meta))
         self._draw()
+        watch_presentation(self.state.explorer, (self.curves_fig, self.lr_fig), (self.summary,))
 
     @param.depends("state.meta", watch=True)
     def _draw(self):
@@ -412,6 +413,21 @@ class CheckpointPage(pn.viewable.Viewer):
         return pn.Row(left, right, sizing_mode="stretch_width", css_classes=["model-page"])
 
 
+def watch_presentation(explorer, figures, panes) -> None:
+    """Keep `figures` (Bokeh) and `panes` at the session's type size (its presentation toggle)."""
+    from ..palette import FONT
+    from ..views.base import apply_fonts
+
+    def fonts(*events):
+        for fig in figures:
+            apply_fonts(fig, explorer.presentation)
+        for pane in panes:
+            pane.styles = {"font-size": FONT[explorer.presentation]["base"]}
+
+    fonts()
+    explorer.param.watch(fonts, "presentation")
+
+
 class TrainingPanel(pn.viewable.Viewer):
     """Preset, schedule, steps, name, Train / Stop; the live loss curve and the LR schedule (drawn as
     soon as it is chosen, then the LR actually used drawn over it). Only new points are streamed."""
@@ -441,6 +457,7 @@ class TrainingPanel(pn.viewable.Viewer):
         self._drawn = (0, 0)
         self._plan()
         self._notices()
+        watch_presentation(self.state.explorer, (fig, lr_fig), (self.status,))
 
     @param.depends("state.preset", "state.lr_schedule", "state.train_steps", watch=True)
     def _plan(self):
