@@ -90,6 +90,6 @@ def test_a_notice_in_the_page_counts_as_an_error(served):
 def test_the_solo_reference_reads_the_servers_threads_and_precision(monkeypatch):
     monkeypatch.delenv("MDLM_EXPLORER_PRECISION", raising=False)
     default = load_test.serve_options()
-    assert default.threads == 1 and default.precision == "fp32" and not default.no_auto_sweep
-    served = load_test.serve_options("--threads 2 --no-auto-sweep --precision bf16")
-    assert served.threads == 2 and served.precision == "bf16" and served.no_auto_sweep
+    assert default.threads == 2 and default.precision == "fp32" and not default.no_auto_sweep  # the README's
+    served = load_test.serve_options("--threads 1 --no-auto-sweep --precision bf16")
+    assert served.threads == 1 and served.precision == "bf16" and served.no_auto_sweep
