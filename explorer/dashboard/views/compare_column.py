@@ -300,7 +300,9 @@ class CompareView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            pn.Row(self.presets, self.run, self.stop, self.add, self.status, sizing_mode="stretch_width"),
+            # wraps instead of cutting the status off (projector type, narrow windows)
+            pn.FlexBox(self.presets, self.run, self.stop, self.add, self.status, sizing_mode="stretch_width",
+                       align_items="center"),
             self.notice, self.info, self.legend,
             pn.Row(*self.columns, sizing_mode="stretch_width"), sizing_mode="stretch_width",
             css_classes=["compare-view"])
