@@ -7,6 +7,7 @@ so `resume` continues a run across sessions (Adam's moments restart with a short
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import time
 from dataclasses import asdict, dataclass, fields, replace
@@ -53,6 +54,7 @@ class TrainConfig:
     precision: str = "auto"  # "auto" (bf16 on CUDA and on CPUs with bf16 matmul), "fp32", "bf16"
     threads: int = 0  # torch threads on CPU (0: torch default)
     max_minutes: float = 0.0  # stop (and save) after this wall time; 0: no limit
+    ema: float = 0.0  # decay of an exponential moving average of the weights (e.g. 0.999); 0: none
 
     def __post_init__(self):
         if self.lr_schedule not in LR_SCHEDULES:
@@ -64,6 +66,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema must be in [0, 1), got {self.ema}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -110,6 +114,10 @@ class Trainer:
         self.corpus = corpus or load_corpus(cfg.corpus, cfg.data)
         self._check_tokenizer(prior)
         self.model = prior.train() if prior is not None else self._build_model().to(self.device)
+        # MDLM's practice: the 1/t-weighted loss is very noisy, and an average of the recent weights
+        # is a better model than the last step's. The checkpoint holds the average (what is sampled
+        # and evaluated); a resumed run continues from it.
+        self.ema_model = copy.deepcopy(self.model).eval().requires_grad_(False) if cfg.ema else None
         self.optimizer = self._build_optimizer()
         self.autocast = autocast_dtype(self.device, cfg.precision)
         self.generator = torch.Generator().manual_seed(cfg.seed + self.state["step"])
@@ -175,17 +183,31 @@ class Trainer:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
+        self._update_ema()
         self.state["step"] += 1
         self.state["tokens"] += x0.numel()
         return {"type": "train", "step": self.state["step"], "loss": loss.item(), "lr": lr}
 
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        if self.ema_model is None:
+            return
+        ema, live = list(self.ema_model.parameters()), list(self.model.parameters())
+        torch._foreach_lerp_(ema, live, 1.0 - self.cfg.ema)  # ema += (1 - decay) * (live - ema)
+
+    @property
+    def eval_model(self):
+        """The weights that are evaluated and saved: the average when --ema is on."""
+        return self.ema_model if self.ema_model is not None else self.model
+
     def validate(self, tokens=None) -> dict:
         tokens = self.val if tokens is None else tokens
+        model = self.eval_model
         with self._amp():
             if self.cfg.kind == "ar":
-                res = diffusion.ar_cross_entropy(self.model, tokens)
+                res = diffusion.ar_cross_entropy(model, tokens)
             else:
-                res = diffusion.nelbo(self.model, tokens, n_t=4)
+                res = diffusion.nelbo(model, tokens, n_t=4)
         return {"type": "val", "step": self.state["step"], **res}
 
     def run(self):
@@ -216,7 +238,7 @@ class Trainer:
     def final_metrics(self) -> dict:
         """Held-out figures on the full validation set (deterministic), stored in the checkpoint."""
         full = self.corpus.val_tensor(self.cfg.block_size)
-        model = self.model
+        model = self.eval_model
         with self._amp():
             if self.cfg.kind == "ar":
                 res = diffusion.ar_cross_entropy(model, full)
@@ -243,4 +265,4 @@ class Trainer:
         }
 
     def save(self, metrics: dict | None = None, path: str | Path | None = None) -> Path:
-        return save_checkpoint(self.model, path or self.out, self.metadata(metrics))
+        return save_checkpoint(self.eval_model, path or self.out, self.metadata(metrics))
