@@ -78,13 +78,7 @@ def build_tabs(state: ExplorerState):
 def fill_tab(tabs, index: int) -> None:
     """Put a lazily built tab's view into its slot, once (on the UI thread, holding the document)."""
     view = tabs.lazy_views.pop(index, None)
-    if view is None:
-        return
-    from panel.io.resources import set_resource_mode
-
-    # Models made after the page's first render take Panel's CDN stylesheet URLs unless told to use
-    # the server's own copies (offline, a CDN link fails).
-    with set_resource_mode("server"):
+    if view is not None:  # (its components must not be pn.layout.Divider: see views/base.rule)
         tabs[index].objects = [view]
 
 
