@@ -329,7 +329,7 @@ class CompareState(TabState):
                 "metrics": score(model, traj, judge), "error": ""}
 
     def _column_done(self, job, i: int, result: dict) -> None:
-        if not self._worker.is_current(job) or i >= len(self.results):
+        if not self._worker.is_current(job):
             return
         results = list(self.results)
         results[i] = result

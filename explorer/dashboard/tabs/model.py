@@ -361,6 +361,7 @@ class CheckpointPage(pn.viewable.Viewer):
 
     def __init__(self, **params):
         from ..downloads import download_button
+        from ..views.base import watch_presentation
         from ..views.model_page import PAGE_CSS, loss_figure, lr_figure
 
         super().__init__(**params)
@@ -413,21 +414,6 @@ class CheckpointPage(pn.viewable.Viewer):
         return pn.Row(left, right, sizing_mode="stretch_width", css_classes=["model-page"])
 
 
-def watch_presentation(explorer, figures, panes) -> None:
-    """Keep `figures` (Bokeh) and `panes` at the session's type size (its presentation toggle)."""
-    from ..palette import FONT
-    from ..views.base import apply_fonts
-
-    def fonts(*events):
-        for fig in figures:
-            apply_fonts(fig, explorer.presentation)
-        for pane in panes:
-            pane.styles = {"font-size": FONT[explorer.presentation]["base"]}
-
-    fonts()
-    explorer.param.watch(fonts, "presentation")
-
-
 class TrainingPanel(pn.viewable.Viewer):
     """Preset, schedule, steps, name, Train / Stop; the live loss curve and the LR schedule (drawn as
     soon as it is chosen, then the LR actually used drawn over it). Only new points are streamed."""
@@ -435,6 +421,7 @@ class TrainingPanel(pn.viewable.Viewer):
     state = param.ClassSelector(class_=ModelState)
 
     def __init__(self, **params):
+        from ..views.base import watch_presentation
         from ..views.model_page import loss_figure, lr_figure
 
         super().__init__(**params)

@@ -54,6 +54,23 @@ def apply_fonts(figure, presentation: bool) -> dict:
     return size
 
 
+def watch_presentation(explorer, figures=(), panes=(), text_panes=()) -> None:
+    """Keep views at the session's type size (its presentation toggle), now and on every change:
+    `figures` (Bokeh: apply_fonts), `panes` (their font-size), `text_panes` (the --text-size and
+    --caption-size variables their CSS reads)."""
+    def fonts(*events):
+        size = FONT[explorer.presentation]
+        for fig in figures:
+            apply_fonts(fig, explorer.presentation)
+        for pane in panes:
+            pane.styles = {"font-size": size["base"]}
+        for pane in text_panes:
+            pane.styles = {"--text-size": size["text"], "--caption-size": size["base"]}
+
+    fonts()
+    explorer.param.watch(fonts, "presentation")
+
+
 def rule():
     """A horizontal rule. Not pn.layout.Divider: its model keeps Panel's CDN stylesheet URL when it
     is made after the page's first render (a tab filled when first shown), which fails offline."""

@@ -19,9 +19,9 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 
 from ...experiments import METRIC_DIRECTION
-from ..palette import FONT, STATE_COLORS
+from ..palette import STATE_COLORS
 from ..tabs.compare import MAX_COLUMNS, METRIC_LABELS, PRESETS, CompareState, differing, split_columns
-from .base import apply_fonts
+from .base import watch_presentation
 from .heatmap import LEGEND_CSS, display_glyphs, image_rows, legend_html
 
 DIFF_COLOR = "#F0E442"  # Okabe-Ito yellow; differing characters are also bold and underlined
@@ -129,14 +129,6 @@ class ColumnView(pn.viewable.Viewer):
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"]),
             self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
             styles={"flex": "1 1 0", "min-width": "280px"}, css_classes=["compare-column"])
-
-    def set_fonts(self, presentation: bool) -> None:
-        """Normal or projector type sizes (the session's presentation toggle)."""
-        size = apply_fonts(self.figure, presentation)
-        sizes = {"--text-size": size["text"], "--caption-size": size["base"]}
-        for pane in (self.text, self.metrics):
-            pane.styles = sizes
-        self.title.styles = {"font-size": size["base"]}
 
     def _download_buttons(self) -> list:
         """The column's trajectory as JSON and CSV, made only when clicked. Made once, here: a Panel
@@ -252,16 +244,10 @@ class CompareView(pn.viewable.Viewer):
         self._preset()
         self._notice()
         self._results()
-        self._fonts()
-        t.explorer.param.watch(lambda event: self._fonts(), "presentation")
-
-    def _fonts(self):
-        presentation = self.tab.explorer.presentation
-        for column in self.columns:
-            column.set_fonts(presentation)
-        size = FONT[presentation]["base"]
-        for pane in (self.status, self.info, self.legend):
-            pane.styles = {"font-size": size}
+        cols = self.columns
+        watch_presentation(t.explorer, figures=[c.figure for c in cols],
+                           panes=[self.status, self.info, self.legend, *(c.title for c in cols)],
+                           text_panes=[pane for c in cols for pane in (c.text, c.metrics)])
 
     @param.depends("tab.columns", watch=True)
     def _specs(self):
