@@ -60,6 +60,16 @@ def open_page(browser, url):
     return page, problems
 
 
+def open_tab_after_explore(browser, url, states, title: str):
+    """Open the app, let the Explore tab's first run and sweep finish (its plot, drawn while another
+    tab is shown, would fetch a CDN file), then click tab `title`. Failed requests count as problems."""
+    page, problems = open_page(browser, url)
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    wait_until(lambda: states and states[-1].sweep_result is not None and not states[-1].sweep_running)
+    page.locator(".bk-tab").get_by_text(title, exact=True).click()
+    return page, problems
+
+
 def wait_rows(page, n: int, timeout: float = 60_000, states=()) -> None:
     try:
         page.wait_for_function(f"() => ({ROWS_JS})() === {n}", timeout=timeout)

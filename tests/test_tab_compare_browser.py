@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard_browser import (browser, open_page, pytestmark, served,  # noqa: F401 (fixtures)
+from tests.test_dashboard_browser import (browser, open_tab_after_explore, pytestmark, served,  # noqa: F401 (fixtures)
                                           wait_until)
 
 __all__ = ["browser", "served", "pytestmark"]
@@ -35,12 +35,7 @@ def finished(tab) -> bool:
 
 def test_preset_shows_two_heatmaps_texts_and_metrics(browser, served, tmp_path):  # noqa: F811
     url, states = served
-    page, problems = open_page(browser, url)
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-    # Explore's own quality sweep first: its plot, drawn while another tab is shown, links Panel's
-    # loading.css from the CDN (an offline console error that is not this tab's)
-    wait_until(lambda: states and states[-1].sweep_result is not None and not states[-1].sweep_running)
-    page.locator(".bk-tab").get_by_text("Compare", exact=True).click()
+    page, problems = open_tab_after_explore(browser, url, states, "Compare")
     page.locator(".compare-presets").get_by_text("steps 4 vs 32").click()
     wait_until(lambda: finished(compare_tab(states)) and compare_tab(states).preset == "steps")
     tab = compare_tab(states)

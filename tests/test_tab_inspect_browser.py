@@ -10,7 +10,7 @@ import pytest
 
 from explorer.dashboard.tabs.inspect import ACC_TS, draw_mask
 from tests.dashboard_support import LENGTH
-from tests.test_dashboard_browser import (browser, open_page, pytestmark, served,  # noqa: F401 (fixtures)
+from tests.test_dashboard_browser import (browser, open_tab_after_explore, pytestmark, served,  # noqa: F401 (fixtures)
                                           wait_until)
 
 __all__ = ["browser", "served", "pytestmark"]
@@ -37,11 +37,7 @@ def masked_shown(page) -> int:
 
 def test_inspect_shows_masked_text_candidates_and_plots(browser, served, tmp_path):  # noqa: F811
     url, states = served
-    page, problems = open_page(browser, url)
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-    # Explore's own run and sweep first (its plot, drawn while another tab is shown, would fetch a CDN file)
-    wait_until(lambda: states and states[-1].sweep_result is not None and not states[-1].sweep_running)
-    page.locator(".bk-tab").get_by_text("Inspect", exact=True).click()
+    page, problems = open_tab_after_explore(browser, url, states, "Inspect")
     wait_until(lambda: complete(inspect_tab(states)))
     tab = inspect_tab(states)
     mask = draw_mask(LENGTH, tab.t, tab.mask_seed)
