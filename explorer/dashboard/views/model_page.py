@@ -126,8 +126,6 @@ def loss_figure(title: str, height: int = 300, prefix: str = "live"):
     smooth = fig.line("step", "smooth", source=train, color=TRAIN_COLOR, line_width=2.5, legend_label="train (smoothed)")
     line = fig.line("step", "loss", source=val, color=VAL_COLOR, line_width=2, line_dash="dashed", legend_label="validation")
     fig.scatter("step", "loss", source=val, color=VAL_COLOR, size=6, marker="circle", legend_label="validation")
-    # small dots on the raw losses: a run of one logged step is still visible (a line needs two)
-    fig.scatter("step", "loss", source=train, color=TRAIN_COLOR, alpha=0.35, size=3)
     fig.add_tools(HoverTool(renderers=[smooth, line], tooltips=[("step", "@step"), ("loss", "@loss{0.000}")]))
     fig.legend.location = "top_right"
     return fig, train, val
