@@ -138,6 +138,7 @@ class CompareState(TabState):
     def __init__(self, explorer, **params):
         super().__init__(explorer, **params)
         self._worker = Worker("compare")
+        self._begun = None  # the job whose columns are shown (see _begin)
         self._quiet = False
         self.param.watch(self._columns_set, "columns")
         try:
@@ -268,16 +269,18 @@ class CompareState(TabState):
         job_args = (ex.model, plan, canvas, judge_name, ex.template.strip(), ex.length, ex.seed, ex.device)
         self.error = ""
         self.base_info = self._describe_base(judge_name)
-        self._worker.submit(lambda job: self._job(job, *job_args), wait=wait)
+        job = self._worker.submit(lambda job: self._job(job, *job_args), wait=wait)
+        # Through the dispatcher: start() runs inside a click's event, which Panel may process without
+        # the document lock, and clearing the columns changes raw Bokeh models (heatmaps).
+        ex.dispatch(lambda: self._begin(job, len(plan)))
         return True
 
     def _begin(self, job, n: int) -> None:
-        """Clear the columns for a new comparison (UI thread). Dispatched by the job itself, not by
-        start(): start() may run inside a click's event, which Panel may process without the document
-        lock (clearing changes raw Bokeh heatmaps), and from the job's thread this reset is always
-        handled before its own column results (a reset dispatched by start() was seen to arrive
-        after the first column of a fast model, which then had no slot to go in)."""
-        if self._worker.is_current(job):
+        """Clear the columns for a new comparison, once per job (UI thread): from start()'s dispatch,
+        or from the job's first column if that is handled first (a fast model's first column was
+        seen to arrive before start()'s reset, and then had no slot to go in)."""
+        if self._worker.is_current(job) and self._begun is not job:
+            self._begun = job
             self.param.update(results=[None] * n, running=True, run_id=self.run_id + 1,
                               status=f"sampling {n} configurations …")
 
@@ -292,7 +295,6 @@ class CompareState(TabState):
 
     def _job(self, job, model, plan, canvas, judge_name, template, length, seed, device) -> None:
         judge = None
-        self.explorer.dispatch(lambda: self._begin(job, len(plan)))
         for i, (label, overrides, config) in enumerate(plan):
             if job.cancelled:
                 return self.explorer.dispatch(lambda: self._finished(job, "stopped"))
@@ -306,7 +308,7 @@ class CompareState(TabState):
                     return self.explorer.dispatch(lambda: self._finished(job, "stopped"))
                 log.warning("compare column %d failed: %s", i, e, exc_info=not isinstance(e, ValueError))
                 result = {"label": label, "error": f"{label}: {e}"}
-            self.explorer.dispatch(lambda i=i, result=result: self._column_done(job, i, result))
+            self.explorer.dispatch(lambda i=i, result=result: self._column_done(job, i, len(plan), result))
         self.explorer.dispatch(lambda: self._finished(job, ""))
 
     def _run_column(self, job, model, judge, judge_name, label, overrides, config, canvas, template,
@@ -328,9 +330,10 @@ class CompareState(TabState):
                 "traj": traj, "frames": frames, "text": frames.text(), "tokenizer": run_model.tokenizer,
                 "metrics": score(model, traj, judge), "error": ""}
 
-    def _column_done(self, job, i: int, result: dict) -> None:
+    def _column_done(self, job, i: int, n: int, result: dict) -> None:
         if not self._worker.is_current(job):
             return
+        self._begin(job, n)
         results = list(self.results)
         results[i] = result
         self.results = results
