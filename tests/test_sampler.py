@@ -14,7 +14,9 @@ from explorer.model import ModelConfig, Transformer
 from explorer.sampling import (SCHEDULES, STRATEGIES, SamplerConfig, SamplingCancelled, StepRecord, sample,
                                sample_any)
 from explorer.sampling import config as config_module
+from explorer.sampling.sampler import call_model
 from explorer.sampling.proposals import draw, filter_logits, gumbel_noise
+from tests.conftest import make_model
 
 TOK = CharTokenizer("abcd")  # ids 0-3, [MASK] = 4
 MASK = TOK.mask_id
@@ -312,9 +314,26 @@ def test_model_is_called_only_when_the_canvas_changed():
 
 def test_model_sees_the_masked_fraction_of_each_row():
     model = random_mock(L=10)
-    sample(model, SamplerConfig(steps=2), batch_size=2, template="ab████████")
-    assert model.ts[0].tolist() == pytest.approx([0.8, 0.8])
-    assert model.ts[1].tolist() == pytest.approx([0.4, 0.4])
+    sample(model, SamplerConfig(steps=3, temperature=50), batch_size=2, template="ab████████")
+    # Step 1: both rows are the same canvas, computed as one row (call_model); then each row its own.
+    assert model.ts[0].tolist() == pytest.approx([0.8])
+    assert model.ts[1].tolist() == pytest.approx([0.5, 0.5])  # linear schedule: 3, 3, 2 of 8
+    assert model.ts[2].tolist() == pytest.approx([0.2, 0.2])
+
+
+def test_identical_rows_are_computed_once_and_given_to_every_row():
+    model = make_model(vocab_size=5, mask_id=MASK, block_size=6, time_conditioning="adaln")
+    rows_seen = []
+    model.register_forward_hook(lambda mod, args, out: rows_seen.append(args[0].shape[0]))
+    x = torch.tensor([[1, 2, MASK, MASK, 3, MASK]] * 4)
+    t = torch.full((4,), 0.5)
+    with torch.no_grad():
+        out = call_model(model, x, t)
+        assert rows_seen == [1] and out.shape == (4, 6, 5)
+        assert torch.equal(out[3], model(x[:1], t[:1])[0])
+        x[2, 0] = 0  # the rows differ now: the whole batch goes through
+        assert torch.equal(call_model(model, x, t), model(x, t))
+    assert rows_seen == [1, 1, 4, 4]
 
 
 def test_on_step_sees_every_step_and_can_cancel():

@@ -174,12 +174,21 @@ def _row_temperatures(run: _Run, st: _State, masked: torch.Tensor) -> list[float
     return [_temperature(run, st, masked[i:i + 1]) for i in range(B)]
 
 
+def call_model(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """model(x, t), computing a batch whose rows are all the same canvas as one row: every batched run
+    starts so (all [MASK], or one template), and at step 1 of a 30-row sweep that is a 30x cheaper call.
+    Exact: a row's logits do not depend on the other rows of its batch (fp32; tests/test_sampler_rows)."""
+    if x.shape[0] > 1 and bool((x == x[:1]).all()):
+        return model(x[:1], t[:1]).expand(x.shape[0], -1, -1)  # (B, L, V) view of one row
+    return model(x, t)
+
+
 def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor) -> bool:
     """Call the model if the canvas changed since its last call (rule 9); True if it was called."""
     if st.logits is not None and not st.stale:
         return False
     t = masked.float().mean(dim=1)  # (B,) masked fraction of each row's canvas
-    logits = run.model(st.x, t).float()  # (B, L, V)
+    logits = call_model(run.model, st.x, t).float()  # (B, L, V)
     logits = logits.index_fill(-1, run.mask_index, float("-inf"))  # [MASK] is never proposed
     st.logits, st.probs = logits, torch.softmax(logits, dim=-1)  # (B, L, V) each
     st.stale, st.nfe = False, st.nfe + 1
