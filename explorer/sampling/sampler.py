@@ -177,7 +177,7 @@ def _row_temperatures(run: _Run, st: _State, masked: torch.Tensor) -> list[float
 def call_model(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """model(x, t), computing a batch whose rows are all the same canvas as one row: every batched run
     starts so (all [MASK], or one template), and at step 1 of a 30-row sweep that is a 30x cheaper call.
-    Exact: a row's logits do not depend on the other rows of its batch (fp32; tests/test_sampler_rows)."""
+    Each row then gets exactly the logits of its solo run (a solo run is this one-row call)."""
     if x.shape[0] > 1 and bool((x == x[:1]).all()):
         return model(x[:1], t[:1]).expand(x.shape[0], -1, -1)  # (B, L, V) view of one row
     return model(x, t)
