@@ -40,3 +40,23 @@ def test_a_link_that_opens_on_sweep_shows_the_sweep_once_the_model_loads(checkpo
     wait_for(lambda: sweep.main.result is not None, timeout=120)
     table, summary = sweep.main.result
     assert len(table) > 0 and "steps" in summary.columns
+
+
+def test_only_the_shown_tab_is_in_the_page_and_a_hidden_one_keeps_its_results(checkpoints):
+    app = create_app("tiny", "cpu", autoload=False)
+    state = app.explorer_state
+    state.param.update(auto_run=False, sweep_auto=False, steps=4)
+    state.load(wait=True)
+    tabs, titles = find_tabs(app), ["Explore", *state.tabs]
+    compare, other = titles.index("Compare"), titles.index("Model")  # Model computes nothing when shown
+    assert all(len(tabs[i]) == 0 for i in range(1, len(tabs)))  # nothing shown yet but Explore
+    tabs.active = compare
+    view = tabs[compare][0]
+    wait_for(lambda: state.tabs["Compare"].results and not state.tabs["Compare"].running, timeout=60)
+    tabs.active = other
+    assert len(tabs[compare]) == 0 and len(tabs[other]) == 1  # out of the page (and its document)
+    assert len(tabs[0]) > 0  # Explore always stays
+    tabs.active = compare
+    assert tabs[compare][0] is view and len(tabs[other]) == 0  # the same view, back with its results
+    assert all(state.tabs["Compare"].results)
+    state.close()

@@ -62,10 +62,12 @@ def build_tabs(state: ExplorerState):
     session state so a URL can select a tab and reproduce its view. Not dynamic: a hidden dynamic tab
     keeps its Bokeh models outside the document, and Panel restyles a pane updated there (a run's
     status text) with CDN stylesheet URLs shared by the whole page: offline, loading.css then fails.
-    Lazy instead: a tab's state exists from the start (a link sets its knobs), but its view enters
-    the page (and the document) the first time the tab is shown (fill_tab). Every model in the
-    document is re-listed for each patch Bokeh sends, so four unseen tabs would make each live step
-    of the Explore tab cost about three times as much to send."""
+    Instead, a tab's state exists from the start (a link sets its knobs), but its view is in the page
+    (and the document) only while the tab is shown (fill_tab, empty_tab). Bokeh lays out the whole
+    document after every change it receives, hidden tabs included, and re-lists every model for each
+    patch it sends: with the four other tabs in the page, a checkpoint switch kept the browser busy
+    for 6 s here (0.1 s without them), and each live step of the Explore tab cost three times as much
+    to send."""
     tabs = pn.Tabs(("Explore", explore_tab(state)), dynamic=False, sizing_mode="stretch_width", name="tabs")
     tabs.lazy_views = {}
     for name in TAB_NAMES:
@@ -76,17 +78,28 @@ def build_tabs(state: ExplorerState):
 
 
 def fill_tab(tabs, index: int) -> None:
-    """Put a lazily built tab's view into its slot, once (on the UI thread, holding the document)."""
+    """Put a tab's view into its slot if it is out (on the UI thread, holding the document)."""
     view = tabs.lazy_views.pop(index, None)
     if view is not None:  # (its components must not be pn.layout.Divider: see views/base.rule)
         tabs[index].objects = [view]
 
 
+def empty_tab(tabs, index: int) -> None:
+    """Take a hidden tab's view out of the page until it is shown again (build_tabs says why). Its
+    state keeps working (a comparison goes on running), and the view, re-rendered from that state
+    when it comes back, shows where the work got to. Explore stays: it is the page's main view."""
+    if index != 0 and index != tabs.active and index not in tabs.lazy_views and tabs[index].objects:
+        tabs.lazy_views[index] = tabs[index].objects[0]
+        tabs[index].objects = []
+
+
 def watch_shown(state: ExplorerState, tabs, titles: list[str]) -> None:
-    """Fill the tab on screen (fill_tab) and tell it that it is shown (TabState.on_shown) once a model
-    is loaded: on a click, and when a model loads while it is shown (the first load of a link that
-    opens on that tab)."""
-    def show():
+    """Swap the tab on screen into the page (fill_tab, empty_tab) and tell it that it is shown
+    (TabState.on_shown) once a model is loaded: on a click, and when a model loads while it is shown
+    (the first load of a link that opens on that tab)."""
+    def show(hidden=()):
+        for index in hidden:
+            empty_tab(tabs, index)
         fill_tab(tabs, tabs.active)
         title = titles[tabs.active]
         if title in state.tabs and state.model is not None:
@@ -95,7 +108,8 @@ def watch_shown(state: ExplorerState, tabs, titles: list[str]) -> None:
     def shown(*events):
         # Through the dispatcher, not inline: a tab click arrives as a browser event that Panel may
         # process without the document lock, and on_shown redraws views that change Bokeh models.
-        state.dispatch(show)
+        hidden = [e.old for e in events if e.name == "active"]
+        state.dispatch(lambda: show(hidden))
 
     tabs.param.watch(shown, "active")
     state.param.watch(shown, "loaded")  # not model_info: the knobs (length...) are fitted after it
