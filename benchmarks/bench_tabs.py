@@ -1,0 +1,110 @@
+"""What the other tabs cost the browser: its main-thread busy time after a run and after a checkpoint
+switch on the Explore tab, on a fresh page and after every tab has been visited.
+
+    python benchmarks/bench_tabs.py [--repeats 2] [--settle 30]
+
+Served app over the tests' tiny checkpoints (tests/dashboard_support.py), so the sampler takes
+milliseconds and what is measured is the page: Chromium's long tasks (main thread busy > 50 ms) in the
+`--settle` seconds after the action, their total, and the longest time the page took to answer a
+trivial script (how long it looked frozen). Bokeh lays out its whole document after every change it
+receives; app.empty_tab keeps hidden tabs out of it (session 4: 5.7-6.3 s busy after a switch -> 0.1 s).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+LONG_TASKS = """window.__busy = 0; window.__long = 0;
+new PerformanceObserver(l => { for (const e of l.getEntries()) { window.__busy += e.duration; window.__long++; } })
+  .observe({entryTypes: ['longtask']});"""
+VIEWS = """(() => { let n = 0; const walk = v => { n++; for (const c of (v.child_views || [])) walk(c); };
+                   for (const v of Bokeh.index.roots) walk(v); return n; })()"""
+OTHER_TABS = ("Model", "Sweep", "Inspect", "Compare")
+
+
+def until(condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the dashboard did not get there")
+        time.sleep(0.1)
+
+
+def measure(page, state, action: str, settle: float) -> dict:
+    """Do `action` ('run' or 'switch') on the Explore tab; what the page did in the next `settle` s."""
+    busy0, long0 = page.evaluate("[window.__busy, window.__long]")
+    start = time.monotonic()
+    if action == "run":
+        page.locator(".knob-run button").click()
+    else:
+        name = "tiny-training" if state.model_info.get("name") != "tiny-training" else "tiny"
+        page.locator(".knob-checkpoint select").select_option(name)
+    frozen = 0.0
+    while time.monotonic() - start < settle:
+        t = time.monotonic()
+        page.evaluate("1")
+        frozen = max(frozen, time.monotonic() - t)
+        time.sleep(0.05)
+    busy1, long1 = page.evaluate("[window.__busy, window.__long]")
+    return {"busy_s": (busy1 - busy0) / 1000, "long_tasks": long1 - long0, "frozen_s": frozen}
+
+
+def one_page(browser, url, states, visit: bool, settle: float) -> dict:
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.add_init_script(LONG_TASKS)
+    page.goto(url)
+    until(lambda: states and states[-1].sweep_result is not None and not states[-1].sweep_running)
+    state = states[-1]
+    for tab in OTHER_TABS if visit else ():
+        page.locator(".bk-tab", has_text=tab).click()
+        page.wait_for_timeout(1500)
+    page.locator(".bk-tab", has_text="Explore").click()
+    page.wait_for_timeout(3000)
+    out = {"views": page.evaluate(VIEWS)}
+    for action in ("run", "switch"):
+        out[action] = measure(page, state, action, settle)
+    page.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--settle", type=float, default=30.0, help="seconds watched after each action")
+    args = ap.parse_args()
+    if not Path(CHROMIUM).exists():
+        print(f"{CHROMIUM} missing: nothing to measure")
+        return 0
+    import torch
+    from playwright.sync_api import sync_playwright
+
+    from explorer.dashboard import create_app
+    from tests.dashboard_support import save_tiny_checkpoints, serve_in_process
+
+    os.environ["MDLM_EXPLORER_CHECKPOINTS"] = str(save_tiny_checkpoints(Path(tempfile.mkdtemp())))
+    torch.set_num_threads(1)
+    with serve_in_process(lambda: create_app(checkpoint="tiny", device="cpu")) as (url, states), \
+            sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        for visit in (False, True):
+            for r in range(args.repeats):
+                m = one_page(browser, url, states, visit, args.settle)
+                label = "after visiting every tab" if visit else "Explore only            "
+                print(f"{label} #{r}: {m['views']:4d} Bokeh views in the page; " + "; ".join(
+                    f"{a}: busy {m[a]['busy_s']:.1f} s in {m[a]['long_tasks']} long tasks, "
+                    f"frozen up to {m[a]['frozen_s']:.1f} s" for a in ("run", "switch")), flush=True)
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
