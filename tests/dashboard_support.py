@@ -75,6 +75,12 @@ BAD_FILES = {
 }
 
 
+# In a page: how many Bokeh views it holds, which is what Bokeh lays out after each change (its JS
+# document keeps removed models listed, so the model count does not tell).
+BOKEH_VIEWS_JS = """(() => { let n = 0; const walk = v => { n++; for (const c of (v.child_views || [])) walk(c); };
+                           for (const v of Bokeh.index.roots) walk(v); return n; })()"""
+
+
 def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
              message: str = "timed out") -> None:
     """Poll `condition` until it holds; fail the test after `timeout` seconds."""

@@ -8,16 +8,11 @@ Needs /usr/bin/chromium and `pip install playwright`, as tests/test_dashboard_br
 from __future__ import annotations
 
 from tests import test_dashboard_browser as dashboard
+from tests.dashboard_support import BOKEH_VIEWS_JS
 from tests.test_dashboard_browser import wait_until
 
 # The served app over tiny checkpoints and the shared Chromium, as the other browser tests use them.
 browser, served, pytestmark = dashboard.browser, dashboard.served, dashboard.pytestmark
-
-
-# Bokeh views in the page: what Bokeh lays out after each change (the JS document keeps removed
-# models listed, so its model count does not tell).
-VIEWS = """(() => { let n = 0; const walk = v => { n++; for (const c of (v.child_views || [])) walk(c); };
-                   for (const v of Bokeh.index.roots) walk(v); return n; })()"""
 
 
 def offline_page(browser, url):
@@ -52,7 +47,7 @@ def test_no_request_leaves_localhost(browser, served):
     state = states[-1]
     wait_until(lambda: state.sweep_result is not None and not state.sweep_running)
     page.wait_for_timeout(500)
-    first = page.evaluate(VIEWS)
+    first = page.evaluate(BOKEH_VIEWS_JS)
     for tab in ("Model", "Sweep", "Inspect", "Compare"):  # a checkpoint change while each is shown
         page.locator(".bk-tab", has_text=tab).click()
         switch_checkpoint(page, state, "tiny-ar" if state.model_info.get("name") == "tiny" else "tiny")
@@ -60,7 +55,7 @@ def test_no_request_leaves_localhost(browser, served):
     page.locator(".bk-tab", has_text="Explore").click()
     # Hidden tabs leave the document (app.empty_tab): with all five in it (4x the views), Bokeh's
     # layout of the whole page after each change kept this browser busy for seconds per switch.
-    wait_until(lambda: page.evaluate(VIEWS) < 1.2 * first)
+    wait_until(lambda: page.evaluate(BOKEH_VIEWS_JS) < 1.2 * first)
     switch_checkpoint(page, state, "tiny-training")
     page.locator(".knob-run button").click()
     wait_until(lambda: not state.running)

@@ -66,8 +66,8 @@ def build_tabs(state: ExplorerState):
     (and the document) only while the tab is shown (fill_tab, empty_tab). Bokeh lays out the whole
     document after every change it receives, hidden tabs included, and re-lists every model for each
     patch it sends: with the four other tabs in the page, a checkpoint switch kept the browser busy
-    for 6 s here (0.1 s without them), and each live step of the Explore tab cost three times as much
-    to send."""
+    for 7 s here (0.2 s without them; benchmarks/bench_tabs.py), and each live step of the Explore
+    tab cost three times as much to send."""
     tabs = pn.Tabs(("Explore", explore_tab(state)), dynamic=False, sizing_mode="stretch_width", name="tabs")
     tabs.lazy_views = {}
     for name in TAB_NAMES:
