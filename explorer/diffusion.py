@@ -116,6 +116,27 @@ def nelbo(model, tokens: torch.Tensor, mask_id: int | None = None, n_t: int = 8,
 
 
 @torch.no_grad()
+def masked_accuracy(model, tokens: torch.Tensor, t: float, seed: int = 0, batch_size: int = 64) -> float:
+    """Argmax accuracy at the positions masked at ratio t in held-out tokens (N, L), fixed-seed masks."""
+    mask_id = model.config.mask_id
+    device = model_device(model)
+    g = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    hits, count = 0, 0
+    for start in range(0, tokens.shape[0], batch_size):
+        x0 = tokens[start:start + batch_size].to(device)
+        masked = (torch.rand(x0.shape, generator=g) < t).to(device)  # (b, L)
+        logits = model(x0.masked_fill(masked, mask_id), torch.full((x0.shape[0],), t, device=device))
+        logits = logits.float()
+        logits[..., mask_id] = float("-inf")
+        hits += (logits.argmax(-1) == x0)[masked].sum().item()
+        count += masked.sum().item()
+    model.train(was_training)
+    return hits / max(count, 1)
+
+
+@torch.no_grad()
 def ar_cross_entropy(model, tokens: torch.Tensor, batch_size: int = 64) -> dict:
     """Held-out next-char cross-entropy of the causal baseline on (N, L) tokens."""
     device = model_device(model)

@@ -22,6 +22,7 @@ from .devices import autocast_dtype, resolve_device
 from .model import ModelConfig, Transformer
 
 LR_SCHEDULES = ("cosine", "linear", "constant")
+EVAL_LENGTHS = (32, 64, 128)  # shorter canvases whose NELBO and accuracy the final metrics report
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,12 @@ class TrainConfig:
     threads: int = 0  # torch threads on CPU (0: torch default)
     max_minutes: float = 0.0  # stop (and save) after this wall time; 0: no limit
     ema: float = 0.0  # decay of an exponential moving average of the weights (e.g. 0.999); 0: none
+    # Variable-length canvases: a sampled canvas shorter than the training window is out of
+    # distribution (accuracy at 64 chars was a third of that at 256). With min_length > 0, a share
+    # `short_fraction` of steps trains a canvas of L ~ U[min_length, block_size] (positions 0..L-1),
+    # with more rows so a step still sees about batch_size * block_size tokens.
+    min_length: int = 0  # 0: every step trains full block_size windows
+    short_fraction: float = 0.5
 
     def __post_init__(self):
         if self.lr_schedule not in LR_SCHEDULES:
@@ -68,6 +75,10 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema must be in [0, 1), got {self.ema}")
+        if not 0 <= self.min_length <= self.block_size:
+            raise ValueError(f"min_length must be in [0, block_size={self.block_size}], got {self.min_length}")
+        if not 0.0 <= self.short_fraction <= 1.0:
+            raise ValueError(f"short_fraction must be in [0, 1], got {self.short_fraction}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -175,7 +186,8 @@ class Trainer:
         lr = lr_at(step, self.cfg, self.rewarm_from)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        x0 = self.corpus.batch(self.cfg.batch_size, self.cfg.block_size, self.generator).to(self.device)
+        B, L = self.batch_shape()
+        x0 = self.corpus.batch(B, L, self.generator).to(self.device)  # (B, L)
         loss = self._loss(x0)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"loss became {loss.item()} at step {step}; lower --lr")
@@ -187,6 +199,16 @@ class Trainer:
         self.state["step"] += 1
         self.state["tokens"] += x0.numel()
         return {"type": "train", "step": self.state["step"], "loss": loss.item(), "lr": lr}
+
+    def batch_shape(self) -> tuple[int, int]:
+        """(rows, length) of the next batch: full windows, or with --min-length a share of shorter ones.
+
+        No random draw is made without --min-length, so older runs resume on the same data stream."""
+        c = self.cfg
+        if not c.min_length or torch.rand(1, generator=self.generator).item() >= c.short_fraction:
+            return c.batch_size, c.block_size
+        L = int(torch.randint(c.min_length, c.block_size + 1, (1,), generator=self.generator))
+        return max(1, c.batch_size * c.block_size // L), L
 
     @torch.no_grad()
     def _update_ema(self) -> None:
@@ -215,10 +237,11 @@ class Trainer:
         self.model.train()
         t_last = time.perf_counter()
         while self.state["step"] < self.cfg.max_steps:
+            tokens_before = self.state["tokens"]
             rec = self.train_step()
             now = time.perf_counter()
             self.state["seconds"] += now - t_last
-            rec["tokens_per_s"] = self.cfg.batch_size * self.cfg.block_size / max(now - t_last, 1e-9)
+            rec["tokens_per_s"] = (self.state["tokens"] - tokens_before) / max(now - t_last, 1e-9)
             t_last = now
             self.state["curves"]["train"].append([rec["step"], round(rec["loss"], 5)])
             yield rec
@@ -244,7 +267,21 @@ class Trainer:
                 res = diffusion.ar_cross_entropy(model, full)
                 return {"val_ce_nats_per_char": res["nats_per_char"], "val_ce_bits_per_char": res["bits_per_char"]}
             res = diffusion.nelbo(model, full, n_t=8)
-        return {"nelbo_nats_per_char": res["nats_per_char"], "nelbo_bits_per_char": res["bits_per_char"]}
+            out = {"nelbo_nats_per_char": res["nats_per_char"], "nelbo_bits_per_char": res["bits_per_char"]}
+            if self.corpus.kind == "text":
+                out.update(self.length_metrics())
+        return out
+
+    def length_metrics(self) -> dict:
+        """NELBO and argmax accuracy at t = 0.3 at shorter canvases (positions 0..L-1), whole held-out split:
+        a sampled canvas can be any length up to the context, so the model must be right at each."""
+        model, out = self.eval_model, {}
+        for L in sorted({L for L in EVAL_LENGTHS if L < self.cfg.block_size} | {self.cfg.block_size}):
+            val = self.corpus.val_tensor(L)
+            if L != self.cfg.block_size:
+                out[f"nelbo_nats_per_char_L{L}"] = diffusion.nelbo(model, val, n_t=8)["nats_per_char"]
+            out[f"accuracy_t0.3_L{L}"] = diffusion.masked_accuracy(model, val, 0.3)
+        return out
 
     def metadata(self, metrics: dict | None = None) -> dict:
         tok = self.corpus.tokenizer
