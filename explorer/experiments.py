@@ -25,8 +25,14 @@ from .data.corpus import CorpusError, PatternCorpus, TextCorpus, fetch_shakespea
 from .sampling import SamplerConfig, SamplingCancelled, parse_template, sample, sample_ar
 
 # +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
-METRIC_DIRECTION = {"pattern_quality": 1, "gen_ppl": -1, "gen_nll": -1, "entropy": 0, "word_validity": 1,
-                    "distinct_2": 1, "distinct_3": 1}
+METRIC_DIRECTION = {"pattern_quality": 1, "pattern_quality_p2": 1, "distinct_symbols": 0, "collapsed": -1,
+                    "gen_ppl": -1, "gen_nll": -1, "entropy": 0, "word_validity": 1, "distinct_2": 1,
+                    "distinct_3": 1, "ref_distance": -1}
+# What ranks cells (sweet spot, "best") when the metric shown can be fooled by collapse: a one-symbol
+# pattern scores 1.0 on seed 000's quality, and `the the the` has a low gen-PPL and valid words.
+RANKED_BY = {"pattern_quality": "pattern_quality_p2",
+             **dict.fromkeys(("gen_ppl", "gen_nll", "entropy", "word_validity", "distinct_2", "distinct_3"),
+                             "ref_distance")}
 SPEED_COLUMNS = ("nfe", "seconds", "tokens_per_s", "ms_per_sample")
 GROUP_SAMPLER = "sampler"  # "diffusion", "ar" or "reference"
 INT_COLUMNS = ("steps", "top_k", "block_length", "seed", "sample", "batch_size", "length", "nfe")
@@ -90,9 +96,10 @@ def _is_cancelled(cancel) -> bool:
 
 
 def score_samples(kind: str, final: np.ndarray, texts: list[str], *, judge=None, words=None) -> pd.DataFrame:
-    """Quality metrics of a batch, one row per sample: pattern quality for patterns, text metrics else."""
+    """Quality metrics of a batch, one row per sample: for patterns seed 000's quality beside the
+    collapse readings (metrics.pattern_scores), text metrics else."""
     if kind == "patterns":
-        return pd.DataFrame({"pattern_quality": metrics.pattern_quality(np.atleast_2d(final))})
+        return metrics.pattern_scores(np.atleast_2d(final))
     return metrics.text_quality(texts, judge=judge, words=words)
 
 
@@ -266,6 +273,7 @@ def _concat(parts: list[pd.DataFrame], **attrs) -> pd.DataFrame:
     for col in INT_COLUMNS:
         if col in table and table[col].dtype.kind in "fi":
             table[col] = table[col].astype("Int64")
+    table = with_ref_distance(table)  # needs the reference row: only the whole table has it
     table.attrs.update(attrs)
     return table
 
@@ -274,17 +282,41 @@ def _value_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in (*SPEED_COLUMNS, *METRIC_DIRECTION) if c in table.columns]
 
 
+def with_ref_distance(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with a per-sample `ref_distance` (metrics.ref_distance: |ln gen-PPL - ln gen-PPL_ref| / ln 4
+    + |entropy - entropy_ref| / 0.35, against the reference row's mean gen NLL and mean entropy) when
+    it holds a reference row scored by a judge; the table itself otherwise. Every row gets it, the
+    reference's own rows included (their spread: the floor a setting can reach)."""
+    if not {GROUP_SAMPLER, "gen_nll", "entropy"} <= set(table.columns):
+        return table
+    ref = table[table[GROUP_SAMPLER] == "reference"]
+    if not ref["gen_nll"].notna().any():
+        return table
+    dist = metrics.ref_distance(table["gen_nll"].astype(float), table["entropy"].astype(float),
+                                ref["gen_nll"].astype(float).mean(), ref["entropy"].astype(float).mean())
+    return table.assign(ref_distance=dist)
+
+
+def _symbols_used(groups) -> pd.Series:
+    """Per cell, how many different symbols appear across all its samples (patterns: one char each);
+    a collapsed sampler uses few of the vocabulary's symbols even where each sample looks fine."""
+    return groups["text"].agg(lambda texts: len(set("".join(texts.dropna()))))
+
+
 def aggregate(table: pd.DataFrame, knobs: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per cell (sampler + varied knobs): n, and mean / std / sem of speed and quality columns.
 
     std is the sample std (ddof=1, the ±1 std bands); sem = std / sqrt(count of non-NaN values).
     Quality stats are over samples; speed stats (nfe, seconds, tokens/s) over sampler calls (batches),
     so one batch per cell gives a speed without a spread (NaN std) rather than a false ± 0.
+    Text with a judge and a reference row adds ref_distance (with_ref_distance); patterns add
+    symbols_used, the different symbols across all of a cell's samples.
     """
     if knobs is None:
         knobs = table.attrs.get("knobs") or [f.name for f in fields(SamplerConfig)
                                              if f.name in table.columns and f.name != "seed"]
     keys = [GROUP_SAMPLER, *knobs]
+    table = with_ref_distance(table)  # a table built elsewhere (a filtered or read-back CSV) gets it too
     groups = table.groupby(keys, dropna=False, sort=False)
     # speed is measured once per sampler call: its spread is over batches, not over the rows sharing one
     batches = table.drop_duplicates([*keys, "seed"]) if "seed" in table else table
@@ -297,6 +329,8 @@ def aggregate(table: pd.DataFrame, knobs: Sequence[str] | None = None) -> pd.Dat
         out[f"{col}_sem"] = stats["std"] / np.sqrt(stats["count"])
     if "gen_nll_mean" in out:  # corpus-level gen-PPL (exp of the mean NLL, as MDLM reports it); the
         out["gen_ppl_pooled"] = np.exp(out["gen_nll_mean"])  # mean of per-sample PPLs is >= this (Jensen)
+    if "distinct_symbols" in table and "text" in table:
+        out["symbols_used"] = _symbols_used(groups)
     out = out.reset_index()
     out.attrs.update(table.attrs)
     return out
@@ -312,6 +346,23 @@ def metric_direction(metric: str, higher_is_better: bool | None = None) -> int:
     return d
 
 
+def _measured(summary: pd.DataFrame, metric: str) -> bool:
+    col = f"{metric}_mean"
+    return col in summary and bool(summary[col].notna().any())
+
+
+def ranking_metric(summary: pd.DataFrame, metric: str | None = None) -> str:
+    """The metric that picks the sweet spot or the "best" cell of a summary, so that a collapsed sampler
+    (one-symbol patterns, `the the the`) never wins: for `metric` (or, without one, the main metric)
+    its RANKED_BY reading when the summary measured it (pattern_quality_p2 on patterns; ref_distance
+    on text scored by a judge beside a reference row), else `metric` itself."""
+    if metric is None:
+        metric = next((m for m in ("pattern_quality", "gen_ppl", "word_validity") if _measured(summary, m)),
+                      "gen_ppl")
+    ranked = RANKED_BY.get(metric)
+    return ranked if ranked is not None and _measured(summary, ranked) else metric
+
+
 def sweet_spot(table: pd.DataFrame, metric: str | None = None, *, x: str = "steps", by: Sequence[str] | None = None,
                frac: float = 0.9, higher_is_better: bool | None = None) -> pd.DataFrame:
     """Seed 000's sweet spot per group: the fewest `x` whose mean reaches `frac` of the best mean.
@@ -319,10 +370,11 @@ def sweet_spot(table: pd.DataFrame, metric: str | None = None, *, x: str = "step
     Higher-is-better: mean >= frac * best. Lower-is-better (gen-PPL): mean <= best / frac, i.e. 1/PPL
     reaches frac of the best 1/PPL. Accepts the tidy table or its aggregate. Only rows with an `x` value
     (diffusion cells) take part; one output row per group of the other varied knobs.
+    metric=None ranks by ranking_metric(summary): pattern_quality_p2 on patterns, ref_distance on judged
+    text with a reference row (else pattern quality, gen-PPL or word validity); a named metric is used as named.
     """
     summary = table if any(c.endswith("_mean") for c in table.columns) else aggregate(table)
-    metric = metric or next((m for m in ("pattern_quality", "gen_ppl", "word_validity") if f"{m}_mean" in summary),
-                            "gen_ppl")
+    metric = metric or ranking_metric(summary)
     col, sign = f"{metric}_mean", metric_direction(metric, higher_is_better)
     x = x if x in summary or f"{x}_mean" not in summary else f"{x}_mean"  # x="nfe": the cell's mean NFE
     if col not in summary or x not in summary:

@@ -6,6 +6,8 @@ from the `seed` argument, so the same call gives the same numbers.
 
 Sample quality (seed 000 and the issue):  pattern_quality, char_entropy, gen_nll / gen_ppl,
 word_validity, distinct_n, text_quality, reference_texts.
+Readings a collapsed sample cannot fool (issue 14): pattern_quality_p2, distinct_symbols, collapsed
+(patterns), ref_distance (text: how far gen-PPL and entropy sit from held-out text's).
 The model's view of masked text (seeds 002, 003): masked_fraction_vs_t, accuracy_vs_t,
 per_position_confidence, topk_predictions.
 """
@@ -25,6 +27,10 @@ from .diffusion import forward_mask
 
 PATTERN_PERIODS = range(2, 7)  # seed 000 checks pattern lengths 2..6
 ACCURACY_TS = tuple(round(0.1 * k, 1) for k in range(1, 10))  # t = 0.1 .. 0.9
+# The issue's bars for text: gen-PPL within 4x the reference's, entropy within 0.35 nats of it.
+# ref_distance measures both in these units, so 1.0 on either term is a sample at that bar.
+PPL_BAR = 4.0
+ENTROPY_BAR = 0.35
 
 
 # ----------------------------------------------------------------------------- samples: patterns
@@ -47,6 +53,57 @@ def pattern_quality(seq) -> float | np.ndarray:
         score = (batch[:, idx] == batch[:, idx % p]).mean(axis=1)  # (B,)
         best = np.maximum(best, score)
     return float(best[0]) if arr.ndim == 1 else best
+
+
+def _as_batch(seq) -> tuple[np.ndarray, bool]:
+    """(B, L) ids and whether the input was one sequence."""
+    arr = np.asarray(seq.cpu() if isinstance(seq, torch.Tensor) else seq)
+    return np.atleast_2d(arr), arr.ndim == 1
+
+
+def pattern_quality_p2(seq) -> float | np.ndarray:
+    """Pattern quality that requires a period of at least 2 (seed 000's pattern_quality is unchanged).
+
+    As pattern_quality, the best over p in 2..6 of the fraction of positions i >= p with
+    seq[i] == seq[i % p], but a period counts only if its unit seq[:p] holds at least two different
+    symbols: a unit of one repeated symbol is period 1 in disguise. So 'AAAA...' (1.0 by seed 000's
+    measure) and 'AAAA...AB' score 0 while 'ABCABC...' keeps 1.0. The pattern corpus itself draws a
+    unit's symbols independently, so about 1.4% of its rows are one symbol and score 0 here too.
+    A 1-D sequence gives a float; a (B, L) batch gives a (B,) array.
+    """
+    batch, single = _as_batch(seq)  # (B, L)
+    L = batch.shape[1]
+    best = np.zeros(batch.shape[0])
+    for p in PATTERN_PERIODS:
+        if L <= p:
+            continue
+        idx = np.arange(p, L)
+        score = (batch[:, idx] == batch[:, idx % p]).mean(axis=1)  # (B,)
+        real_unit = (batch[:, 1:p] != batch[:, :1]).any(axis=1)  # (B,) unit uses >= 2 symbols
+        best = np.maximum(best, np.where(real_unit, score, 0.0))
+    return float(best[0]) if single else best
+
+
+def distinct_symbols(seq) -> int | np.ndarray:
+    """Number of different symbols in each sample: (B,) ints for a (B, L) batch, an int for one row."""
+    batch, single = _as_batch(seq)  # (B, L)
+    ordered = np.sort(batch, axis=1)
+    counts = 1 + (ordered[:, 1:] != ordered[:, :-1]).sum(axis=1)  # (B,) value changes in sorted order
+    return int(counts[0]) if single else counts
+
+
+def collapsed(seq) -> bool | np.ndarray:
+    """True where a sample is a single symbol repeated (its mean over a cell is the collapsed share)."""
+    counts = distinct_symbols(seq)
+    return bool(counts == 1) if np.ndim(counts) == 0 else counts == 1
+
+
+def pattern_scores(final) -> pd.DataFrame:
+    """One row per sample of (B, L) pattern ids: seed 000's quality beside the readings collapse cannot
+    fool (period >= 2 quality, distinct symbols, collapsed as 0/1)."""
+    batch, _ = _as_batch(final)
+    return pd.DataFrame({"pattern_quality": pattern_quality(batch), "pattern_quality_p2": pattern_quality_p2(batch),
+                         "distinct_symbols": distinct_symbols(batch), "collapsed": collapsed(batch).astype(float)})
 
 
 # ----------------------------------------------------------------------------- samples: text
@@ -170,6 +227,27 @@ def text_quality(texts: Sequence[str], *, judge=None, words: Iterable[str] | Non
         table["gen_nll"] = nll
         table["gen_ppl"] = np.exp(nll)
     return table
+
+
+def ref_distance(gen_nll, entropy, ref_gen_nll: float, ref_entropy: float) -> np.ndarray:
+    """How far each text sample sits from held-out text, in units of the issue's bars (lower is better):
+
+        |gen_nll - ref_gen_nll| / ln(PPL_BAR) + |entropy - ref_entropy| / ENTROPY_BAR
+
+    gen_nll is ln gen-PPL, so the first term is |ln(gen-PPL / gen-PPL_ref)| / ln 4: 1.0 at 4x (or 1/4)
+    the reference's gen-PPL; the second is 1.0 at 0.35 nats from its unigram entropy. Both directions
+    count: gen-PPL far below real text's comes with repetitive text ('the the the'), not better text.
+    ref_gen_nll, ref_entropy: the reference row's means (ln of its pooled gen-PPL, its mean entropy).
+    Held-out text itself scores above 0 by its own spread. NaN where a sample has no gen NLL.
+    """
+    nll, ent = np.asarray(gen_nll, dtype=float), np.asarray(entropy, dtype=float)
+    return np.abs(nll - ref_gen_nll) / np.log(PPL_BAR) + np.abs(ent - ref_entropy) / ENTROPY_BAR
+
+
+def passes_reference_bars(gen_ppl: float, entropy: float, ref_gen_ppl: float, ref_entropy: float) -> bool:
+    """The issue's bars for a setting: gen-PPL <= PPL_BAR x the reference's and entropy within
+    ENTROPY_BAR nats of the reference's (pass like with like: pooled with pooled, means with means)."""
+    return bool(gen_ppl <= PPL_BAR * ref_gen_ppl and abs(entropy - ref_entropy) <= ENTROPY_BAR)
 
 
 def reference_texts(text: str, length: int, n: int, seed: int = 0) -> list[str]:

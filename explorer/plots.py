@@ -16,6 +16,8 @@ PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#5
 LABELS = {"pattern_quality": "pattern quality", "gen_ppl": "gen-PPL (AR judge)", "gen_nll": "gen NLL (nats/char)",
           "entropy": "unigram entropy (nats)", "word_validity": "valid-word fraction", "distinct_2": "distinct-2",
           "distinct_3": "distinct-3", "tokens_per_s": "tokens / s", "ms_per_sample": "ms per sample",
+          "pattern_quality_p2": "pattern quality (period >= 2)", "distinct_symbols": "distinct symbols per sample",
+          "collapsed": "share of one-symbol samples", "ref_distance": "distance from held-out text (bars)",
           "steps": "denoising steps", "nfe": "forward passes (NFE)"}
 SAMPLER = "sampler"
 
@@ -160,25 +162,28 @@ def _fixed_xticks(ticks: list[float]):
 
 def _sweet_spot_stars(diff: pd.DataFrame, metric: str, x: str, xcol: str, by: list, dims) -> list:
     """A black star on each curve at seed 000's sweet spot (experiments.sweet_spot: the fewest steps
-    reaching 90% of that curve's best), its hover saying "Sweet spot ~N steps". Scheduled cells only:
-    threshold decoding has no step count to save. None for a metric without a better direction
-    (entropy, tokens/s), where "90% of the best" means nothing."""
-    from .experiments import METRIC_DIRECTION, sweet_spot
+    reaching 90% of that curve's best), its hover saying "Sweet spot ~N steps". The steps are chosen by
+    experiments.ranking_metric (pattern quality with period >= 2, or the distance from held-out text,
+    when measured: a collapsed sampler never wins) and the star sits on the plotted curve there.
+    Scheduled cells only: threshold decoding has no step count to save. None when the ranking metric
+    has no better direction (entropy without a reference row, tokens/s)."""
+    from .experiments import METRIC_DIRECTION, ranking_metric, sweet_spot
 
     hv = _hv()
-    col = f"{metric}_mean"
-    if not METRIC_DIRECTION.get(metric):
+    col, rank = f"{metric}_mean", ranking_metric(diff, metric)
+    if not METRIC_DIRECTION.get(rank):
         return []
-    rows = diff[diff[col].notna() & diff[xcol].notna()]
+    rows = diff[diff[col].notna() & diff[f"{rank}_mean"].notna() & diff[xcol].notna()]
     if "threshold" in rows:
         rows = rows[rows["threshold"].isna()]
     by = [k for k in by if k != "threshold"]
     unit = {"nfe": "NFE"}.get(x, x)
     spots = []
     for label, group in (_groups(rows, by) if len(rows) else []):
-        spot = sweet_spot(group, metric, x=x, by=[]).iloc[0]
-        name = f"Sweet spot ~{spot[xcol]:.0f} {unit}" + (f" ({label})" if by else "")
-        spots.append((float(spot[xcol]), float(spot[col]), name))
+        spot_x = sweet_spot(group, rank, x=x, by=[]).iloc[0][xcol]
+        name = f"Sweet spot ~{spot_x:.0f} {unit}" + (f" ({label})" if by else "") + (
+            f" by {LABELS.get(rank, rank)}" if rank != metric else "")
+        spots.append((float(spot_x), float(group.loc[group[xcol] == spot_x, col].iloc[0]), name))
     if not spots:
         return []
     xd, yd, _ = dims

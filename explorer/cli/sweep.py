@@ -23,6 +23,7 @@ KNOB_LISTS = {"steps": (int, "1,2,4,8,16,32"), "strategy": (str, "confidence,ran
               "threshold": ("none_or_float", None), "temperature": (float, None), "top_k": (int, None),
               "top_p": (float, None), "block_length": (int, None), "remask": (float, None)}
 DEFAULT_JUDGE = "shakespeare-ar"
+PATTERN_METRICS = ("pattern_quality", "pattern_quality_p2", "distinct_symbols", "collapsed")  # patterns only
 
 
 def parse_list(text: str, kind, flag: str) -> list:
@@ -182,6 +183,8 @@ def format_summary(summary, knobs) -> str:
                           for m_, e_ in zip(m, e)]
     if "gen_ppl_pooled" in summary:
         cols["gen_ppl_pooled"] = [f"{v:.3f}" if pd.notna(v) else "-" for v in summary["gen_ppl_pooled"]]
+    if "symbols_used" in summary:  # patterns: different symbols across the cell's samples
+        cols["symbols_used"] = summary["symbols_used"]
     return pd.DataFrame(cols).to_string(index=False)
 
 
@@ -259,10 +262,12 @@ def check_plot_args(args, kind: str | None = None, judge=None) -> None:
     for m in parse_list(args.metric, str, "--metric") if args.metric else []:
         if m not in known:
             raise CLIError(f"--metric {m}: unknown; valid: {', '.join(sorted(known))}")
-        if kind is not None and (m == "pattern_quality") != (kind == "patterns") and m in METRIC_DIRECTION:
+        if kind is not None and (m in PATTERN_METRICS) != (kind == "patterns") and m in METRIC_DIRECTION:
             raise CLIError(f"--metric {m}: not measured on a {kind} checkpoint")
-        if kind is not None and m in ("gen_ppl", "gen_nll") and judge is None:
+        if kind is not None and m in ("gen_ppl", "gen_nll", "ref_distance") and judge is None:
             raise CLIError(f"--metric {m} needs an AR judge (--judge CHECKPOINT)")
+        if m == "ref_distance" and args.no_reference:
+            raise CLIError("--metric ref_distance is measured against the reference row; drop --no-reference")
     for x in parse_list(args.x, str, "--x"):
         if x not in ("steps", "nfe"):
             raise CLIError(f"--x {x}: use steps or nfe")
@@ -289,16 +294,18 @@ def write_outputs(table, summary, args) -> None:
 
 
 def print_sweet_spot(summary, args) -> None:
-    """Seed 000's rule on the first plotted metric that has a better direction (default: the main one)."""
-    from ..experiments import METRIC_DIRECTION, sweet_spot
+    """Seed 000's rule, ranked by the collapse-proof reading of the first plotted metric (default: of
+    the main one): experiments.ranking_metric, so a collapsed sampler is never the one printed."""
+    from ..experiments import METRIC_DIRECTION, ranking_metric, sweet_spot
 
     wanted = [m for m in parse_list(args.metric, str, "--metric") if METRIC_DIRECTION.get(m)] if args.metric else []
+    metric = ranking_metric(summary, wanted[0] if wanted else None)
     try:
-        spot = sweet_spot(summary, wanted[0] if wanted else None)
+        spot = sweet_spot(summary, metric)
     except ValueError as e:
         print(f"(no sweet spot: {e})")
         return
-    print("\nsweet spot (fewest steps reaching 90% of the best mean):")
+    print(f"\nsweet spot by {metric} (fewest steps reaching 90% of the best mean):")
     print(spot.to_string(index=False))
 
 
