@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--basic-auth", default=None, metavar="PASSWORD|USERS.json",
                    help="ask for a login: one shared password, or a JSON file of {\"user\": \"password\"} "
                         "(as `panel serve --basic-auth`; PANEL_BASIC_AUTH keeps it out of `ps`)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the Sweep tab's sampler calls on the Dask cluster of this scheduler (e.g. "
+                        "tcp://gpu-node:8786); checked at start. MDLM_EXPLORER_SCHEDULER does the same")
     p.add_argument("--cookie-secret", default=None, metavar="SECRET",
                    help="signs login cookies (default with --basic-auth: a random one, so logins end when "
                         "the server restarts; PANEL_COOKIE_SECRET also works)")
@@ -74,12 +77,26 @@ def check_args(args) -> None:
         raise CLIError(f"--num-threads must be >= 0, got {args.num_threads}")
     if args.basic_auth is not None:
         check_basic_auth(args.basic_auth)
+    if args.scheduler is None:
+        args.scheduler = os.environ.get("MDLM_EXPLORER_SCHEDULER", "").strip() or None
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler)
     if args.cookie_secret is not None and not args.cookie_secret.strip():
         raise CLIError("--cookie-secret is empty")
     try:
         resolve_device(args.device)
     except ValueError as e:
         raise CLIError(str(e)) from e
+
+
+def check_scheduler(address: str) -> None:
+    """A wrong address fails at start, not at every sweep of every session."""
+    from ..cluster import ClusterError, check_scheduler as reach
+
+    try:
+        reach(address)
+    except ClusterError as e:
+        raise CLIError(f"--scheduler: {e}") from e
 
 
 def check_basic_auth(value: str) -> None:
@@ -123,11 +140,13 @@ def server_options(args) -> dict:
 
 
 def session_defaults(args) -> None:
-    """Hand --no-auto-sweep and --precision to every session through the environment the app reads
-    (as `panel serve` users set it), before any session or device queue exists."""
+    """Hand --no-auto-sweep, --precision and --scheduler to every session through the environment the
+    app reads (as `panel serve` users set it), before any session or device queue exists."""
     os.environ["MDLM_EXPLORER_PRECISION"] = args.precision
     if args.no_auto_sweep:
         os.environ["MDLM_EXPLORER_AUTO_SWEEP"] = "0"
+    if args.scheduler is not None:  # read by explorer.cluster.client_from_env()
+        os.environ["MDLM_EXPLORER_SCHEDULER"] = args.scheduler
 
 
 def main(args) -> int:

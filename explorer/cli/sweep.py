@@ -5,7 +5,9 @@
 
 Writes the tidy table (one row per sample) to --out and the per-cell summary beside it
 (<out>.summary.csv); prints the summary and seed 000's sweet spot. Ctrl-C stops after the current
-batch and still writes what is done (a second Ctrl-C aborts at once).
+batch and still writes what is done (a second Ctrl-C aborts at once). --scheduler ADDRESS (an existing
+Dask scheduler) or --workers N (a local cluster of N processes) run the sampler calls as Dask tasks
+(explorer/cluster.py); the table is the same.
 """
 from __future__ import annotations
 
@@ -74,6 +76,14 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--x", default="steps", metavar="LIST", help="x axis: steps, nfe, or steps,nfe (default steps)")
     p.add_argument("--plot-resources", default="inline", choices=("inline", "cdn"),
                    help="inline: the HTML opens offline (~3 MB); cdn: small, needs the network")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="run the sampler calls as tasks on the Dask cluster of this scheduler "
+                            "(e.g. tcp://gpu-node:8786); workers load the checkpoint by path or name")
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="run them on a Dask cluster of N worker processes on this machine")
+    p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to try reaching --scheduler (and to wait for a worker); default 10")
 
 
 def vary_from_args(args) -> dict:
@@ -210,8 +220,9 @@ class _CtrlCCancels:
             signal.signal(signal.SIGINT, self.previous)
 
 
-def run_sweep(model, judge, ar, vary, args, reference):
-    """The sweep with a tqdm bar; returns (table, summary, cancelled)."""
+def run_sweep(model, judge, ar, vary, args, reference, client=None):
+    """The sweep with a tqdm bar (on the Dask cluster of `client` when given); returns (table, summary,
+    cancelled)."""
     from tqdm import tqdm
 
     from ..experiments import SweepCancelled, aggregate, sweep
@@ -228,7 +239,7 @@ def run_sweep(model, judge, ar, vary, args, reference):
         with _CtrlCCancels(cancel):
             table, summary = sweep(model, SamplerConfig(), cells_from_vary(vary), args.n, args.seed, length=args.length,
                                    judge=judge, batch_size=args.batch_size, progress=progress, cancel=cancel,
-                                   include_ar=ar, reference=reference)
+                                   include_ar=ar, reference=reference, client=client)
         return table, summary, False
     except SweepCancelled as e:
         return e.table, (aggregate(e.table, e.table.attrs.get("knobs")) if len(e.table) else None), True
@@ -310,18 +321,44 @@ def print_sweet_spot(summary, args) -> None:
 
 
 def main(args) -> int:
-    from ..devices import model_device
-    from ..experiments import canvas_length, sample_kind, sweep_cells
+    from ..experiments import sweep_cells
     from ..sampling.config import SamplerConfig
 
     vary = vary_from_args(args)
     if args.n < 1:
         raise CLIError(f"--n must be >= 1, got {args.n}")
+    check_cluster_args(args)
     try:  # bad knob values fail here, before any model is loaded
         sweep_cells(SamplerConfig(), cells_from_vary(vary))
     except ValueError as e:
         raise CLIError(str(e)) from e
     check_plot_args(args)
+    if args.scheduler is None and args.workers is None:
+        return sweep_and_report(args, vary, None)
+    from ..cluster import ClusterError, open_client
+
+    try:  # the cluster first: a wrong address fails in seconds, before any model is loaded
+        with open_client(args.scheduler, args.workers, threads=args.threads,
+                         timeout=args.scheduler_timeout) as client:
+            n = len(client.nthreads())
+            print(f"sweeping on the Dask cluster at {client.scheduler.address} ({n} workers)", file=sys.stderr)
+            return sweep_and_report(args, vary, client)
+    except ClusterError as e:
+        raise CLIError(str(e)) from e
+
+
+def check_cluster_args(args) -> None:
+    if args.workers is not None and args.workers < 1:
+        raise CLIError(f"--workers must be >= 1 (worker processes of a local Dask cluster), got {args.workers}")
+    if not args.scheduler_timeout > 0:
+        raise CLIError(f"--scheduler-timeout must be > 0 seconds, got {args.scheduler_timeout:g}")
+
+
+def sweep_and_report(args, vary, client) -> int:
+    """Load, sweep (in-process, or on `client`'s cluster), print and write; the exit status."""
+    from ..devices import model_device
+    from ..experiments import canvas_length, sample_kind
+
     model, judge, _ = load_models(args)
     check_plot_args(args, sample_kind(model), judge)
     ar = load_ar(args.ar, judge, model_device(model))
@@ -330,7 +367,7 @@ def main(args) -> int:
     except ValueError as e:
         raise CLIError(str(e)) from e
     reference = None if args.no_reference else load_reference(model, args, length, required=False)[1]
-    table, summary, cancelled = run_sweep(model, judge, ar, vary, args, reference)
+    table, summary, cancelled = run_sweep(model, judge, ar, vary, args, reference, client)
     if summary is None:
         print("cancelled before the first batch finished: nothing to write", file=sys.stderr)
         return 130
