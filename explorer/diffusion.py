@@ -77,6 +77,36 @@ def diffusion_loss(model, x0: torch.Tensor, mask_id: int, weighting: str = "elbo
     return loss, {"masked_fraction": masked.float().mean().item(), "masked_ce": (ce.sum() / n).item()}
 
 
+def draw_noise(x0: torch.Tensor, mask_id: int, eps: float = 1e-3, stratified: bool = True,
+               generator: torch.Generator | None = None):
+    """t (B,), x_t (B, L) and the masked positions (B, L) of a training batch, drawn in the order
+    diffusion_loss draws them, on the CPU (the generator's device): a process that trains only some
+    rows (explorer/distributed.py) draws the whole batch's noise and so keeps the single process's stream."""
+    t = sample_t(x0.shape[0], eps, stratified, generator)  # (B,)
+    xt, masked = forward_mask(x0.cpu(), t, mask_id, generator=generator)  # (B, L), (B, L)
+    return t, xt, masked
+
+
+def loss_share(model, x0: torch.Tensor, xt: torch.Tensor, t: torch.Tensor, masked: torch.Tensor, mask_id: int,
+               weighting: str, n_rows: int, n_masked: int) -> torch.Tensor:
+    """These rows' share of a batch's weighted_loss: the batch had n_rows rows and n_masked masked
+    positions, and the shares of its slices sum to the loss of the whole batch (and so do their gradients).
+
+    x0, xt, masked (b, L) and t (b,) are the slice's rows."""
+    logits = model(xt, t)  # (b, L, V)
+    # Nothing masked in these rows: a zero that still reaches every weight (DDP waits for a gradient
+    # from each). Taken before masked_ce, which writes -inf into fp32 logits in place.
+    anchor = 0.0 * logits.float().sum() if not masked.any() else 0.0
+    ce = masked_ce(logits, x0, masked, mask_id)  # (b, L)
+    if weighting == "uniform":
+        share = ce.sum() / max(n_masked, 1)
+    elif weighting == "elbo":
+        share = (ce.sum(dim=1) / (t.reshape(-1) * x0.shape[1])).sum() / n_rows
+    else:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    return share + anchor
+
+
 def ar_loss(model, x: torch.Tensor, mask_id: int) -> torch.Tensor:
     """Next-token cross-entropy (nats/char) for the causal baseline; [MASK] logit excluded."""
     logits = model(x[:, :-1]).float()  # (B, L-1, V)

@@ -3,6 +3,8 @@
 Diffusion models train on the masked-LM loss (uniform or ELBO 1/t weighting); the AR baseline on
 next-char cross-entropy. Checkpoints carry the weights, configs, curves and the training position,
 so `resume` continues a run across sessions (Adam's moments restart with a short re-warmup).
+Under torchrun the same loop trains data-parallel (explorer/distributed.py): every rank draws the
+whole batch from the same generator and trains its slice of the rows; only rank 0 validates and saves.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from . import diffusion
+from . import diffusion, distributed
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data.corpus import load_corpus
 from .devices import autocast_dtype, resolve_device
@@ -109,22 +111,29 @@ class Trainer:
     """Holds model, optimizer and run state; `run()` yields log records; `save()` writes a checkpoint."""
 
     def __init__(self, cfg: TrainConfig, out: str | Path, resume: str | Path | None = None,
-                 command: str = "", corpus=None):
-        self.device = resolve_device(cfg.device)
+                 command: str = "", corpus=None, ranks: distributed.Ranks | None = None):
+        self.ranks = ranks or distributed.Ranks()
+        if cfg.batch_size < self.ranks.world_size:
+            raise ValueError(f"--batch-size {cfg.batch_size} is smaller than the {self.ranks.world_size} processes: "
+                             "each process trains at least one row of every batch")
+        self.device = distributed.rank_device(self.ranks, resolve_device(cfg.device))
+        distributed.init(self.ranks, self.device)
         if self.device.type == "cpu":
             torch.set_flush_denormal(True)  # denormals made CPU training ~37x slower here
             if cfg.threads:
                 torch.set_num_threads(cfg.threads)
         self.out = Path(out)
-        self.state = {"step": 0, "tokens": 0, "seconds": 0.0, "commands": [], "curves": {"train": [], "val": []},
-                      "resumed_at": []}
+        self.state = {"step": 0, "tokens": 0, "seconds": 0.0, "commands": [], "resumed_at": [],
+                      "curves": {"train": [], "val": [], "grad_norm": []}}
         prior = load_checkpoint(resume, self.device) if resume else None
         if prior is not None:
             cfg = self._merge_resume(cfg, prior)
         self.cfg = cfg
-        self.corpus = corpus or load_corpus(cfg.corpus, cfg.data)
+        with distributed.main_first(self.ranks):  # one download into the shared cache, not N at once
+            self.corpus = corpus or load_corpus(cfg.corpus, cfg.data)
         self._check_tokenizer(prior)
         self.model = prior.train() if prior is not None else self._build_model().to(self.device)
+        self.net = distributed.wrap(self.model, self.ranks, self.device)  # what the training step calls
         # MDLM's practice: the 1/t-weighted loss is very noisy, and an average of the recent weights
         # is a better model than the last step's. The checkpoint holds the average (what is sampled
         # and evaluated); a resumed run continues from it.
@@ -141,7 +150,7 @@ class Trainer:
         old = TrainConfig.from_dict(prior.meta.get("train_config", {}))
         self.state.update({k: prior.meta["training_state"][k] for k in ("step", "tokens", "seconds")})
         self.state["commands"] = list(prior.meta.get("commands", []))
-        self.state["curves"] = prior.meta.get("curves", {"train": [], "val": []})
+        self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **prior.meta.get("curves", {})}
         self.state["resumed_at"] = prior.meta["training_state"].get("resumed_at", []) + [self.state["step"]]
         arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "time_conditioning", "block_size",
                                               "n_layer", "n_head", "n_embd", "dropout")}
@@ -171,34 +180,42 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast)
 
-    def _loss(self, x0):
-        mask_id = self.model.config.mask_id
+    def _loss_share(self, x0):
+        """This rank's share of the loss of the whole batch x0 (B, L), which every rank draws alike
+        (a single process: the whole loss). The noise is drawn for all B rows, so the stream is the same."""
+        B, rows, mask_id = x0.shape[0], self.ranks.rows(x0.shape[0]), self.model.config.mask_id
+        if self.cfg.kind == "ar":
+            x = x0[rows].to(self.device)  # (b, L)
+            with self._amp():
+                return diffusion.ar_loss(self.net, x, mask_id) * (x.shape[0] / B)  # a mean over b of B rows
+        t, xt, masked = diffusion.draw_noise(x0, mask_id, self.cfg.eps, self.cfg.stratified, self.generator)
+        n_masked = int(masked.sum())
+        x0, t, xt, masked = (v[rows].to(self.device) for v in (x0, t, xt, masked))  # (b, L), (b,), (b, L), (b, L)
         with self._amp():
-            if self.cfg.kind == "ar":
-                return diffusion.ar_loss(self.model, x0, mask_id)
-            loss, _ = diffusion.diffusion_loss(self.model, x0, mask_id, self.cfg.weighting, self.cfg.eps,
-                                               self.cfg.stratified, self.generator)
-            return loss
+            return diffusion.loss_share(self.net, x0, xt, t, masked, mask_id, self.cfg.weighting, B, n_masked)
 
     def train_step(self) -> dict:
-        """One optimizer step; returns its log record."""
+        """One optimizer step; returns its log record (the loss of the whole batch, on every rank)."""
         step = self.state["step"]
         lr = lr_at(step, self.cfg, self.rewarm_from)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         B, L = self.batch_shape()
-        x0 = self.corpus.batch(B, L, self.generator).to(self.device)  # (B, L)
-        loss = self._loss(x0)
-        if not torch.isfinite(loss):
+        x0 = self.corpus.batch(B, L, self.generator)  # (B, L) on the CPU: the same rows on every rank
+        share = self._loss_share(x0)
+        loss = distributed.sum_over_ranks(share, self.ranks)
+        if not torch.isfinite(loss):  # every rank sees the same sum, so all stop together
             raise FloatingPointError(f"loss became {loss.item()} at step {step}; lower --lr")
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        # DDP averages the ranks' gradients; N x the mean of the shares' gradients is the whole batch's.
+        (share * self.ranks.world_size).backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
         self._update_ema()
         self.state["step"] += 1
         self.state["tokens"] += x0.numel()
-        return {"type": "train", "step": self.state["step"], "loss": loss.item(), "lr": lr}
+        return {"type": "train", "step": self.state["step"], "loss": loss.item(), "lr": lr,
+                "grad_norm": grad_norm.item()}
 
     def batch_shape(self) -> tuple[int, int]:
         """(rows, length) of the next batch: full windows, or with --min-length a share of shorter ones.
@@ -244,19 +261,35 @@ class Trainer:
             rec["tokens_per_s"] = (self.state["tokens"] - tokens_before) / max(now - t_last, 1e-9)
             t_last = now
             self.state["curves"]["train"].append([rec["step"], round(rec["loss"], 5)])
+            # before clipping: how large the steps wanted to be (spikes of the noisy 1/t loss show here)
+            self.state["curves"]["grad_norm"].append([rec["step"], float(f"{rec['grad_norm']:.6g}")])
             yield rec
-            step = self.state["step"]
-            if step % self.cfg.eval_every == 0 or step == self.cfg.max_steps:
-                val = self.validate()
-                self.state["curves"]["val"].append([step, round(val["nats_per_char"], 5)])
-                self.state["last_val"] = val["nats_per_char"]
-                yield val
-                t_last = time.perf_counter()  # validation time is not training time
-            if step % self.cfg.save_every == 0:
-                self.save()
-                t_last = time.perf_counter()
-            if self.cfg.max_minutes and self.state["seconds"] > 60 * self.cfg.max_minutes:
+            # Rank 0 alone validates and saves; the others wait for it in the next step's all-reduce.
+            if self.ranks.is_main and (yield from self._periodic_work()):
+                t_last = time.perf_counter()  # validation and saving time is not training time
+            if self._out_of_time():
                 break
+
+    def _periodic_work(self):
+        """The validation (yielded) and the save due after this step; returns True if it did either."""
+        step, done = self.state["step"], False
+        if step % self.cfg.eval_every == 0 or step == self.cfg.max_steps:
+            val = self.validate()
+            self.state["curves"]["val"].append([step, round(val["nats_per_char"], 5)])
+            self.state["last_val"] = val["nats_per_char"]
+            yield val
+            done = True
+        if step % self.cfg.save_every == 0:
+            self.save()
+            done = True
+        return done
+
+    def _out_of_time(self) -> bool:
+        """--max-minutes reached (by any rank: they must all stop at the same step)."""
+        if not self.cfg.max_minutes:
+            return False
+        late = torch.tensor([float(self.state["seconds"] > 60 * self.cfg.max_minutes)], device=self.device)
+        return bool(distributed.sum_over_ranks(late, self.ranks) > 0)
 
     def final_metrics(self) -> dict:
         """Held-out figures on the full validation set (deterministic), stored in the checkpoint."""

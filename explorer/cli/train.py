@@ -1,8 +1,12 @@
-"""`python run.py train`: train and save a checkpoint, with a tqdm bar; Ctrl-C (or `kill`) saves before exiting."""
+"""`python run.py train`: train and save a checkpoint, with a tqdm bar; Ctrl-C (or `kill`) saves before exiting.
+
+`torchrun --nproc-per-node N run.py train ...` trains data-parallel over N processes (explorer/distributed.py);
+rank 0 shows the bar, validates and saves, and an interrupt saves there as it does in one process."""
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shlex
 import signal
 import sys
@@ -12,6 +16,8 @@ from . import CLIError
 from ..checkpoint import CheckpointError, checkpoints_dir
 from ..data.corpus import CorpusError
 from ..train import TrainConfig, Trainer
+
+from .. import distributed
 
 CHOICES = {"kind": ("diffusion", "ar"), "time_conditioning": ("none", "adaln"), "weighting": ("elbo", "uniform"),
            "lr_schedule": ("cosine", "linear", "constant"), "device": ("auto", "cpu", "cuda"),
@@ -47,7 +53,11 @@ def resumed_config(resume: str | None) -> dict:
     return read_metadata(resolve_checkpoint(resume)).get("train_config", {})
 
 
+_STOP = {"asked": False}  # a signal arrived (a rank's collective can then fail first: see main)
+
+
 def _interrupt(signum, frame):
+    _STOP["asked"] = True
     raise KeyboardInterrupt
 
 
@@ -57,6 +67,7 @@ def save_on_signals():
     background job (`... &`) with SIGINT ignored, and `kill` sends SIGTERM. The previous handlers
     come back afterwards (main() also runs inside other programs, such as the tests)."""
     sigs = (signal.SIGINT, signal.SIGTERM)
+    _STOP["asked"] = False
     previous = [signal.signal(sig, _interrupt) for sig in sigs]
     try:
         yield
@@ -80,32 +91,69 @@ def _drive(trainer, bar) -> None:
                         tok_s=f"{rec['tokens_per_s']:.0f}")
 
 
-def main(args) -> int:
-    from tqdm import tqdm
+def command_line(ranks: distributed.Ranks) -> str:
+    """The command as the user typed it, for the checkpoint's record."""
+    line = "run.py " + shlex.join(sys.argv[1:])
+    if not ranks.active:
+        return "python " + line
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ranks.world_size))
+    nodes = f" --nnodes {ranks.world_size // per_node}" if per_node != ranks.world_size else ""
+    return f"torchrun{nodes} --nproc-per-node {per_node} " + line
 
-    overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
+
+def build_trainer(args) -> Trainer:
     try:
+        ranks = distributed.from_env()
+        overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
         cfg = TrainConfig(**{**resumed_config(args.resume), **overrides})
-        trainer = Trainer(cfg, out_path(args.out), resume=args.resume,
-                          command="python run.py " + shlex.join(sys.argv[1:]))
+        return Trainer(cfg, out_path(args.out), resume=args.resume, command=command_line(ranks), ranks=ranks)
     except (ValueError, CorpusError, CheckpointError) as e:
         raise CLIError(str(e)) from e
-    cfg = trainer.cfg
-    print(f"training {cfg.kind} model: {trainer.model.n_params / 1e6:.2f}M params on {trainer.corpus.name}, "
-          f"device {trainer.device}, {'bf16' if trainer.autocast else 'fp32'}", file=sys.stderr)
+
+
+def main(args) -> int:
+    try:
+        trainer = build_trainer(args)
+        return train(trainer)
+    finally:
+        distributed.shutdown()
+
+
+def train(trainer) -> int:
+    """Drive the trainer with a bar (rank 0), then save; an interrupt saves what is there."""
+    from tqdm import tqdm
+
+    cfg, main_rank = trainer.cfg, trainer.ranks.is_main
+    procs = f" x {trainer.ranks.world_size} processes" if trainer.ranks.active else ""
+    if main_rank:
+        print(f"training {cfg.kind} model: {trainer.model.n_params / 1e6:.2f}M params on {trainer.corpus.name}, "
+              f"device {trainer.device}{procs}, {'bf16' if trainer.autocast else 'fp32'}", file=sys.stderr)
     # In a log file (not a terminal) refresh rarely so logs stay readable.
     bar = tqdm(total=cfg.max_steps, initial=trainer.state["step"], unit="step", dynamic_ncols=True,
-               mininterval=0.5 if sys.stderr.isatty() else 30)
+               mininterval=0.5 if sys.stderr.isatty() else 30, disable=not main_rank)
     try:
         with save_on_signals():
             _drive(trainer, bar)
+    except Exception:
+        # torchrun passes Ctrl-C to every rank; a rank whose peer stopped first fails in its
+        # all-reduce rather than in the signal handler, and rank 0 must still save.
+        if not (_STOP["asked"] and trainer.ranks.active):
+            raise
+        return _interrupted(trainer, bar)
     except KeyboardInterrupt:
-        bar.close()
-        path = trainer.save()
-        print(f"\ninterrupted at step {trainer.state['step']}: saved {path}", file=sys.stderr)
-        return 130
+        return _interrupted(trainer, bar)
     bar.close()
+    if not main_rank:
+        return 0
     metrics = trainer.final_metrics()
     path = trainer.save(metrics)
     print(f"saved {path}: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
     return 0
+
+
+def _interrupted(trainer, bar) -> int:
+    bar.close()
+    if trainer.ranks.is_main:
+        path = trainer.save()
+        print(f"\ninterrupted at step {trainer.state['step']}: saved {path}", file=sys.stderr)
+    return 130
