@@ -26,7 +26,8 @@ client exception or lost connection, a page without its widgets, and every trace
 server's log.
 Server RSS (VmRSS of the server and its children, from /proc): when the first session has loaded
 the model, when all N sessions are ready (start), and when they have all finished (end); growth is
-end vs start, so it measures the M seconds of use, not the N documents being built.
+end vs start, so it measures the M seconds of use, not the N documents being built. With
+`--server-args "--num-procs P ..."` the server is P forked processes: RSS and CPU are summed over them.
 
 Prints one table row and one PASS/FAIL line per N against the issue's goals: 0 errors, p95 <= 2 s,
 RSS growth < 10 %, every session's text identical to its solo run (exit status 1 if any fails).

@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--num-threads", type=int, default=None, metavar="N",
                    help="Panel's thread pool for session callbacks (0 = Python's default size; default: none). "
                         "Lets one session's slow callback not hold up the others")
+    p.add_argument("--num-procs", type=int, default=1, metavar="N",
+                   help="serve from N processes (Panel's --num-procs): forked once the port is bound, so they share "
+                        "that one fixed port; each loads its own model and has its own device queue. Connections "
+                        "are not balanced (the first idle process takes one). Unix only; default 1")
     p.add_argument("--liveness", action="store_true",
                    help="answer GET /liveness with 200 (a health check for a load balancer or a watchdog)")
     p.add_argument("--basic-auth", default=None, metavar="PASSWORD|USERS.json",
@@ -75,6 +79,7 @@ def check_args(args) -> None:
         raise CLIError(f"--threads must be >= 0, got {args.threads}")
     if args.num_threads is not None and args.num_threads < 0:
         raise CLIError(f"--num-threads must be >= 0, got {args.num_threads}")
+    check_num_procs(args)
     if args.basic_auth is not None:
         check_basic_auth(args.basic_auth)
     if args.scheduler is None:
@@ -97,6 +102,18 @@ def check_scheduler(address: str) -> None:
         reach(address)
     except ClusterError as e:
         raise CLIError(f"--scheduler: {e}") from e
+
+
+def check_num_procs(args) -> None:
+    """Panel's own 0 (one process per core) is refused: it oversubscribes a machine that is shared."""
+    if args.num_procs < 1:
+        raise CLIError(f"--num-procs must be >= 1 (the number of server processes), got {args.num_procs}")
+    if args.num_procs > 1 and sys.platform == "win32":
+        raise CLIError("--num-procs above 1 needs fork (Linux, macOS); run one server per port behind a proxy")
+    if args.num_procs > 1 and args.port == 0:
+        # Bokeh binds before forking, so every process would share the free port it picked, but the
+        # address printed here, the --allow-websocket-origin list and a proxy all need the port known.
+        raise CLIError("--num-procs needs a fixed --port (the processes share one port); got --port 0")
 
 
 def check_basic_auth(value: str) -> None:
@@ -161,13 +178,43 @@ def main(args) -> int:
     session_defaults(args)
     opts = server_options(args)
     login = " (login required)" if args.basic_auth else ""
-    print(f"serving the dashboard on http://{args.address}:{args.port}/{login} (Ctrl-C to stop)", file=sys.stderr)
+    procs = f" from {args.num_procs} processes" if args.num_procs > 1 else ""
+    print(f"serving the dashboard on http://{args.address}:{args.port}/{procs}{login} (Ctrl-C to stop)",
+          file=sys.stderr)
+    forked, parent = args.num_procs > 1, os.getpid()
     try:
         # served_args: a ?checkpoint= in the URL picks the model, as under `panel serve`
-        pn.serve({"/": lambda: create_app(**served_args(args.checkpoint, args.device))}, port=args.port,
-                 address=args.address, show=not args.no_show, title=TITLE, start=True, **opts)
+        server = pn.serve({"/": lambda: create_app(**served_args(args.checkpoint, args.device))}, port=args.port,
+                          address=args.address, show=not args.no_show and not forked, title=TITLE,
+                          start=not forked, num_procs=args.num_procs, **opts)
+        if forked:  # this is one of the forked server processes (the parent waits inside pn.serve)
+            run_forked(server, parent, show="" if args.no_show else ("/login" if args.basic_auth else "/"))
     except OSError as e:  # e.g. the port is taken
         raise CLIError(f"cannot serve on {args.address}:{args.port}: {e}") from e
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def run_forked(server, parent: int, show: str) -> None:
+    """Serve in one forked process until Ctrl-C. It dies with the parent: Tornado's parent waits for
+    its children and restarts a crashed one, but a `kill` of the parent alone would leave them
+    serving, holding the port. The first process opens the browser (`show`: the path, "" for none).
+
+    No model, device queue or worker thread exists before the fork: the dashboard makes each on a
+    process's first session (tests/test_serve_procs.py)."""
+    import signal
+
+    from tornado.process import task_id
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        sys.exit(0)
+    if show and task_id() == 0:
+        server.io_loop.add_callback(server.show, show)
+    server.start()
+    server.io_loop.start()  # until pn.serve's SIGINT handler stops it
