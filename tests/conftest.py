@@ -1,5 +1,9 @@
-"""Shared fixtures: tiny corpora and tiny models built in the test, never the network or ../shared."""
+"""Shared fixtures: tiny corpora and tiny models built in the test, never the network or ../shared;
+one headless Chromium for the whole session's browser tests."""
 from __future__ import annotations
+
+import asyncio
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,15 +30,26 @@ def make_model(vocab_size=12, mask_id=11, block_size=16, kind="diffusion", time_
     return Transformer(cfg).eval()
 
 
-@pytest.fixture(autouse=True)
-def _fast_cpu():
+def _fast_cpu() -> None:
     """Denormals flushed, and one torch thread: tiny models gain nothing from threads, and on a
     busy 2-core machine extra threads spin and crawl (model calls measured 10-60x slower)."""
     torch.set_flush_denormal(True)
-    n = torch.get_num_threads()
     torch.set_num_threads(1)
+
+
+def pytest_configure(config):
+    # Here, not in a function fixture: module- and session-scoped fixtures (the models test_sweep and
+    # test_metrics train once per module) are set up before any function fixture runs.
+    _fast_cpu()
+
+
+@pytest.fixture(autouse=True)
+def _fast_cpu_each_test():
+    """Again around every test: a test that changes either (a Trainer with --threads does) must not
+    leave it changed for the next module's fixtures."""
+    _fast_cpu()
     yield
-    torch.set_num_threads(n)
+    _fast_cpu()
 
 
 # Tests whose process state would leak into later served-app tests: an in-process Bokeh *client*
@@ -55,5 +70,41 @@ def checkpoints(tmp_path, monkeypatch):
     from tests.dashboard_support import save_tiny_checkpoints
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)  # tiny models: threads only add overhead (and the machine's cores are shared)
     return save_tiny_checkpoints(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def _chromium():
+    """One headless Chromium (and one playwright driver) for the whole session: starting them costs
+    about 3 s on this machine, once per browser test module before. Yields (browser, the playwright
+    event loop)."""
+    from tests.dashboard_support import CHROMIUM, CHROMIUM_ARGS
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser, p._loop
+        _show_loop(p._loop)  # closing is a playwright call too
+        browser.close()
+        _show_loop(p._loop)
+
+
+def _show_loop(loop) -> None:
+    # Between its calls, playwright's sync API leaves its event loop marked as running in this thread,
+    # where asyncio.run() (test_downloads) and Panel's loop checks would find it; the mark is hidden
+    # while other tests run and shown again before playwright's next call, which needs it.
+    asyncio._set_running_loop(loop)
+
+
+@pytest.fixture
+def browser(_chromium):
+    """The session's Chromium; each test opens its own pages (a page is its own browser context),
+    and they are closed when it ends, so no page of an earlier test keeps running."""
+    chromium, loop = _chromium
+    _show_loop(loop)
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
+    _show_loop(None)

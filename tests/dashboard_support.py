@@ -2,7 +2,8 @@
 
 They use the pattern alphabet (A..O), so sweeps score them by pattern quality without an AR judge,
 and validation data for the mean-confidence view is generated rather than read from a file.
-`write_bad_checkpoints` adds the broken files of the bad-input tests (issue 7).
+`write_bad_checkpoints` adds the broken files of the bad-input tests (issue 7). `CHROMIUM` and `CHROMIUM_ARGS`:
+the browser the browser tests drive (conftest.py starts one per session).
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from explorer.data.patterns import pattern_tokenizer
 from tests.conftest import make_model
 
 LENGTH = 24
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; `playwright install` cannot download browsers here
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def _meta(tok, model, finished: bool) -> dict:

@@ -11,8 +11,9 @@ from tests import test_dashboard_browser as dashboard
 from tests.dashboard_support import BOKEH_VIEWS_JS
 from tests.test_dashboard_browser import wait_until
 
-# The served app over tiny checkpoints and the shared Chromium, as the other browser tests use them.
-browser, served, pytestmark = dashboard.browser, dashboard.served, dashboard.pytestmark
+# The served app over tiny checkpoints, as the other browser tests use it (`browser`, the session's
+# Chromium, comes from conftest.py).
+served, pytestmark = dashboard.served, dashboard.pytestmark
 
 
 def offline_page(browser, url):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard_browser import (browser, open_tab_after_explore, pytestmark, served,  # noqa: F401 (fixtures)
+from tests.test_dashboard_browser import (open_tab_after_explore, pytestmark, served,  # noqa: F401 (fixtures)
                                           wait_until)
 
-__all__ = ["browser", "served", "pytestmark"]
+__all__ = ["served", "pytestmark"]  # `browser`, the session's Chromium, comes from conftest.py
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard_browser import (browser, open_page, pytestmark, served,  # noqa: F401 (fixtures)
+from tests.test_dashboard_browser import (open_page, pytestmark, served,  # noqa: F401 (fixtures)
                                           wait_until)
 
-__all__ = ["browser", "served", "pytestmark"]
+__all__ = ["served", "pytestmark"]  # `browser`, the session's Chromium, comes from conftest.py
 
 # Points of a named ColumnDataSource as the browser has it (Bokeh's document).
 POINTS_JS = """(name) => { for (const doc of Bokeh.documents) {

@@ -1,5 +1,6 @@
 """The Sweep tab in a real headless Chromium: open the tab, run a small sweep, find both plots, make the
-quality grid, see a bad steps grid turn into a notice; screenshot. Same fixtures as test_dashboard_browser."""
+quality grid, see a bad steps grid turn into a notice; screenshot. `browser` (the session's Chromium)
+comes from conftest.py."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -9,10 +10,8 @@ import pytest
 import torch
 
 from tests.dashboard_support import save_tiny_checkpoints, serve_in_process
-from tests import test_dashboard_browser
 from tests.test_dashboard_browser import CHROMIUM, open_page, wait_until
 
-browser = test_dashboard_browser.browser  # the playwright fixture, shared by name
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                  reason=f"{CHROMIUM} is missing: apt-get install -y chromium")]

@@ -15,7 +15,6 @@ from tests import test_dashboard_browser
 from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serve_in_process
 from tests.test_dashboard_browser import open_page, wait_finished, wait_until
 
-browser = test_dashboard_browser.browser  # the playwright fixture, shared by name
 pytestmark = test_dashboard_browser.pytestmark  # browser mark; skipped without /usr/bin/chromium
 STOPS = {stop.tab: stop for stop in TOUR}
 STEPS, GRID = 8, (1, 2, 4)

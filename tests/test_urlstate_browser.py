@@ -15,10 +15,8 @@ import pytest
 import torch
 
 from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serve_in_process
-from tests import test_dashboard_browser
 from tests.test_dashboard_browser import CHROMIUM, open_page, wait_finished, wait_until
 
-browser = test_dashboard_browser.browser  # the playwright fixture, shared by name
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 
