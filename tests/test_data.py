@@ -4,6 +4,11 @@ import torch
 from explorer.data import (MASK_GLYPH, CharTokenizer, CorpusError, PatternCorpus, TextCorpus,
                            UnknownCharacterError, generate_patterns, load_corpus, pattern_tokenizer)
 from explorer.data.corpus import SHAKESPEARE_SHA256, fetch_shakespeare
+from tests.conftest import TINY_TEXT
+
+TINY_WORDS = {"to", "be", "or", "not", "that", "is", "the", "question", "whether", "'tis", "nobler", "in", "mind",
+              "of", "suffer", "slings", "and", "arrows", "outrageous", "fortune", "take", "arms", "against", "a", "sea",
+              "troubles"}
 
 
 def test_tokenizer_round_trip_and_mask_glyph():
@@ -43,13 +48,19 @@ def test_patterns_tile_a_short_period_deterministically():
 
 
 def test_text_corpus_split_is_deterministic_90_10(tiny_corpus):
-    n = len(tiny_corpus.train_ids) + len(tiny_corpus.val_ids)
-    assert len(tiny_corpus.train_ids) == int(n * 0.9)
-    assert tiny_corpus.train_text + tiny_corpus.val_text == tiny_corpus.train_text + tiny_corpus.val_text
+    cut = int(len(TINY_TEXT) * 0.9)  # by position: the first 90% trains, the rest is held out
+    assert (tiny_corpus.train_text, tiny_corpus.val_text) == (TINY_TEXT[:cut], TINY_TEXT[cut:])
+    tok = tiny_corpus.tokenizer
+    assert tok.decode(tiny_corpus.train_ids.tolist()) == TINY_TEXT[:cut]
+    assert tok.decode(tiny_corpus.val_ids.tolist()) == TINY_TEXT[cut:]
+    assert torch.equal(TextCorpus(TINY_TEXT, name="again").val_ids, tiny_corpus.val_ids)
     b = tiny_corpus.batch(4, 8, torch.Generator().manual_seed(0))
-    assert b.shape == (4, 8)
-    assert "question" in tiny_corpus.words or "to" in tiny_corpus.words
-    assert tiny_corpus.val_tensor(8).shape[1] == 8
+    assert b.shape == (4, 8) and torch.equal(b, tiny_corpus.batch(4, 8, torch.Generator().manual_seed(0)))
+    assert all(tok.decode(row) in tiny_corpus.train_text for row in b.tolist())  # crops of the train split
+    cut_word = TINY_TEXT[:cut].split()[-1]  # "q": the split falls inside "question"
+    assert tiny_corpus.words == sorted(TINY_WORDS | {cut_word})  # the train split's, lower-cased, "'tis" kept
+    val = tiny_corpus.val_tensor(8)  # consecutive chunks of the held-out text
+    assert val.shape == (len(TINY_TEXT[cut:]) // 8, 8) and tok.decode(val[1].tolist()) == TINY_TEXT[cut + 8:cut + 16]
 
 
 def test_data_file_errors(tmp_path):

@@ -53,9 +53,31 @@ def test_two_sessions_turn_knobs_without_errors_and_match_solo_runs(served, tmp_
     assert row["errors"] == 0 and row["requests"] == sum(s.completed for s in sessions)
 
 
+# A child that holds 200 MB and has used 0.6 s of CPU, then waits to be measured (/proc counts CPU in
+# clock ticks: it may say a little less).
+CHILD = """import time
+held = bytearray(200 * 2**20)
+held[::4096] = b"x" * len(held[::4096])  # touch every page: resident, not just reserved
+while time.process_time() < 0.6:
+    pass
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
 def test_rss_and_cpu_of_a_process_tree():
-    assert load_test.rss_mb(os.getpid()) > 10
-    assert load_test.cpu_seconds(os.getpid()) > 0
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        rss, cpu = load_test.rss_mb(child.pid), load_test.cpu_seconds(child.pid)
+        assert 200 <= rss < 300 and 0.5 <= cpu < 5  # its own memory and CPU time, read from /proc
+        assert load_test.rss_mb(os.getpid()) >= rss + 10 and load_test.cpu_seconds(os.getpid()) >= cpu + 0.1
+        # ... and the parent's tree counts the child on top of itself (pytest alone: > 10 MB, > 0.1 s)
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_notice_in_the_page_counts_as_an_error(served):

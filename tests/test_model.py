@@ -58,4 +58,5 @@ def test_config_validation_and_round_trip():
         ModelConfig(vocab_size=10, mask_id=9, kind="gpt")
     with pytest.raises(ValueError, match="unknown model config"):
         ModelConfig.from_dict({**cfg.to_dict(), "flash": True})
-    assert Transformer(cfg).n_params > 0
+    d = 32  # a block: attention 4d^2 + 4d, MLP 8d^2 + 5d, two LayerNorms 4d; the head shares tok_emb's weights
+    assert Transformer(cfg).n_params == 10 * d + 256 * d + 6 * (12 * d * d + 13 * d) + 2 * d  # + final LayerNorm

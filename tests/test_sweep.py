@@ -246,10 +246,20 @@ def test_quality_speed_plot_and_html(tmp_path, text_models):
     cells = [{"steps": 2}, {"steps": 4}, {"threshold": 0.5}]
     _, summary = sweep(model, SamplerConfig(), cells, n_samples=2, judge=judge, include_ar=True,
                        reference=experiments.reference_samples(model, corpus, 24, n=2))
-    for x in ("steps", "nfe"):
-        assert quality_speed_plot(summary, "gen_ppl", x=x) is not None
+    rows = {name: summary[summary["sampler"] == name] for name in ("diffusion", "ar", "reference")}
+    steps = rows["diffusion"][rows["diffusion"]["threshold"].isna()]  # the schedule cells, 2 and 4 steps
+    for x, curve in (("steps", "diffusion"), ("nfe", "schedule")):
+        shown = {(type(el).__name__, el.label): el for el in quality_speed_plot(summary, "gen_ppl", x=x)}
+        mean = shown["Curve", curve]  # the cells' mean gen-PPL at their steps (= their NFE here)
+        assert mean.dimension_values(0).tolist() == [2.0, 4.0]
+        np.testing.assert_allclose(mean.dimension_values(1), steps["gen_ppl_mean"])
+        ar = shown["Curve" if x == "steps" else "Scatter", "AR baseline"]  # a line; on NFE, a point at its NFE
+        assert set(ar.dimension_values(1)) == {rows["ar"]["gen_ppl_mean"].iloc[0]}
+        assert x == "steps" or ar.dimension_values(0).tolist() == [rows["ar"]["nfe_mean"].iloc[0]]
+        assert set(shown["Curve", "held-out text"].dimension_values(1)) == {rows["reference"]["gen_ppl_mean"].iloc[0]}
     path = save_plot(speed_plot(summary), tmp_path / "speed.html", resources="cdn")
-    assert path.read_text().count("tokens") > 0
+    html = path.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "tokens / s vs denoising steps" in html and "AR baseline" in html
     with pytest.raises(ValueError, match="no diffusion rows"):
         quality_speed_plot(summary, "pattern_quality")
 

@@ -22,6 +22,13 @@ def tab(checkpoints):
     tab.close()
 
 
+def drawn(pane) -> dict:
+    """What a HoloViews pane shows: {label: (x name, y name, xs, ys)} of its labelled lines and points."""
+    return {el.label: (el.kdims[0].name, el.vdims[0].name, el.dimension_values(0).tolist(),
+                       el.dimension_values(1).tolist())
+            for el in pane.object if el.label and type(el).__name__ in ("Curve", "Scatter")}
+
+
 def test_sweep_runs_with_ar_baseline_and_draws(tab):
     assert tab.main.estimate.startswith("Run: ≈") and "model calls" in tab.main.estimate
     assert tab.start_sweep(wait=True)
@@ -33,11 +40,19 @@ def test_sweep_runs_with_ar_baseline_and_draws(tab):
     assert (summary["sampler"] == "ar").sum() == 1  # tiny-ar shares the alphabet: the AR baseline
     assert {"pattern_quality_mean", "tokens_per_s_mean", "ms_per_sample_mean"} <= set(summary)
     assert (table["ms_per_sample"] > 0).all()
-    view = tab.view
-    assert view.quality_plot.object is not None and view.speed_plot.object is not None
+    view, ar = tab.view, summary[summary["sampler"] == "ar"].iloc[0]
+    quality, speed = drawn(view.quality_plot), drawn(view.speed_plot)
+    for strategy, rows in diff.sort_values("steps").groupby("strategy"):  # a line per strategy: its cells' means
+        x, metric, xs, ys = quality[strategy]
+        assert (x, xs) == ("steps", [1, 4, 24]) and ys == pytest.approx(rows[f"{metric}_mean"].tolist())
+        assert speed[strategy][1:] == ("tokens_per_s", [1, 4, 24], pytest.approx(rows["tokens_per_s_mean"].tolist()))
+    assert quality["AR baseline"][3] == pytest.approx([ar[f"{metric}_mean"]] * 2)  # flat across the steps
     assert list(view.summary.object["steps"])[:2] == [1, 1]
     tab.param.update(x="nfe", speed_metric="ms_per_sample")
-    assert view.quality_plot.object is not None and not view.plot_notice.visible
+    quality, speed = drawn(view.quality_plot), drawn(view.speed_plot)
+    assert quality["random"][0] == "nfe_mean" and speed["random"][:2] == ("nfe_mean", "ms_per_sample")
+    assert speed["AR baseline"][2:] == ([ar["nfe_mean"]], [pytest.approx(ar["ms_per_sample_mean"])])  # a point
+    assert not view.plot_notice.visible
 
 
 def test_downloads_give_the_table_summary_and_figures(tab):
@@ -70,7 +85,10 @@ def test_thresholds_join_the_scheduled_curves(tab):
     assert (summary["sampler"] == "ar").sum() == 0
     assert summary_frame(summary, "pattern_quality")["steps"].isna().sum() == 0  # '–' where none applies
     tab.x = "nfe"
-    assert tab.view.quality_plot.object is not None and not tab.view.plot_notice.visible
+    thresholds = summary[summary["threshold"].notna()].sort_values("nfe_mean")
+    x, metric, xs, ys = drawn(tab.view.quality_plot)["threshold"]  # one more curve, across the thresholds
+    assert (x, xs) == ("nfe_mean", thresholds["nfe_mean"].tolist())
+    assert ys == pytest.approx(thresholds[f"{metric}_mean"].tolist()) and not tab.view.plot_notice.visible
 
 
 @pytest.mark.parametrize("knobs, says", [({"steps_grid": "1,x"}, "Steps grid: 'x' is not a whole number"),

@@ -39,7 +39,9 @@ def test_a_link_that_opens_on_sweep_shows_the_sweep_once_the_model_loads(checkpo
     state.load(wait=True)
     wait_for(lambda: sweep.main.result is not None, timeout=120)
     table, summary = sweep.main.result
-    assert len(table) > 0 and "steps" in summary.columns
+    grid = {(strategy, int(n)) for strategy in sweep.strategies for n in sweep.steps_grid.split(",")}
+    cells = table[table["sampler"] == "diffusion"].groupby(["strategy", "steps"]).size()
+    assert set(cells.index) == grid and set(cells) == {sweep.samples}  # the tab's own knobs, every cell
 
 
 def test_only_the_shown_tab_is_in_the_page_and_a_hidden_one_keeps_its_results(checkpoints):
@@ -50,12 +52,13 @@ def test_only_the_shown_tab_is_in_the_page_and_a_hidden_one_keeps_its_results(ch
     tabs, titles = find_tabs(app), ["Explore", *state.tabs]
     compare, other = titles.index("Compare"), titles.index("Model")  # Model computes nothing when shown
     assert all(len(tabs[i]) == 0 for i in range(1, len(tabs)))  # nothing shown yet but Explore
+    explore = list(tabs[0])
     tabs.active = compare
     view = tabs[compare][0]
     wait_for(lambda: state.tabs["Compare"].results and not state.tabs["Compare"].running, timeout=60)
     tabs.active = other
     assert len(tabs[compare]) == 0 and len(tabs[other]) == 1  # out of the page (and its document)
-    assert len(tabs[0]) > 0  # Explore always stays
+    assert len(explore) > 0 and all(a is b for a, b in zip(tabs[0], explore, strict=True))  # Explore stays
     tabs.active = compare
     assert tabs[compare][0] is view and len(tabs[other]) == 0  # the same view, back with its results
     assert all(state.tabs["Compare"].results)

@@ -78,6 +78,8 @@ def test_max_minutes_stops_early(tmp_path, tiny_corpus):
 
 
 def test_cpu_training_flushes_denormals(tmp_path, tiny_corpus):
+    torch.set_flush_denormal(False)  # undo conftest's flush: only the Trainer may turn it back on here
+    assert torch.tensor(1e-42) * 1 != 0  # a denormal survives, so the check below can fail
     Trainer(TrainConfig(**TINY, max_steps=1), tmp_path / "y.safetensors", corpus=tiny_corpus)
     assert torch.tensor(1e-42) * 1 == 0  # denormal flushed to zero
 
@@ -124,8 +126,8 @@ def test_cli_saves_when_stopped_by_a_signal(tmp_path, sig):
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert "interrupted at step" in err
-    assert load_checkpoint(out).meta["training_state"]["step"] > 0
+    step = load_checkpoint(out).meta["training_state"]["step"]
+    assert step >= 1 and f"interrupted at step {step}: saved {out}" in err  # the step it stopped at was saved
 
 
 def test_ema_averages_the_weights_and_is_what_is_evaluated_and_saved(tmp_path, tiny_corpus):
