@@ -193,3 +193,48 @@ def test_cli_refuses_metrics_of_the_other_kind(ckpt_dir, capsys):  # noqa: F811
     assert cli_main(["sweep", "--checkpoint", "txt", "--metric", "ref_distance", "--judge", "ar",
                      "--no-reference"]) == 2
     assert "drop --no-reference" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- tools/choose_defaults.py
+
+def _choose_defaults():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "choose_defaults.py"
+    spec = importlib.util.spec_from_file_location("choose_defaults", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_choose_defaults_marks_the_bars_and_recommends_from_them(ckpt_dir, capsys):  # noqa: F811
+    tool = _choose_defaults()
+    out = ckpt_dir / "defaults.csv"
+    argv = ["--checkpoint", "txt", "--judge", "ar", "--data", str(ckpt_dir / "tiny.txt"), "--lengths", "24",
+            "--prompt", "To be", "--completion", "8", "--steps", "1,2", "--strategies", "confidence,random,nope",
+            "--temperatures", "1.0", "--n", "2", "--n-reference", "4", "--out", str(out)]
+    assert tool.main(argv) == 0
+    printed = capsys.readouterr()
+    assert "skipping strategies not in the registry: nope" in printed.err
+    rows = pd.read_csv(out)
+    assert set(rows["block"]) == {"24 characters", "1 prompts + 8 masked"} and len(rows) == 2 * (4 + 1)
+    for _, block in rows.groupby("block"):
+        ref, cells = block[block["sampler"] == "reference"].iloc[0], block[block["sampler"] == "diffusion"]
+        expect = [metrics.passes_reference_bars(g, e, ref["gen_ppl_pooled"], ref["entropy_mean"])
+                  for g, e in zip(cells["gen_ppl_pooled"], cells["entropy_mean"])]
+        assert cells["passes"].astype(bool).tolist() == expect
+        assert cells["ref_distance_mean"].is_monotonic_increasing  # best first
+    cells = rows[rows["sampler"] == "diffusion"].astype({"passes": bool})
+    per = cells.groupby(["strategy", "temperature", "steps"]).agg(p=("passes", "sum"), d=("ref_distance_mean", "mean"))
+    top = per.sort_values(["p", "d"], ascending=[False, True]).index[0]
+    assert f"strategy={top[0]}, temperature={top[1]:g}, steps={int(top[2])}" in printed.out
+    assert printed.out.count("held-out text (reference)") == 2
+
+
+def test_choose_defaults_bad_input_is_one_error_line(ckpt_dir, capsys):  # noqa: F811
+    tool = _choose_defaults()
+    assert tool.main(["--checkpoint", "pat"]) == 2
+    assert capsys.readouterr().err.startswith("error: --checkpoint pat: a diffusion model of text is needed")
+    assert tool.main(["--checkpoint", "txt", "--judge", "ar", "--steps", "2,x"]) == 2
+    assert "--steps" in capsys.readouterr().err
