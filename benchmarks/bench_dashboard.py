@@ -197,14 +197,14 @@ def main() -> int:
 
     import torch
 
-    from explorer.dashboard import models
+    from explorer.dashboard.runtime import checkpoints
     from explorer.devices import describe_device, resolve_device
     from explorer.sampling import SamplerConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device("auto")
-    model = models.load(args.checkpoint, device)
+    model = checkpoints.load(args.checkpoint, device)
     config = SamplerConfig(steps=args.steps)
     print(f"{args.checkpoint}: {args.length} chars, {args.steps} steps, device {describe_device(device)}, "
           f"torch threads {torch.get_num_threads()}")

@@ -2,8 +2,11 @@
 
     python benchmarks/bench_sampler.py [--quick] [--device auto|cpu|cuda] [--threads N] [--random-weights]
 
-1. Seed 000's sweep on `patterns` (steps 1..32 x 30 samples x confidence/random): batched (one call
-   of batch 30 per setting) vs one sample at a time, both through `sample(record=False)`. Goal >= 20x.
+1. Seed 000's sweep on `patterns` (steps 1,2,3,5,8,12,16,24,32 x 30 samples x confidence/random), in
+   one run: one sample at a time, batched per cell (one `sample` of 30 rows per cell), and packed (all
+   cells through `sample_many`: shared model calls, the same samples). Goals: packed >= 1.8x batched,
+   batched >= 20x one at a time. Batched and packed alternate over a few rounds (the CPU is shared);
+   the table gives medians, and the ratio of the medians.
 2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
    model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
    table also gives the in-run ratio: wall time / time spent inside the model calls of that run.
@@ -26,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from explorer.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from explorer.devices import describe_device, resolve_device  # noqa: E402
 from explorer.model import ModelConfig, Transformer  # noqa: E402
-from explorer.sampling import SamplerConfig, sample, sample_ar  # noqa: E402
+from explorer.sampling import SamplerConfig, sample, sample_ar, sample_many  # noqa: E402
 
 # The shipped models' shapes, for --random-weights when a checkpoint is not there yet.
 SHAPES = {
@@ -77,27 +80,61 @@ class TimedModel(torch.nn.Module):
         return out
 
 
+SEED000_STEPS = [1, 2, 3, 5, 8, 12, 16, 24, 32]
+
+
+class CountingModel(torch.nn.Module):
+    """Wraps a model and counts its forward calls and the rows they computed (untimed passes only)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config, self.calls, self.rows = model, model.config, 0, 0
+
+    def forward(self, x, t=None):
+        self.calls, self.rows = self.calls + 1, self.rows + x.shape[0]
+        return self.inner(x, t)
+
+
+def sweep_batched(model, configs, n):
+    return [sample(model, cfg, batch_size=n, record=False) for cfg in configs]
+
+
+def sweep_packed(model, configs, n):
+    return sample_many(model, [dict(config=cfg, batch_size=n, record=False) for cfg in configs])
+
+
+def timed(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
 def bench_sweep(device, quick: bool, random_weights: bool) -> None:
     model, source = get_model("patterns", device, random_weights)
     if model is None:
         return
-    steps_list = [1, 2, 8, 32] if quick else [1, 2, 3, 5, 8, 12, 16, 24, 32]
     n = 30
-    print(f"\n1. seed 000 sweep on patterns ({source}): steps {steps_list} x {n} samples x confidence/random")
-    batched = one = 0.0
-    for strategy in ("confidence", "random"):
-        for steps in steps_list:
-            cfg = SamplerConfig(steps=steps, strategy=strategy, schedule="seed")  # the notebook rule
-            start = time.perf_counter()
-            sample(model, cfg, batch_size=n, record=False)
-            batched += time.perf_counter() - start
-            start = time.perf_counter()
-            for i in range(n):
-                sample(model, cfg.replace(seed=i), record=False)
-            one += time.perf_counter() - start
-    row("patterns sweep, batched (s)", f"{batched:.2f}")
+    configs = [SamplerConfig(steps=steps, strategy=strategy, schedule="seed")  # the notebook rule
+               for strategy in ("confidence", "random") for steps in SEED000_STEPS]
+    print(f"\n1. seed 000 sweep on patterns ({source}): steps {SEED000_STEPS} x {n} samples x confidence/random")
+    counted = CountingModel(model)
+    same = all((a.final == b.final).all() and a.nfe == b.nfe for a, b in
+               zip(sweep_batched(model, configs, n), sweep_packed(counted, configs, n)))  # also the warm-up
+    nfe = sum(t.nfe for t in sweep_batched(model, configs, n))
+    one = timed(lambda: [sample(model, cfg.replace(seed=i), record=False) for cfg in configs for i in range(n)])
+    times = {"batched": [], "packed": []}
+    for _ in range(3 if quick else 7):
+        times["batched"].append(timed(sweep_batched, model, configs, n))
+        times["packed"].append(timed(sweep_packed, model, configs, n))
+    batched, packed = (statistics.median(times[k]) for k in ("batched", "packed"))
     row("patterns sweep, one sample at a time (s)", f"{one:.2f}")
+    row("patterns sweep, batched per cell (s)", f"{batched:.2f}", f"{nfe} model calls of <= {n} rows")
+    row("patterns sweep, packed (s)", f"{packed:.2f}",
+        f"{counted.calls} model calls, {counted.rows} rows; same samples: {'yes' if same else 'NO'}")
     row("patterns sweep speed-up, batched vs one at a time", f"{one / batched:.1f}x", "goal >= 20x")
+    row("patterns sweep speed-up, packed vs one at a time", f"{one / packed:.1f}x")
+    row("patterns sweep speed-up, packed vs batched", f"{batched / packed:.2f}x",
+        f"goal >= 1.8x; rounds {min(times['batched']) / min(times['packed']):.2f}x by the fastest")
     # The sampler cannot beat the model: if one forward of 30 rows costs more than 1/20 of 30 forwards
     # of one row (compute-bound CPU), 20x is out of reach whatever the sampler does.
     L = model.config.block_size

@@ -521,7 +521,7 @@ def solo_texts(checkpoint: str, checkpoints: Path, results: list[SessionResult],
     import torch
 
     from explorer.checkpoint import load_checkpoint
-    from explorer.dashboard.jobs import DeviceQueue
+    from explorer.dashboard.runtime.queue import DeviceQueue
     from explorer.sampling import SamplerConfig, sample_any
 
     served = serve_options(server_args)
@@ -683,7 +683,7 @@ def main(argv=None) -> int:
         print(summary_line(row))
     if serve_options(opts.server_args).precision != "fp32":
         print("note: reduced precision is not batch-invariant: a session's text may differ from its solo run "
-              "at the same precision (explorer/dashboard/jobs.py)")
+              "at the same precision (explorer/dashboard/runtime/queue.py)")
     if opts.json:
         opts.json.write_text(json.dumps(rows, indent=1, default=str))
     return 0 if all(r["pass"] for r in rows) else 1

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import torch
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
+from .names import DEVICES as DEVICE_CHOICES
+from .names import PRECISIONS
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -49,8 +50,8 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype
         return None
     if precision == "bf16":
         return torch.bfloat16
-    if precision != "auto":
-        raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if device.type == "cuda":
         return torch.bfloat16
     return torch.bfloat16 if cpu_has_bf16_matmul() else None

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from .devices import model_device
 
-WEIGHTINGS = ("uniform", "elbo")
+from .names import WEIGHTINGS  # noqa: F401  (re-exported)
 
 
 def forward_mask(x0: torch.Tensor, t: torch.Tensor, mask_id: int, fixed: torch.Tensor | None = None,

@@ -16,8 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-KINDS = ("diffusion", "ar")
-TIME_CONDITIONING = ("none", "adaln")
+from .names import KINDS, TIME_CONDITIONING
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from .data.corpus import load_corpus
 from .devices import autocast_dtype, resolve_device
 from .model import ModelConfig, Transformer
 
-LR_SCHEDULES = ("cosine", "linear", "constant")
+from .names import LR_SCHEDULES
 EVAL_LENGTHS = (32, 64, 128)  # shorter canvases whose NELBO and accuracy the final metrics report
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from explorer.dashboard.state import ExplorerState
-from explorer.dashboard.views import ControlsView
+from explorer.dashboard.ui.controls import ControlsView
 from tests.dashboard_support import wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints
 from tests.test_dashboard_served import check_page, free_port, get
 

@@ -131,7 +131,7 @@ def test_worker_results_are_applied_only_through_dispatch(checkpoints):
 
 
 def test_header_facts_cope_with_missing_metrics(checkpoints):
-    from explorer.dashboard.views.header import quality_text
+    from explorer.dashboard.ui.header import quality_text
 
     s = ExplorerState(checkpoint="tiny-training", device="cpu", auto_run=False)
     s.load(wait=True)

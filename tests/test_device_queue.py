@@ -10,8 +10,10 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from explorer.dashboard.jobs import MAX_BATCH, Worker, device_queue
-from explorer.dashboard.state import ExplorerState, sample_canvas
+from explorer.dashboard.runtime.queue import MAX_BATCH, device_queue
+from explorer.dashboard.runtime.tasks import Worker
+from explorer.dashboard.session import sample_canvas
+from explorer.dashboard.state import ExplorerState
 from tests.dashboard_support import save_tiny_checkpoints, wait_for
 from tests.test_sampler_rows import assert_same_run
 
@@ -196,7 +198,7 @@ def test_max_batch_caps_the_rows_of_one_call(checkpoints, queue):
 @pytest.fixture
 def bf16_queue(monkeypatch):
     """The process's cpu queue replaced by one at bf16 (as `serve --precision bf16` makes it)."""
-    from explorer.dashboard import jobs
+    from explorer.dashboard.runtime import queue as jobs
 
     q = jobs.DeviceQueue("cpu", precision="bf16")
     monkeypatch.setattr(jobs, "_QUEUES", {"cpu": q})
@@ -217,7 +219,7 @@ def forward_dtypes(model):
 
 
 def test_precision_resolves_as_training_does(monkeypatch):
-    from explorer.dashboard.jobs import DeviceQueue, precision_from_env
+    from explorer.dashboard.runtime.queue import DeviceQueue, precision_from_env
     from explorer.devices import autocast_dtype
 
     assert DeviceQueue("cpu").dtype is None and DeviceQueue("cpu").precision_label == "fp32"
@@ -274,7 +276,7 @@ def test_background_work_runs_at_the_devices_precision(bf16_queue):
 def test_an_idle_queue_gives_freed_memory_back(checkpoints, queue, monkeypatch):
     """After a batch, with nothing waiting, the C heap is trimmed (RSS follows live memory, not the
     largest batch seen); the trim itself is safe to call anywhere."""
-    from explorer.dashboard import jobs
+    from explorer.dashboard.runtime import queue as jobs
 
     jobs.release_free_memory()  # glibc here; a no-op where there is no malloc_trim
     trims = []
@@ -287,7 +289,7 @@ def test_an_idle_queue_gives_freed_memory_back(checkpoints, queue, monkeypatch):
 def test_only_a_queue_shared_by_sessions_waits_to_gather_a_batch(monkeypatch):
     """A lone session starts at once; once two sessions ask, an idle queue waits gather_s for partners;
     a session silent for `recent_s` no longer counts."""
-    from explorer.dashboard import jobs
+    from explorer.dashboard.runtime import queue as jobs
 
     q = jobs.DeviceQueue("cpu", gather_s=0.02)
     monkeypatch.setattr(q, "_loop", lambda: None)  # no worker: only the bookkeeping is under test
@@ -295,7 +297,7 @@ def test_only_a_queue_shared_by_sessions_waits_to_gather_a_batch(monkeypatch):
     monkeypatch.setattr(jobs.time, "monotonic", lambda: clock[0])
 
     def ask(owner):
-        q.submit(jobs.SampleRequest(jobs.Job("run"), model=None, config=None, length=8, template=None, owner=owner))
+        q.submit(jobs.SampleRequest(__import__("explorer.dashboard.runtime.tasks", fromlist=["Job"]).Job("run"), model=None, config=None, length=8, template=None, owner=owner))
 
     ask("a")
     ask("a")

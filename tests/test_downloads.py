@@ -168,7 +168,7 @@ def _by_label(view, label):
 
 
 def test_run_buttons_wait_for_a_run_then_export_it(session):
-    from explorer.dashboard.views.downloads import DownloadsView
+    from explorer.dashboard.tabs.explore.downloads import DownloadsView
 
     view = DownloadsView(state=session, part="run")
     assert all(b.disabled for b in view.buttons)  # nothing to download before a run
@@ -186,7 +186,7 @@ def test_run_buttons_wait_for_a_run_then_export_it(session):
 
 
 def test_sweep_buttons_export_the_sweep(session):
-    from explorer.dashboard.views.downloads import DownloadsView
+    from explorer.dashboard.tabs.explore.downloads import DownloadsView
 
     view = DownloadsView(state=session, part="sweep")
     assert all(b.disabled for b in view.buttons)

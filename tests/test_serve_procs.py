@@ -23,7 +23,7 @@ PROBE = textwrap.dedent('''
     import json, os, sys, threading, time
     from explorer.cli import main
     from explorer.dashboard import app
-    from explorer.dashboard.state import device_queue  # the queues the sessions' state runs on
+    from explorer.dashboard.runtime.queue import device_queue  # the queues the sessions' state runs on
 
     real, report_path = app.create_app, sys.argv.pop(1)
 

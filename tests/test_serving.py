@@ -213,9 +213,9 @@ def test_closing_the_tab_releases_the_session(serve_app, monkeypatch):
 
 
 def test_model_cache_is_one_per_process_and_thread_safe(checkpoints):
-    from explorer.dashboard import models
+    from explorer.dashboard.runtime import checkpoints
 
-    got, threads = [], [threading.Thread(target=lambda: got.append(models.load("tiny", torch.device("cpu"))))
+    got, threads = [], [threading.Thread(target=lambda: got.append(checkpoints.load("tiny", torch.device("cpu"))))
                          for _ in range(4)]
     for t in threads:
         t.start()
@@ -235,7 +235,7 @@ def test_model_cache_is_one_per_process_and_thread_safe(checkpoints):
 def fresh_defaults(monkeypatch):
     """The environment a served session reads its defaults from, restored after the test, and no
     device queue yet (the precision is read when the first one is made)."""
-    from explorer.dashboard import jobs
+    from explorer.dashboard.runtime import queue as jobs
 
     for name in ("MDLM_EXPLORER_AUTO_SWEEP", "MDLM_EXPLORER_PRECISION"):
         # setenv first: monkeypatch then remembers the variable's original state, so what `serve`
@@ -259,7 +259,7 @@ def serve_args(*argv):
 
 
 def test_no_auto_sweep_and_bf16_are_every_new_sessions_defaults(checkpoints, fresh_defaults):
-    from explorer.dashboard.views.header import HeaderView
+    from explorer.dashboard.ui.header import HeaderView
 
     args = serve_args("--no-auto-sweep", "--precision", "bf16")
     assert args.precision == "bf16"

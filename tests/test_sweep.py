@@ -150,9 +150,10 @@ class TrippingDenoiser(PeriodicDenoiser):
 def test_cancel_during_a_long_cell_stops_within_a_step():
     # calls: 1 warm-up, 4 for the steps=4 cell (one per step: every step changes the canvas), then
     # the 64-step cell trips the cancel on its first call and must stop right after that step
+    # (cell after cell: pack=False; the packed sweep's cancel is in test_sweep_packed.py)
     model = TrippingDenoiser(block_size=64, trip_at=1 + 4 + 1)
     with pytest.raises(SweepCancelled) as info:
-        sweep(model, SamplerConfig(), {"steps": [4, 64]}, n_samples=2, cancel=model.stop)
+        sweep(model, SamplerConfig(), {"steps": [4, 64]}, n_samples=2, cancel=model.stop, pack=False)
     assert model.calls == 6  # not 1 + 4 + 64
     assert info.value.done == 2 and info.value.total == 4
     assert info.value.table["steps"].tolist() == [4, 4]  # the stopped batch is dropped whole

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.dashboard.state import ExplorerState, sample_canvas
+from explorer.dashboard.session import sample_canvas
+from explorer.dashboard.state import ExplorerState
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.compare import PRESETS, SEP, differing, parse_overrides
 from tests.dashboard_support import LENGTH
@@ -32,7 +33,7 @@ def test_confidence_vs_random_runs_the_real_sampler_with_one_seed(compare):
     assert tab.apply_preset("strategies") is True  # one click: columns, then the run
     tab._worker.current.done.wait(30)
     assert not tab.running and tab.error == "" and len(tab.results) == 2
-    state = tab.explorer
+    state = tab.session
     for result, strategy in zip(tab.results, ("confidence", "random")):
         assert result["error"] == "" and result["config"].strategy == strategy
         assert result["config"].seed == 3 and result["config"].steps == 8
@@ -42,7 +43,7 @@ def test_confidence_vs_random_runs_the_real_sampler_with_one_seed(compare):
         assert set(result["metrics"]) >= {"pattern_quality", "nfe", "seconds"}  # patterns alphabet
     # the view: both heatmaps span the same height (progress 0..1), texts and metrics shown
     for column in view.columns[:2]:
-        assert column.grid.data["dh"] == [1] and column.grid.data["dw"] == [LENGTH]
+        assert column.heat.grid.data["dh"] == [1.0] and column.heat.grid.data["dw"] == [LENGTH]
         assert "pattern quality" in column.metrics.object and "positions differ" in column.text.object
     assert not view.columns[2].layout.visible
 
@@ -52,7 +53,7 @@ def test_steps_4_vs_32_align_on_progress(compare):
     tab.apply_preset("steps", start=False)
     assert tab.columns == "steps=4" + SEP + "steps=32"
     assert tab.start(wait=True)
-    rows = [c.grid.data["image"][0].shape[0] for c in view.columns[:2]]
+    rows = [c.heat.grid.data["image"][0].shape[0] for c in view.columns[:2]]
     assert rows == [5, tab.results[1]["traj"].n_steps + 1] and rows[1] > rows[0]
     assert [r["metrics"]["nfe"] for r in tab.results] == [4, tab.results[1]["traj"].nfe]
 
@@ -136,7 +137,7 @@ def test_add_and_remove_columns_within_bounds(compare):
 def test_model_change_clears_results(compare):
     tab, _ = compare
     assert tab.start(wait=True) and tab.results
-    tab.explorer.load("tiny-training", wait=True)
+    tab.session.load("tiny-training", wait=True)
     assert tab.results == [] and not tab.running
 
 
@@ -163,16 +164,16 @@ def test_mostly_different_texts_mark_what_agrees():
 
 def test_presentation_mode_enlarges_every_column(compare):
     """The projector toggle reaches Compare: heatmap titles and axes, texts and metrics grow."""
-    from explorer.dashboard.palette import FONT
+    from explorer.dashboard.ui.palette import FONT
 
     tab, view = compare
     column = view.columns[0]
     assert column.figure.title.text_font_size == FONT[False]["title"]
-    tab.explorer.presentation = True
+    tab.session.presentation = True
     for c in view.columns:
         assert c.figure.title.text_font_size == FONT[True]["title"]
         assert c.figure.xaxis[0].major_label_text_font_size == FONT[True]["plot"]
         assert c.text.styles["--text-size"] == FONT[True]["text"] and c.metrics.styles["--caption-size"] == FONT[True]["base"]
     assert view.status.styles["font-size"] == FONT[True]["base"]
-    tab.explorer.presentation = False
+    tab.session.presentation = False
     assert column.text.styles["--text-size"] == FONT[False]["text"]

@@ -147,7 +147,7 @@ def test_url_params_and_command():
 
 
 def test_presentation_mode_enlarges_the_model_tab(ckpts):
-    from explorer.dashboard.palette import FONT
+    from explorer.dashboard.ui.palette import FONT
     from explorer.dashboard.tabs.model import CheckpointPage, TrainingPanel
 
     state, tab, view = session()

@@ -134,7 +134,7 @@ def test_temperature_comparison(tab):
 def test_ar_model_gets_a_notice_and_model_change_clears(tab):
     tab.start_sweep(wait=True)
     assert tab.main.result is not None
-    tab.explorer.load("tiny-ar", wait=True)
+    tab.session.load("tiny-ar", wait=True)
     assert tab.main.result is None and "diffusion" in tab.note
     assert not tab.start_sweep(wait=True) and "diffusion" in tab.main.error
 

@@ -66,10 +66,10 @@ def served(tmp_path, monkeypatch):
 
 def python_text(steps: int, seed: int, strategy: str, template: str) -> str:
     """The same knobs through the Python API (no dashboard involved)."""
-    from explorer.dashboard import models
+    from explorer.dashboard.runtime import checkpoints
     from explorer.sampling import SamplerConfig, sample
 
-    model = models.load("tiny", torch.device("cpu"))
+    model = checkpoints.load("tiny", torch.device("cpu"))
     config = SamplerConfig(steps=steps, seed=seed, strategy=strategy)
     return sample(model, config, length=LENGTH, template=template).texts()[0]
 

@@ -11,8 +11,7 @@ import sys
 
 from . import CLIError
 
-DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("auto", "fp32", "bf16")  # as explorer.dashboard.jobs.PRECISIONS (not imported: keeps --help fast)
+from ..names import DEVICES, PRECISIONS
 
 
 def add_arguments(p: argparse.ArgumentParser):

@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
+from ..names import DEVICES
 from . import CLIError
 
 # knob -> (parser of one list item, default list or None = not varied)
@@ -55,7 +56,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--length", type=int, default=None, help="sample length (default: the model's context)")
     p.add_argument("--batch-size", type=int, default=None, help="samples per sampler call (default min(n, 64))")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", default="auto", choices=DEVICES)
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (default 0: torch's choice); 1 gives steadier timings on a busy machine")
 

@@ -17,11 +17,10 @@ from ..checkpoint import CheckpointError, checkpoints_dir
 from ..data.corpus import CorpusError
 from ..train import TrainConfig, Trainer
 
-from .. import distributed
+from .. import distributed, names
 
-CHOICES = {"kind": ("diffusion", "ar"), "time_conditioning": ("none", "adaln"), "weighting": ("elbo", "uniform"),
-           "lr_schedule": ("cosine", "linear", "constant"), "device": ("auto", "cpu", "cuda"),
-           "precision": ("auto", "fp32", "bf16")}
+CHOICES = {"kind": names.KINDS, "time_conditioning": names.TIME_CONDITIONING, "weighting": names.WEIGHTINGS,
+           "lr_schedule": names.LR_SCHEDULES, "device": names.DEVICES, "precision": names.PRECISIONS}
 
 
 def add_arguments(p: argparse.ArgumentParser):

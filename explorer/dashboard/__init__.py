@@ -5,9 +5,9 @@
     panel serve explorer/dashboard/app.py
 
 Files: state.py (all knobs and results, one Parameterized), sweeps.py (quality vs steps in the
-background, cached), jobs.py (worker threads, dispatch to the UI thread), frames.py (a run as
-display rows, numpy), models.py (model cache, header facts, validation data), palette.py (colours,
-type sizes), views/ (one Viewer per panel), app.py (layout and template).
+background, cached), runtime/ (threads, device queues, caches, checkpoint lookup: the only place with
+process-wide state), frames.py (a run as display rows, numpy), palette.py (colours, type sizes),
+views/ (one Viewer per panel), tabs/ (the tabs after Explore), app.py (layout and template).
 Importing this package is cheap: Panel, Bokeh and torch load on first use.
 """
 

@@ -12,13 +12,12 @@ import os
 
 import panel as pn
 
-from explorer.dashboard.jobs import call_now, document_dispatcher
+from explorer.dashboard.runtime.dispatch import call_now, document_dispatcher
 from explorer.dashboard.state import ExplorerState
 from explorer.dashboard.tabs import TAB_NAMES, build_tab
 from explorer.dashboard.urlstate import UrlState, query_args
-from explorer.dashboard.views import (ConfidenceView, ControlsView, HeaderView, HeatmapView, QualityView,
-                                      ScrubberView, TextView)
-from explorer.dashboard.views.downloads import DownloadsView
+from explorer.dashboard.tabs.explore.view import (ConfidenceView, ControlsView, DownloadsView, HeaderView,
+                                                   HeatmapView, QualityView, ScrubberView, TextView)
 
 TITLE = "mdlm-explorer"
 ACCENT = "#0072B2"

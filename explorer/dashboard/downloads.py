@@ -97,7 +97,7 @@ def trajectory_table(traj, tokenizer=None):
     import pandas as pd
 
     from ..data.tokenizer import MASK_GLYPH
-    from .palette import STATES
+    from .ui.palette import STATES
 
     tok = _tokenizer(traj, tokenizer)
     glyphs = np.array(list(tok.chars) + [MASK_GLYPH], dtype=object)

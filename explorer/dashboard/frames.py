@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.tokenizer import MASK_GLYPH
-from .palette import STATES
+from .ui.palette import STATES
 
 CODE = {name: i for i, name in enumerate(STATES)}  # heatmap cell state -> int8 code (palette order)
 

@@ -17,10 +17,13 @@ import threading
 import param
 
 from ..checkpoint import CheckpointError
-from ..data.tokenizer import MASK_GLYPH
 from ..sampling.config import SCHEDULES, STRATEGIES, SamplerConfig
-from . import models
-from .jobs import SampleRequest, Worker, call_now, device_queue
+from .runtime import checkpoints
+from .runtime.cache import MEAN_CONFIDENCE
+from .runtime.queue import SampleRequest, device_queue
+from .runtime.tasks import Worker
+from .runtime.dispatch import call_now
+from .session import checkpoint_or_default, expected_rows, run_template, sample_canvas, start_canvas  # noqa: F401
 from .sweeps import SweepState, auto_sweep_default
 
 log = logging.getLogger(__name__)
@@ -29,72 +32,6 @@ KNOBS = ("steps", "temperature", "top_p", "top_k", "strategy", "schedule", "bloc
          "remask", "length", "seed", "template")
 CONFIDENCE_VIEWS = ("this step", "mean at t (validation)")
 AUTO_RUN_MAX_PARAMS = 50_000_000  # auto-run stays on for models up to this size on a CPU
-_MEAN_CONF: dict = {}  # (checkpoint, t, length) -> DataFrame; shared by the sessions of the process
-
-
-def canvas_template(model, canvas) -> str | None:
-    """The canvas as the sampler's template notation (█ per generated position), None if all blank.
-    Handing the sampler this exact string makes its canvas identical to the one the views drew."""
-    return model.tokenizer.decode(canvas.tokens) if canvas.fixed.any() else None
-
-
-def run_template(model, canvas) -> str | None:
-    """The template a run on `canvas` hands the sampler (an AR model's is its prompt: no trailing █)."""
-    template = canvas_template(model, canvas)
-    if model.config.kind == "ar":
-        template = None if template is None else template.rstrip(MASK_GLYPH)
-    return template
-
-
-def sample_canvas(model, config, canvas, **kwargs):
-    """One recorded run of the real sampler on `canvas` (sample_any: the AR baseline for causal models,
-    whose template is its prompt)."""
-    from ..sampling import sample_any
-
-    return sample_any(model, config, length=canvas.length, template=run_template(model, canvas), **kwargs)
-
-
-def expected_rows(model, config, canvas) -> int:
-    """Heatmap rows a run will produce (start canvas + steps), so the axes are sized before it starts.
-    Threshold decoding has no fixed count: a guess, and the view grows if it runs longer."""
-    from ..sampling.sampler import plan_blocks
-    from ..sampling.schedules import split_steps
-
-    if model.config.kind == "ar":
-        return canvas.n_generate + 1
-    if config.threshold is not None:
-        return min(canvas.n_generate, 32) + 1
-    n_blocks = int(plan_blocks(canvas.fixed, config.block_length).max()) + 1
-    return sum(split_steps(config.steps, n_blocks)) + 1
-
-
-def start_canvas(model, template: str, length: int, seed: int):
-    """The canvas a run starts from, exactly as the sampler will build it (so row 0 is drawn at once)."""
-    from ..sampling import blank_canvas, parse_template
-
-    context, tok = model.config.block_size, model.tokenizer
-    if model.config.kind == "ar":
-        import torch
-
-        from ..sampling.ar import ar_canvas
-
-        # the same seeded generator the sampler starts from, so its start token is the one drawn here
-        return ar_canvas(model, length, template or None, torch.Generator().manual_seed(seed))
-    if template:
-        return parse_template(template, tok, length=length, context=context)
-    return blank_canvas(length, model.config.mask_id, context)
-
-
-def checkpoint_or_default(name: str | None, names: list[str], fallback: str | None = None) -> tuple[str | None, str]:
-    """The checkpoint to open first and a notice ('' = none). A name that is not one of `names` (from
-    a URL or a script: a path, a typo) is never opened: `fallback` (the server's choice) or the
-    default is, with a notice saying why."""
-    default = fallback if fallback in names else models.default_checkpoint(names)
-    if not name or name in names:
-        return name or default, ""
-    instead = f"; showing {default} instead" if default else ""
-    listed = ", ".join(names) or "none"
-    return default, f"checkpoint {name!r} is not one of the checkpoints in checkpoints/ ({listed}){instead}"
 
 
 class ExplorerState(SweepState):
@@ -163,7 +100,7 @@ class ExplorerState(SweepState):
 
         params.setdefault("sweep_auto", auto_sweep_default())  # `serve --no-auto-sweep` turns it off for all
         super().__init__(**params)
-        names = models.available()
+        names = checkpoints.available()
         self.param.checkpoint.objects = names
         self.dispatch = dispatch
         self.device = resolve_device(device)
@@ -173,12 +110,11 @@ class ExplorerState(SweepState):
             self.device_name += f", {precision} autocast"
         self.model = self.frames = None
         # runs go to the device's shared queue; the mean confidence and sweeps take turns with them
-        self._runs, self._loads = Worker("run", device=self.device), Worker("load")
+        self._runs, self._loads = Worker("run", device=self.device), Worker("load", device=self.device)
         self._conf = Worker("confidence", device=self.device)
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._quiet = False  # set while the state changes its own knobs: no auto-run per change
-        self._init_sweeps()
-        self._sweeps.device = self.device
+        self._init_sweeps(self.device)
         self.tabs: dict = {}  # tab name -> its TabState (tabs/), filled when the app builds its tabs
         self.load_hooks: list = []  # hook(model) once a model is loaded, before its first run (urlstate.py)
         self._wanted, self._notice = checkpoint_or_default(checkpoint, names, fallback)
@@ -213,8 +149,8 @@ class ExplorerState(SweepState):
 
     def _load_job(self, job, name: str) -> None:
         try:
-            model = models.load(name, self.device)
-            info = models.describe(model, name)
+            model = checkpoints.load(name, self.device)
+            info = checkpoints.describe(model, name)
         except Exception as e:  # shown as a notice; the traceback goes to the server log...
             if isinstance(e, CheckpointError):  # ...unless it is the user's choice, not a bug
                 log.warning("loading %r failed: %s", name, e)
@@ -424,11 +360,12 @@ class ExplorerState(SweepState):
         from ..metrics import per_position_confidence
 
         key = (str(getattr(model, "path", "")), id(model), t, length)
-        table = _MEAN_CONF.get(key)
+        table = MEAN_CONFIDENCE.get(key)
         try:
             if table is None:
-                tokens = models.validation_tokens(model, length)
-                table = _MEAN_CONF[key] = per_position_confidence(model, tokens, t=t, seed=0)
+                tokens = checkpoints.validation_tokens(model, length)
+                table = per_position_confidence(model, tokens, t=t, seed=0)
+                MEAN_CONFIDENCE.put(key, table)
         except Exception as e:  # e.g. the corpus file is missing: a notice, not a traceback
             log.exception("mean confidence failed")
             message = f"mean confidence unavailable: {e}"  # made here: `e` is unbound after the except block

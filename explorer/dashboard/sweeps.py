@@ -8,41 +8,16 @@ import os
 
 import param
 
+from ..experiments import QUALITY_METRICS
 from ..sampling.config import STRATEGIES
-from . import models
-from .cache import SharedCache
-from .jobs import Worker
+from .runtime import checkpoints
+from .runtime.cache import SWEEPS
+from .runtime.tasks import Worker
 
 log = logging.getLogger(__name__)
 
 STEPS_GRID = (1, 2, 4, 8, 16, 32, 64)
-QUALITY_METRICS = ("pattern_quality", "gen_ppl", "word_validity", "entropy", "distinct_2")
-_RESULTS = SharedCache(64)  # key -> (table, summary); shared by every session of the process
-cache_get, cache_put = _RESULTS.get, _RESULTS.put
-
-
-def pick_metric(summary, wanted: str = "auto") -> str | None:
-    """The metric to plot: the one asked for if the sweep measured it, else the first measured."""
-    measured = [m for m in QUALITY_METRICS if f"{m}_mean" in summary and summary[f"{m}_mean"].notna().any()]
-    if wanted in measured:
-        return wanted
-    return measured[0] if measured else None
-
-
-def find_judge(model, names: list[str]):
-    """An AR checkpoint with the model's alphabet to score text (gen-PPL) and act as the AR baseline."""
-    from ..checkpoint import read_metadata, resolve_checkpoint
-
-    base = getattr(getattr(model, "path", None), "stem", "")
-    ordered = sorted(names, key=lambda n: (n != f"{base}-ar", not n.endswith("-ar"), n))
-    for name in ordered:
-        try:
-            meta = read_metadata(resolve_checkpoint(name, allow_paths=False))
-        except ValueError:
-            continue
-        if meta["model_config"].get("kind") == "ar" and meta["tokenizer"] == model.tokenizer.to_dict():
-            return name
-    return None
+cache_get, cache_put = SWEEPS.get, SWEEPS.put  # key -> (table, summary), shared by every session
 
 
 AUTO_SWEEP_ENV = "MDLM_EXPLORER_AUTO_SWEEP"
@@ -78,8 +53,8 @@ class SweepState(param.Parameterized):
     sweep_result = param.Parameter(default=None, doc="(table, summary) DataFrames from experiments.sweep")
     sweep_running = param.Boolean(False)
 
-    def _init_sweeps(self) -> None:
-        self._sweeps = Worker("sweep")
+    def _init_sweeps(self, device) -> None:
+        self._sweeps = Worker("sweep", device)
         self._judge_name = None
 
     def sweep_key(self):
@@ -126,7 +101,7 @@ class SweepState(param.Parameterized):
             self.dispatch(lambda: self._sweep_progress(job, done, total))
 
         try:
-            judge = models.load(self._judge_name, self.device) if self._judge_name else None
+            judge = checkpoints.load(self._judge_name, self.device) if self._judge_name else None
             result = sweep(model, config, {"steps": grid, "strategy": strategies}, n_samples=n_samples,
                            seed=seed, length=canvas.length, template=template, judge=judge,
                            progress=progress, cancel=lambda: job.cancelled,
@@ -165,7 +140,7 @@ class SweepState(param.Parameterized):
             self.start_sweep()
 
     def _choose_judge(self) -> None:
-        self._judge_name = find_judge(self.model, self.param.checkpoint.objects) if self.model else None
+        self._judge_name = checkpoints.find_judge(self.model, self.param.checkpoint.objects) if self.model else None
 
     @param.depends("compute_sweep", watch=True)
     def _compute_clicked(self):

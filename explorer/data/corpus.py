@@ -32,10 +32,23 @@ def cache_dir() -> Path:
     return Path(os.environ.get("MDLM_EXPLORER_CACHE", Path.home() / ".cache" / "mdlm-explorer"))
 
 
+def local_shakespeare(cache: Path | None = None, extra=()) -> Path | None:
+    """A verified local Tiny Shakespeare: the download cache, else the first of `extra` (paths) that
+    hashes to the known corpus. Never downloads (a served dashboard may be offline, and must not
+    fetch anything a visitor asks for)."""
+    for path in [(cache or cache_dir()) / "tinyshakespeare.txt", *map(Path, extra)]:
+        try:
+            if path.is_file() and sha256_bytes(path.read_bytes()) == SHAKESPEARE_SHA256:
+                return path
+        except OSError:
+            continue
+    return None
+
+
 def fetch_shakespeare(url: str = SHAKESPEARE_URL, cache: Path | None = None) -> Path:
     """Return the cached Tiny Shakespeare file, downloading and verifying it the first time."""
     path = (cache or cache_dir()) / "tinyshakespeare.txt"
-    if path.exists() and sha256_bytes(path.read_bytes()) == SHAKESPEARE_SHA256:
+    if local_shakespeare(cache) is not None:
         return path
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -140,3 +153,31 @@ def load_corpus(name: str = "shakespeare", data: str | None = None, **pattern_op
         raise CorpusError(f"unknown corpus {name!r}: use 'shakespeare', 'patterns' or --data FILE")
     text, digest = read_text_file(fetch_shakespeare())
     return TextCorpus(text, name="shakespeare", sha256=digest)
+
+
+def checkpoint_corpus(meta: dict, tokenizer, block_size: int, data: str | None = None, download: bool = True):
+    """Rebuild the corpus a checkpoint was trained on, for its held-out split (the one path for it:
+    the CLI's evaluate and sweep and the dashboard all come here). PatternCorpus for patterns; for
+    text, `data`, else the training file recorded in the checkpoint, else (Tiny Shakespeare only) the
+    verified cache, downloaded once if `download`. The file must be the one trained on (same sha256):
+    another file would give another split. Raises CorpusError saying what to pass."""
+    corpus = meta.get("corpus") or {}
+    if corpus.get("kind") == "patterns":
+        return PatternCorpus(seq_len=block_size, n_symbols=len(tokenizer.chars))
+    path = data or _recorded_data(meta)
+    if path is None and corpus.get("name") == "shakespeare":
+        path = fetch_shakespeare() if download else local_shakespeare()
+    if path is None:
+        raise CorpusError(f"the held-out text of {corpus.get('name', 'an unknown corpus')!r} is not on this machine; "
+                          "pass --data FILE (the file it was trained on) to rebuild its held-out split")
+    text, digest = read_text_file(path)
+    if corpus.get("sha256") and digest != corpus["sha256"]:
+        raise CorpusError(f"{path} (sha256 {digest[:12]}...) is not the file this checkpoint was trained on "
+                          f"({corpus['sha256'][:12]}...): its held-out split would be different text")
+    return TextCorpus(text, name=corpus.get("name", "text"), sha256=digest, tokenizer=tokenizer)
+
+
+def _recorded_data(meta: dict) -> str | None:
+    """The --data path recorded at training time, when it still exists on this machine."""
+    path = (meta.get("train_config") or {}).get("data")
+    return path if path and Path(path).is_file() else None

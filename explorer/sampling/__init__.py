@@ -5,13 +5,15 @@
     traj.texts()
 
 Files: config.py (knobs), template.py (█ / [___] notation), proposals.py (temperature, top-k/top-p,
-Gumbel), strategies.py and schedules.py (registries), sampler.py (diffusion), ar.py (AR baseline),
-recorder.py + trajectory.py (what a run returns).
+Gumbel), strategies.py and schedules.py (registries), sampler.py (diffusion), packing.py (many
+diffusion runs through shared model calls: sample_many), ar.py (AR baseline), recorder.py +
+trajectory.py (what a run returns).
 """
 from __future__ import annotations
 
 from .ar import sample_ar
 from .config import SamplerConfig
+from .packing import sample_many
 from .recorder import SamplingCancelled
 from .sampler import sample
 from .schedules import SCHEDULES, get_schedule
@@ -35,6 +37,6 @@ def sample_any(model, config: SamplerConfig, **kwargs) -> Trajectory:
     return sample(model, config, **kwargs)
 
 
-__all__ = ["sample", "sample_ar", "sample_any", "SamplerConfig", "Trajectory", "StepRecord",
+__all__ = ["sample", "sample_ar", "sample_any", "sample_many", "SamplerConfig", "Trajectory", "StepRecord",
            "SamplingCancelled", "STRATEGIES", "SCHEDULES", "get_strategy", "get_schedule",
            "parse_template", "blank_canvas", "Canvas", "BLANK"]

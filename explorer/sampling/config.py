@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
-SCHEDULES = ("seed", "linear", "cosine")
+from ..names import SCHEDULES, STRATEGIES  # noqa: F401  (re-exported: the dashboard reads them here too)
+
 MAX_STEPS = 4096
 
 

@@ -32,9 +32,10 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 class Recorder:
     def __init__(self, x0: torch.Tensor, record: bool, on_step: Callable | None,
-                 should_stop: Callable[[], bool] | None = None):
-        self.record, self.on_step, self.should_stop = record, on_step, should_stop
-        self.start = time.perf_counter()
+                 should_stop: Callable[[], bool] | None = None, clock: Callable[[], float] = time.perf_counter):
+        # clock: the run's own seconds (sampler.RunClock: a packed run is not charged its neighbours' work)
+        self.record, self.on_step, self.should_stop, self.clock = record, on_step, should_stop, clock
+        self.start = clock()
         self.seconds: list[float] = []
         self.t: list[float] = []
         self.temperatures: list[float] = []
@@ -91,7 +92,7 @@ class Recorder:
             committed=self._stack("committed", BL, bool), remasked=self._stack("remasked", BL, bool),
             committed_at=_np(committed_at).astype(np.int64), commit_confidence=_np(commit_confidence),
             fixed=np.broadcast_to(fixed, BL).copy(), final=final.astype(np.int64), nfe=nfe,
-            step_seconds=np.array(self.seconds, dtype=np.float64), seconds=time.perf_counter() - self.start,
+            step_seconds=np.array(self.seconds, dtype=np.float64), seconds=self.clock() - self.start,
             config=config, seed=seed, mask_id=mask_id, kind=kind, tokenizer=tokenizer, blocks=blocks,
             step_t=np.array(self.t, dtype=np.float32),
             temperatures=np.array(self.temperatures, dtype=np.float32),

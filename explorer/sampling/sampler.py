@@ -28,6 +28,11 @@ decoded fraction (threshold decoding) are each row's own. Under a schedule every
 re-masks the same number of positions per step, so rows stay in step; under a threshold each row
 walks its own blocks and a finished row waits for the others (padding steps that `Trajectory.row`
 cuts off). This is how the dashboard serves many sessions with one batched call.
+
+The loop is a generator (`sample_steps`): it yields every model call it needs as a ModelCall (x, t)
+and reads the logits its driver puts there. `sample` drives one run, calling the model itself;
+`packing.sample_many` drives many runs together and serves their pending calls with shared model
+calls. Either way the run's code is the same, so a run's result does not depend on its driver.
 """
 from __future__ import annotations
 
@@ -48,6 +53,35 @@ from .template import Canvas, blank_canvas, parse_template
 from .trajectory import Trajectory
 
 NAN = float("nan")
+
+
+@dataclass(eq=False)
+class ModelCall:
+    """One model call a run needs: its driver fills `logits` (and may fill `seconds`) before resuming it."""
+
+    x: torch.Tensor  # (B, L) long canvas
+    t: torch.Tensor  # (B,) float masked fraction of each row
+    logits: torch.Tensor | None = None  # (B, L, V) model(x, t), or bit-identical to it
+    seconds: float | None = None  # what the run is charged for the call; None: all the time it was away
+
+
+class RunClock:
+    """A run's own seconds: wall time while its code runs, plus what its driver charges for each model
+    call. Driven alone (charge None) that is plain wall time; packed with other runs it leaves out the
+    other runs' work, so the runs of one packed call add up to its wall time instead of each claiming it."""
+
+    def __init__(self):
+        self.skipped, self.paused = 0.0, 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.skipped
+
+    def pause(self) -> None:
+        self.paused = time.perf_counter()
+
+    def resume(self, charged: float | None) -> None:
+        if charged is not None:
+            self.skipped += max(0.0, time.perf_counter() - self.paused - charged)
 
 
 def check_batch_size(batch_size) -> None:
@@ -90,6 +124,7 @@ class _Run:
     strategy: object = None
     schedule: object = None
     recorder: Recorder | None = None
+    clock: RunClock = field(default_factory=RunClock)
 
     def __post_init__(self):
         self.strategy = get_strategy(self.config.strategy)
@@ -183,12 +218,21 @@ def call_model(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return model(x, t)
 
 
-def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor) -> bool:
+def _ask_model(run: _Run, x: torch.Tensor, t: torch.Tensor):
+    """Hand one model call to the driver (yield) and return the logits it filled in (B, L, V)."""
+    call = ModelCall(x, t)
+    run.clock.pause()
+    yield call
+    run.clock.resume(call.seconds)
+    return call.logits
+
+
+def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor):
     """Call the model if the canvas changed since its last call (rule 9); True if it was called."""
     if st.logits is not None and not st.stale:
         return False
     t = masked.float().mean(dim=1)  # (B,) masked fraction of each row's canvas
-    logits = call_model(run.model, st.x, t).float()  # (B, L, V)
+    logits = (yield from _ask_model(run, st.x, t)).float()  # (B, L, V)
     logits = logits.index_fill(-1, run.mask_index, float("-inf"))  # [MASK] is never proposed
     st.logits, st.probs = logits, torch.softmax(logits, dim=-1)  # (B, L, V) each
     st.stale, st.nfe = False, st.nfe + 1
@@ -265,7 +309,7 @@ def _decide(run: _Run, st: _State, masked, todo, temperature: float, s: int, S: 
     if not bool(todo.any()):
         nan = torch.full(st.x.shape, NAN, device=st.x.device)
         return st.x, nan, nan, torch.zeros_like(todo), False
-    called = _refresh_logits(run, st, masked)
+    called = yield from _refresh_logits(run, st, masked)
     proposals, scores, conf = _propose(run, st, masked, todo, temperature)
     return proposals, scores, conf, _choose(run, st, todo, scores, s, S), called
 
@@ -273,13 +317,13 @@ def _decide(run: _Run, st: _State, masked, todo, temperature: float, s: int, S: 
 def _step(run: _Run, st: _State, block: torch.Tensor, s: int, S: int | None, active=None) -> None:
     """One step; `block` is (L,) or, threshold rows walking their own blocks, (B, L); `active` (B,)
     marks the rows that are not done yet (one generator per row only)."""
-    start = time.perf_counter()
+    start = run.clock()
     masked = st.x == run.mask_id  # (B, L)
     t_mean = float(masked.float().mean())
     temperature = _temperature(run, st, masked)
     per_row = _per_row_facts(run, st, masked, active) if run.per_row else None
     draw_t = per_row["row_temperature"].tolist() if per_row else temperature
-    proposals, scores, conf, commit, called = _decide(run, st, masked, masked & block, draw_t, s, S)
+    proposals, scores, conf, commit, called = yield from _decide(run, st, masked, masked & block, draw_t, s, S)
     st.x = torch.where(commit, proposals, st.x)  # (B, L), a new tensor: recorded rows stay intact
     st.committed_at.masked_fill_(commit, st.step)
     st.commit_conf = torch.where(commit, conf, st.commit_conf)
@@ -291,7 +335,7 @@ def _step(run: _Run, st: _State, block: torch.Tensor, s: int, S: int | None, act
         st.commit_conf.masked_fill_(remask, NAN)
     st.stale = st.stale or bool((commit | remask).any())
     run.recorder.add(st.step, st.x, proposals, scores, conf, commit, remask, t=t_mean,
-                     temperature=temperature, called=called, seconds=time.perf_counter() - start,
+                     temperature=temperature, called=called, seconds=run.clock() - start,
                      per_row=per_row)
     st.step += 1
 
@@ -311,7 +355,7 @@ def _run_block(run: _Run, st: _State, block: torch.Tensor, S: int | None) -> Non
     st.block_start_masked = ((st.x == run.mask_id) & block).sum(dim=1)  # (B,) N of the schedule
     s = 0
     while s < S if S is not None else bool(((st.x == run.mask_id) & block).any()):
-        _step(run, st, block, s, S)
+        yield from _step(run, st, block, s, S)
         s += 1
 
 
@@ -330,7 +374,7 @@ def _run_rows(run: _Run, st: _State, block_ids: torch.Tensor, n_blocks: int) -> 
         active = cur < n_blocks
         if not bool(active.any()):
             return
-        _step(run, st, block_ids[None, :] == cur[:, None], 0, None, active)
+        yield from _step(run, st, block_ids[None, :] == cur[:, None], 0, None, active)
 
 
 def as_config(config) -> SamplerConfig:
@@ -355,6 +399,34 @@ def sample(model, config: SamplerConfig, *, batch_size: int | None = None, lengt
     should_stop() is checked after every step, True raises SamplingCancelled; unlike on_step it copies
     nothing to the host, so it leaves record=False timings as they are.
     """
+    steps = sample_steps(model, config, batch_size=batch_size, length=length, template=template,
+                         generator=generator, record=record, on_step=on_step, should_stop=should_stop)
+    with torch.no_grad(), eval_mode(model):
+        return drive(model, steps)
+
+
+def drive(model, steps) -> Trajectory:
+    """Run one step generator to its end, serving each of its model calls with call_model."""
+    try:
+        while True:
+            call = next(steps)
+            call.logits = call_model(model, call.x, call.t)  # (B, L, V)
+    except StopIteration as done:
+        return done.value
+
+
+def sample_steps(model, config: SamplerConfig, *, batch_size: int | None = None, length: int | None = None,
+                 template: str | None = None, generator=None, record: bool = True,
+                 on_step=None, should_stop=None):
+    """sample()'s run as a generator, for drivers that serve model calls themselves (packing.sample_many).
+
+    The arguments are checked here, before anything runs. The generator yields a ModelCall for every
+    model call; before it is resumed the driver must set the call's `logits` to model(x, t) (exactly:
+    the run's result depends on them bit for bit) and may set `seconds`, the time to charge the run for
+    the call (Trajectory.seconds and step_seconds count it; None: all the time the run was waiting).
+    It returns the Trajectory (StopIteration.value); cancellation raises SamplingCancelled from it.
+    The caller provides torch.no_grad() and eval mode around the model calls (sample does).
+    """
     config = as_config(config)
     batch_size, rng = resolve_generators(generator, batch_size, config.seed)
     if getattr(model.config, "kind", "diffusion") != "diffusion":
@@ -364,19 +436,25 @@ def sample(model, config: SamplerConfig, *, batch_size: int | None = None, lengt
     blocks = plan_blocks(canvas.fixed, config.block_length)
     n_blocks = int(blocks.max()) + 1
     steps = None if config.threshold is not None else split_steps(config.steps, n_blocks)
-    device = model_device(model)
-    run = _Run(model, config, rng, device, model.config.mask_id,
+    run = _Run(model, config, rng, model_device(model), model.config.mask_id,
                canvas.n_generate, None if steps is None else sum(steps))
-    st = initial_state(canvas, batch_size, device)
-    run.recorder = Recorder(st.x, record, on_step, should_stop)
-    block_ids = torch.as_tensor(blocks, device=device)  # (L,)
-    with torch.no_grad(), eval_mode(model):
-        if run.per_row and steps is None:  # threshold rows walk their blocks independently
-            _run_rows(run, st, block_ids, n_blocks)
-        else:
-            for b in range(n_blocks):
-                _run_block(run, st, block_ids == b, None if steps is None else steps[b])
+    seed = config.seed if generator is None else -1
+    return _walk(run, canvas, blocks, steps, batch_size, (record, on_step, should_stop), seed)
+
+
+def _walk(run: _Run, canvas: Canvas, blocks: np.ndarray, steps: list[int] | None, batch_size: int,
+          recording: tuple, seed: int):
+    """The run itself (a generator: see sample_steps); its clock starts when it first runs."""
+    st = initial_state(canvas, batch_size, run.device)
+    run.recorder = Recorder(st.x, *recording, clock=run.clock)
+    block_ids = torch.as_tensor(blocks, device=run.device)  # (L,)
+    n_blocks = int(blocks.max()) + 1
+    if run.per_row and steps is None:  # threshold rows walk their blocks independently
+        yield from _run_rows(run, st, block_ids, n_blocks)
+    else:
+        for b in range(n_blocks):
+            yield from _run_block(run, st, block_ids == b, None if steps is None else steps[b])
     return run.recorder.finish(
         final=st.x, committed_at=st.committed_at, commit_confidence=st.commit_conf, fixed=canvas.fixed,
-        nfe=st.nfe, config=config, seed=config.seed if generator is None else -1, mask_id=run.mask_id,
-        kind="diffusion", tokenizer=getattr(model, "tokenizer", None), blocks=blocks)
+        nfe=st.nfe, config=run.config, seed=seed, mask_id=run.mask_id,
+        kind="diffusion", tokenizer=getattr(run.model, "tokenizer", None), blocks=blocks)

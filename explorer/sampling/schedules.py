@@ -19,6 +19,8 @@ from typing import Callable
 
 import torch
 
+from .. import names
+
 Schedule = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]
 
 
@@ -44,6 +46,7 @@ def cosine(n, N, s, S):
 
 
 SCHEDULES: dict[str, Schedule] = {"seed": seed, "linear": linear, "cosine": cosine}
+assert tuple(SCHEDULES) == names.SCHEDULES, "explorer/names.py must list exactly the registry's schedules"
 
 
 def get_schedule(name: str) -> Schedule:

@@ -14,6 +14,8 @@ from typing import Callable
 
 import torch
 
+from .. import names
+
 Strategy = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
 
@@ -55,6 +57,7 @@ STRATEGIES: dict[str, Strategy] = {
     "random": random,
     "left_to_right": left_to_right,
 }
+assert tuple(STRATEGIES) == names.STRATEGIES, "explorer/names.py must list exactly the registry's strategies"
 
 
 def get_strategy(name: str) -> Strategy:

@@ -1,20 +1,21 @@
-"""What every tab's state shares: the session's ExplorerState it reads the model, device and
-dispatcher from, the knobs it puts in the URL, and a hook for model changes."""
+"""What every tab's state shares: the browser session (session.Session) it reads the model, device,
+sampler knobs and dispatcher from, the knobs it puts in the URL, and hooks for model changes and for
+being shown."""
 from __future__ import annotations
 
 import param
 
 
 class TabState(param.Parameterized):
-    """One tab's knobs and results. `explorer` is the session's ExplorerState (model, device,
-    dispatch, sampler knobs); the tab never loads models or samples on the UI thread itself."""
+    """One tab's knobs and results. `session` is the browser session (model, device, dispatch,
+    sampler knobs); the tab never loads models or samples on the UI thread itself."""
 
     URL_PARAMS: tuple[str, ...] = ()  # knobs the URL carries, as <tab>.<param>=value
 
-    def __init__(self, explorer, **params):
+    def __init__(self, session, **params):
         super().__init__(**params)
-        self.explorer = explorer
-        explorer.param.watch(lambda event: self.on_model_changed(), "model_info")
+        self.session = session
+        session.param.watch(lambda event: self.on_model_changed(), "model_info")
 
     def url_carries(self, name: str) -> bool:
         """Whether the link carries URL_PARAMS' `name` now (a knob may only matter in some states)."""

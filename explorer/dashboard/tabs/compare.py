@@ -2,7 +2,7 @@
 
 Each column is the session's knobs (Explore's sidebar) plus a few overrides, written compactly as
 `strategy=random, steps=12` (also the URL form: columns joined by " | "). `model=ar` samples that
-column with the AR checkpoint of the model's alphabet (sweeps.find_judge), the left-to-right
+column with the AR checkpoint of the model's alphabet (runtime.checkpoints.find_judge), the left-to-right
 baseline. The presets are the product spec's figures: confidence vs random (seed 000's trajectory
 comparison), steps 4 vs 32, diffusion vs the AR baseline, temperature 0.3 vs 1.5 (seed 001).
 
@@ -17,10 +17,9 @@ import logging
 import numpy as np
 import param
 
-from .. import models
-from ..state import sample_canvas, start_canvas
-from ..sweeps import find_judge
-from ..jobs import Worker
+from ..runtime import checkpoints
+from ..session import sample_canvas, start_canvas
+from ..runtime.tasks import Worker
 from .base import TabState
 
 log = logging.getLogger(__name__)
@@ -137,7 +136,7 @@ class CompareState(TabState):
 
     def __init__(self, explorer, **params):
         super().__init__(explorer, **params)
-        self._worker = Worker("compare")
+        self._worker = Worker("compare", explorer.device)
         self._begun = None  # the job whose columns are shown (see _begin)
         self._quiet = False
         self.param.watch(self._columns_set, "columns")
@@ -170,8 +169,8 @@ class CompareState(TabState):
         """Replace every column; a bad spec leaves them as they were, with a notice."""
         try:
             parsed = self.overrides(columns)
-            if self.explorer.model is not None:
-                base = self.explorer.sampler_config()
+            if self.session.model is not None:
+                base = self.session.sampler_config()
                 for i, o in enumerate(parsed):
                     try:
                         column_config(base, o)
@@ -221,7 +220,7 @@ class CompareState(TabState):
     @param.depends("preset", watch=True)
     def _preset_chosen(self):
         if not self._quiet and self.preset in PRESETS:
-            self.apply_preset(self.preset, start=self.explorer.model is not None)
+            self.apply_preset(self.preset, start=self.session.model is not None)
 
     def _columns_set(self, event):
         """Set from outside (the URL): validated like an edit; a bad value is put back, with a notice."""
@@ -244,7 +243,7 @@ class CompareState(TabState):
 
     def _plan(self) -> tuple[list, object]:
         """(label, overrides, config) per column and the session canvas; ValueError when invalid."""
-        ex = self.explorer
+        ex = self.session
         if ex.model is None:
             raise ValueError("no model is loaded yet")
         base, canvas = ex.sampler_config(), ex.canvas()
@@ -264,8 +263,8 @@ class CompareState(TabState):
         except ValueError as e:
             self.error = str(e)
             return False
-        ex = self.explorer
-        judge_name = find_judge(ex.model, ex.param.checkpoint.objects)
+        ex = self.session
+        judge_name = checkpoints.find_judge(ex.model, ex.param.checkpoint.objects)
         job_args = (ex.model, plan, canvas, judge_name, ex.template.strip(), ex.length, ex.seed, ex.device)
         self.error = ""
         self.base_info = self._describe_base(judge_name)
@@ -285,7 +284,7 @@ class CompareState(TabState):
                               status=f"sampling {n} configurations …")
 
     def _describe_base(self, judge_name) -> str:
-        ex = self.explorer
+        ex = self.session
         cfg = ex.sampler_config()
         template = f"template {ex.template.strip()!r}" if ex.template.strip() else "no template"
         judge = f"gen-PPL judged by {judge_name}" if judge_name else "no AR judge for this alphabet: no gen-PPL"
@@ -297,19 +296,19 @@ class CompareState(TabState):
         judge = None
         for i, (label, overrides, config) in enumerate(plan):
             if job.cancelled:
-                return self.explorer.dispatch(lambda: self._finished(job, "stopped"))
+                return self.session.dispatch(lambda: self._finished(job, "stopped"))
             try:
                 if judge is None and judge_name:
-                    judge = models.load(judge_name, device)
+                    judge = checkpoints.load(judge_name, device)
                 result = self._run_column(job, model, judge, judge_name, label, overrides, config, canvas,
                                           template, length, seed)
             except Exception as e:  # the column says why; the others still run
                 if job.cancelled:
-                    return self.explorer.dispatch(lambda: self._finished(job, "stopped"))
+                    return self.session.dispatch(lambda: self._finished(job, "stopped"))
                 log.warning("compare column %d failed: %s", i, e, exc_info=not isinstance(e, ValueError))
                 result = {"label": label, "error": f"{label}: {e}"}
-            self.explorer.dispatch(lambda i=i, result=result: self._column_done(job, i, len(plan), result))
-        self.explorer.dispatch(lambda: self._finished(job, ""))
+            self.session.dispatch(lambda i=i, result=result: self._column_done(job, i, len(plan), result))
+        self.session.dispatch(lambda: self._finished(job, ""))
 
     def _run_column(self, job, model, judge, judge_name, label, overrides, config, canvas, template,
                     length, seed) -> dict:
@@ -323,7 +322,7 @@ class CompareState(TabState):
             run_model, name = judge, judge_name
             canvas = start_canvas(judge, template, min(length, judge.config.block_size), seed)
         else:
-            run_model, name = model, self.explorer.model_info.get("name", "?")
+            run_model, name = model, self.session.model_info.get("name", "?")
         traj = sample_canvas(run_model, config, canvas, on_step=lambda record: not job.cancelled)
         frames = Frames.from_trajectory(traj, glyph_table(run_model.tokenizer))
         return {"label": label, "model": name, "kind": run_model.config.kind, "config": config,

@@ -21,10 +21,10 @@ import numpy as np
 import panel as pn
 import param
 
-from .. import models
-from ..cache import SharedCache
-from ..jobs import Worker
-from ..palette import FONT, MIN_ALPHA
+from ..runtime import checkpoints
+from ..runtime.cache import INSPECT as _RESULTS
+from ..runtime.tasks import Worker
+from ..ui.palette import FONT, MIN_ALPHA
 from .base import TabState
 
 log = logging.getLogger(__name__)
@@ -36,12 +36,11 @@ VAL_ROWS = 16  # validation rows for the curves: ~1 s per t for the Shakespeare 
 ACC_TS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 FRACTION_TS = tuple(round(0.05 * i, 2) for i in range(21))
 FRACTION_DRAWS = 256  # rows per t of the mask-fraction check
-_RESULTS = SharedCache(256)  # (kind, model key, ...) -> result; shared by every session of the process
 cache_get, cache_put = _RESULTS.get, _RESULTS.put
 
 
 def model_key(model) -> tuple:
-    """Identifies a loaded model: a re-saved checkpoint is a new object (models.load keys on mtime)."""
+    """Identifies a loaded model: a re-saved checkpoint is a new object (checkpoints.load keys on mtime)."""
     return (str(getattr(model, "path", "")), id(model))
 
 
@@ -214,7 +213,7 @@ class InspectState(TabState):
         # model calls take turns on the device with every session's sampler runs (jobs.DeviceTurns)
         device = explorer.device
         self._preds, self._acc, self._pos = (Worker(f"inspect-{n}", device=device) for n in ("preds", "acc", "pos"))
-        self._val = Worker("inspect-val")
+        self._val = Worker("inspect-val", device)
         self._default = None  # the validation excerpt of the loaded model
         self._tokens = None  # (VAL_ROWS, context) validation tokens of the loaded model
         self._quiet = False  # set while the state changes `text` itself (not the user's edit)
@@ -229,7 +228,7 @@ class InspectState(TabState):
 
     @property
     def model(self):
-        return self.explorer.model
+        return self.session.model
 
     def usable(self) -> bool:
         """A diffusion model is loaded (else `notice` says why not)."""
@@ -238,7 +237,7 @@ class InspectState(TabState):
             self.notice = ""
             return False
         if model.config.kind != "diffusion":
-            name = self.explorer.model_info.get("name", "this checkpoint")
+            name = self.session.model_info.get("name", "this checkpoint")
             self.notice = (f"Inspect shows what a masked-diffusion model predicts at masked positions; "
                            f"{name} is a causal (left-to-right) model, which never sees [MASK]. "
                            "Pick a diffusion checkpoint in the sidebar.")
@@ -328,12 +327,12 @@ class InspectState(TabState):
 
     def _validation_job(self, job, model) -> None:
         try:
-            tokens = models.validation_tokens(model, model.config.block_size, VAL_ROWS)
+            tokens = checkpoints.validation_tokens(model, model.config.block_size, VAL_ROWS)
         except Exception as e:  # no corpus file: the text and predictions still work, with a notice
             log.warning("inspect: %s", e)
             message = str(e)  # made here: `e` is unbound once the except block ends
-            return self.explorer.dispatch(lambda: self._validation_done(job, None, message))
-        self.explorer.dispatch(lambda: self._validation_done(job, tokens, ""))
+            return self.session.dispatch(lambda: self._validation_done(job, None, message))
+        self.session.dispatch(lambda: self._validation_done(job, tokens, ""))
 
     def _validation_done(self, job, tokens, message: str) -> None:
         if not self._val.is_current(job):
@@ -380,10 +379,10 @@ class InspectState(TabState):
         except Exception as e:  # a readable notice; the tab keeps working
             log.exception("inspect: predictions failed")
             message = f"predictions failed: {e}"
-            return self.explorer.dispatch(lambda: self._job_failed(job, self._preds, message))
+            return self.session.dispatch(lambda: self._job_failed(job, self._preds, message))
         result["text"], result["t"], result["k"] = text, t, k
         cache_put(key, result)
-        self.explorer.dispatch(lambda: self._predicted(job, result))
+        self.session.dispatch(lambda: self._predicted(job, result))
 
     def _predicted(self, job, result) -> None:
         if self._preds.is_current(job):
@@ -422,12 +421,12 @@ class InspectState(TabState):
             except Exception as e:
                 log.exception("inspect: accuracy vs t failed")
                 message = f"accuracy vs t failed: {e}"
-                return self.explorer.dispatch(lambda: self._job_failed(job, self._acc, message))
+                return self.session.dispatch(lambda: self._job_failed(job, self._acc, message))
             table = pd.concat(parts, ignore_index=True)
             done = len(parts) == len(ACC_TS)
             if done:
                 cache_put(key, table)
-            self.explorer.dispatch(lambda table=table, done=done: self._accuracy_done(job, table, done))
+            self.session.dispatch(lambda table=table, done=done: self._accuracy_done(job, table, done))
 
     def _accuracy_done(self, job, table, done: bool) -> None:
         if self._acc.is_current(job):
@@ -454,10 +453,10 @@ class InspectState(TabState):
         except Exception as e:
             log.exception("inspect: per-position confidence failed")
             message = f"per-position confidence failed: {e}"
-            return self.explorer.dispatch(lambda: self._job_failed(job, self._pos, message))
+            return self.session.dispatch(lambda: self._job_failed(job, self._pos, message))
         table.attrs["t"] = t
         cache_put(key, table)
-        self.explorer.dispatch(lambda: self._positions_done(job, table))
+        self.session.dispatch(lambda: self._positions_done(job, table))
 
     def _positions_done(self, job, table) -> None:
         if self._pos.is_current(job):
@@ -574,10 +573,10 @@ class InspectView(pn.viewable.Viewer):
         self.busy.object = f"<i>{html.escape(tab.busy)}</i>" if tab.busy else ""
 
     def _size(self) -> dict:
-        return FONT[self.tab.explorer.presentation]
+        return FONT[self.tab.session.presentation]
 
-    @param.depends("tab.text", "tab.t", "tab.mask_seed", "tab.active", "tab.explorer.model_info",
-                   "tab.explorer.presentation", watch=True)
+    @param.depends("tab.text", "tab.t", "tab.mask_seed", "tab.active", "tab.session.model_info",
+                   "tab.session.presentation", watch=True)
     def _forward(self):
         """The masked text: no model involved, so it follows the slider at once."""
         tab = self.tab
@@ -591,7 +590,7 @@ class InspectView(pn.viewable.Viewer):
                    f"({100 * n / len(text):.1f}%; expected {100 * tab.t:.0f}%), mask seed {tab.mask_seed}</p>")
         self.forward.object = _style(self._size()) + caption + forward_html(text, mask)
 
-    @param.depends("tab.predictions", "tab.explorer.presentation", watch=True)
+    @param.depends("tab.predictions", "tab.session.presentation", watch=True)
     def _predictions(self):
         result, size = self.tab.predictions, self._size()
         if result is None:
@@ -607,12 +606,12 @@ class InspectView(pn.viewable.Viewer):
         self.table.object = predictions_table(result, result["k"])
         self.table.styles = {"overflow-y": "auto", "font-size": size["base"]}
 
-    @param.depends("tab.explorer.presentation", watch=True)
+    @param.depends("tab.session.presentation", watch=True)
     def _make_plots(self):
         """DynamicMaps: moving t or a new result updates the drawn plots in place (no re-render)."""
         import holoviews as hv
 
-        tab, pres = self.tab, self.tab.explorer.presentation
+        tab, pres = self.tab, self.tab.session.presentation
         self._fraction = hv.DynamicMap(lambda t, mask_seed, text: self.fraction_figure(pres),
                                        streams=[hv.streams.Params(tab, ["t", "mask_seed", "text"])])
         self._accuracy = hv.DynamicMap(lambda t, accuracy: accuracy_plot(accuracy, t, pres),
@@ -623,7 +622,7 @@ class InspectView(pn.viewable.Viewer):
 
     @param.depends("tab.positions", watch=True)
     def _draw_positions(self):
-        self.positions.object = positions_plot(self.tab.positions, self.tab.t, self.tab.explorer.presentation)
+        self.positions.object = positions_plot(self.tab.positions, self.tab.t, self.tab.session.presentation)
 
     def fraction_figure(self, presentation: bool = False):
         """The mask-fraction figure for the current knobs (read-only: the PNG download calls it on a

@@ -16,7 +16,6 @@ import logging
 import os
 import re
 import shlex
-import threading
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -24,8 +23,11 @@ from pathlib import Path
 import panel as pn
 import param
 
-from .. import models
-from ..jobs import Worker
+from ...names import LR_SCHEDULES
+from ..runtime import checkpoints
+from ..runtime.cache import TRAINING_LOCK, TRAINING_NAMES
+from ..runtime.queue import device_queue
+from ..runtime.tasks import Worker
 from .base import TabState
 
 log = logging.getLogger(__name__)
@@ -43,8 +45,6 @@ PRESETS = {
                         lr=2e-3, warmup_steps=100, eval_every=200, eval_sequences=64, max_steps=2000),  # ~3 min
 }
 PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}
-_ACTIVE: set[str] = set()  # names being trained right now by any session of this process
-_ACTIVE_LOCK = threading.Lock()
 
 
 def training_allowed() -> bool:
@@ -66,32 +66,14 @@ def name_problem(name: str, existing) -> str:
 def suggest_name(preset: str, existing) -> str:
     """my-<preset>, my-<preset>-2, ...: the first that is free."""
     base, n = f"my-{preset}", 1
-    while (f"{base}-{n}" if n > 1 else base) in existing or (f"{base}-{n}" if n > 1 else base) in _ACTIVE:
+    while (f"{base}-{n}" if n > 1 else base) in existing or (f"{base}-{n}" if n > 1 else base) in TRAINING_NAMES:
         n += 1
     return f"{base}-{n}" if n > 1 else base
 
 
 def find_shakespeare() -> Path | None:
-    """A verified local Tiny Shakespeare: the file a checkpoint was trained on, or the download cache.
-    Never downloads (the server may be offline); any file must hash to the known corpus."""
-    from ...checkpoint import read_metadata, resolve_checkpoint
-    from ...data.corpus import SHAKESPEARE_SHA256, cache_dir, sha256_bytes
-
-    candidates = [cache_dir() / "tinyshakespeare.txt"]
-    for name in models.available():
-        try:
-            data = (read_metadata(resolve_checkpoint(name, allow_paths=False)).get("train_config") or {}).get("data")
-        except ValueError:
-            continue
-        if data:
-            candidates.append(Path(data))
-    for path in candidates:
-        try:
-            if path.is_file() and sha256_bytes(path.read_bytes()) == SHAKESPEARE_SHA256:
-                return path
-        except OSError:
-            continue
-    return None
+    """A verified Tiny Shakespeare on this server (runtime.checkpoints.local_shakespeare); never downloads."""
+    return checkpoints.local_shakespeare()
 
 
 def cli_command(cfg, name: str) -> str:
@@ -123,7 +105,7 @@ class ModelState(TabState):
 
     preset = param.Selector(default="patterns", objects=list(PRESETS), label="Preset",
                             doc="What to train: the patterns toy (tiny model) or Tiny Shakespeare (small model)")
-    lr_schedule = param.Selector(default="cosine", objects=["cosine", "linear", "constant"], label="LR schedule",
+    lr_schedule = param.Selector(default="cosine", objects=list(LR_SCHEDULES), label="LR schedule",
                                  doc="Learning rate after warmup: cosine or linear decay to 10%, or constant")
     train_steps = param.Integer(2000, bounds=(10, 20000), label="Steps", doc="Optimizer steps (Stop saves earlier)")
     new_name = param.String("", label="Save as", doc="Name of the new checkpoint in checkpoints/ (letters, digits, - _)")
@@ -145,12 +127,12 @@ class ModelState(TabState):
         self.allowed = training_allowed()
         self.train_points: list[tuple[int, float, float]] = []  # (step, loss, lr) of this session's run
         self.val_points: list[tuple[int, float]] = []
-        self._worker, self._closing, self._name = Worker("train"), False, None
+        self._worker, self._closing, self._name = Worker("train", explorer.device), False, None
         self.new_name = suggest_name(self.preset, explorer.param.checkpoint.objects)
         self.on_model_changed()
 
     def on_model_changed(self) -> None:
-        model = self.explorer.model
+        model = self.session.model
         self.meta = dict(getattr(model, "meta", None) or {}) if model is not None else {}
 
     def train_config(self, find_data: bool = True):
@@ -161,8 +143,9 @@ class ModelState(TabState):
         opts = dict(PRESETS[self.preset], lr_schedule=self.lr_schedule, max_steps=self.train_steps)
         opts["warmup_steps"] = min(opts["warmup_steps"], max(1, self.train_steps // 10))
         opts["eval_every"] = min(opts["eval_every"], max(1, self.train_steps // 5))
-        device = self.explorer.device
-        opts.update(device=str(device), precision="fp32" if device.type == "cpu" else "auto",
+        device = self.session.device
+        # the device queue's precision (serve --precision), as every other model call of the dashboard
+        opts.update(device=str(device), precision=device_queue(device).precision,
                     save_every=self.train_steps + 1)  # saved once, at the end or on Stop
         if self.preset == "shakespeare" and find_data:
             path = find_shakespeare()
@@ -186,14 +169,14 @@ class ModelState(TabState):
         except ValueError as e:
             self.train_error = str(e)
             return False
-        with _ACTIVE_LOCK:
+        with TRAINING_LOCK:
             limit = int(os.environ.get(MAX_ENV, "2") or 2)
-            if name in _ACTIVE or len(_ACTIVE) >= limit:
-                busy = f"{name!r} is being trained in another session" if name in _ACTIVE else \
-                    f"this server already runs {len(_ACTIVE)} training(s), its limit: try again later"
+            if name in TRAINING_NAMES or len(TRAINING_NAMES) >= limit:
+                busy = f"{name!r} is being trained in another session" if name in TRAINING_NAMES else \
+                    f"this server already runs {len(TRAINING_NAMES)} training(s), its limit: try again later"
                 self.train_error = busy
                 return False
-            _ACTIVE.add(name)
+            TRAINING_NAMES.add(name)
         self._name, self._closing = name, False
         self.train_points, self.val_points = [], []
         self.param.update(training=True, train_error="", saved="", run_id=self.run_id + 1, n_records=0,
@@ -206,7 +189,7 @@ class ModelState(TabState):
             return f"training from the browser is switched off on this server ({ALLOW_ENV}=0)"
         if self.training:
             return "a training run is going: stop it before starting another"
-        return name_problem(self.new_name.strip(), models.available())
+        return name_problem(self.new_name.strip(), checkpoints.available())
 
     def stop(self) -> None:
         """Stop the run; the job saves what it has (with its held-out NELBO) and says so."""
@@ -229,21 +212,21 @@ class ModelState(TabState):
 
     @param.depends("sample_saved", watch=True)
     def _sample_clicked(self):
-        if self.saved and self.saved in self.explorer.param.checkpoint.objects:
-            self.explorer.checkpoint = self.saved  # the session loads it; every tab samples from it
+        if self.saved and self.saved in self.session.param.checkpoint.objects:
+            self.session.checkpoint = self.saved  # the session loads it; every tab samples from it
 
     @param.depends("preset", watch=True)
     def _preset_chosen(self):
         self.train_steps = PRESETS[self.preset]["max_steps"]
         if not self.training and self.new_name.startswith("my-"):
-            self.new_name = suggest_name(self.preset, models.available())
+            self.new_name = suggest_name(self.preset, checkpoints.available())
 
     # ------------------------------------------------------------------ the training job (worker thread)
 
     def _report(self, callback) -> None:
         """Hand a result to the UI thread, unless the session has closed (no page to update)."""
         if not self._closing:
-            self.explorer.dispatch(callback)
+            self.session.dispatch(callback)
 
     def _train_job(self, job, cfg, name: str) -> None:
         from ...checkpoint import CheckpointError, checkpoints_dir
@@ -266,8 +249,8 @@ class ModelState(TabState):
             message = f"training failed: {e}"
             self._report(lambda: self._finished(job, "", message))
         finally:
-            with _ACTIVE_LOCK:
-                _ACTIVE.discard(name)
+            with TRAINING_LOCK:
+                TRAINING_NAMES.discard(name)
 
     def _run_trainer(self, job, trainer) -> None:
         """Step until done or stopped, sending the records in batches every UPDATE_INTERVAL seconds."""
@@ -289,7 +272,7 @@ class ModelState(TabState):
         if not self._closing:
             self._report(lambda: self._status(job, "measuring the held-out NELBO, then saving …"))
             metrics = trainer.final_metrics()
-        final = free_name(name, models.available())
+        final = free_name(name, checkpoints.available())
         path = trainer.save(metrics, path=trainer.out.with_name(f"{final}.safetensors"))
         log.info("saved %s at step %d", path, trainer.state["step"])
         note = "" if final == name else f" ({name} appeared meanwhile, so it was saved as {final})"
@@ -335,8 +318,8 @@ class ModelState(TabState):
         if not saved:
             self.param.update(train_status="", train_error=error)
             return
-        names = models.available()
-        self.explorer.param.checkpoint.objects = names  # the new one can be chosen in the sidebar now
+        names = checkpoints.available()
+        self.session.param.checkpoint.objects = names  # the new one can be chosen in the sidebar now
         step = self.train_points[-1][0] if self.train_points else 0
         self.param.update(saved=saved, train_error="",
                           train_status=f"saved checkpoints/{saved}.safetensors at step {step:,}{note}")
@@ -361,7 +344,7 @@ class CheckpointPage(pn.viewable.Viewer):
 
     def __init__(self, **params):
         from ..downloads import download_button
-        from ..views.base import watch_presentation
+        from ..ui.base import watch_presentation
         from ..views.model_page import PAGE_CSS, loss_figure, lr_figure
 
         super().__init__(**params)
@@ -376,13 +359,13 @@ class CheckpointPage(pn.viewable.Viewer):
         self.schedule = pn.pane.Bokeh(lr_fig, sizing_mode="stretch_width")
         self.csv = download_button("Curves (CSV)", "curves.csv", lambda: _curves_csv(self.state.meta))
         self._draw()
-        watch_presentation(self.state.explorer, (self.curves_fig, self.lr_fig), (self.summary,))
+        watch_presentation(self.state.session, (self.curves_fig, self.lr_fig), (self.summary,))
 
     @param.depends("state.meta", watch=True)
     def _draw(self):
         from ..views.model_page import stored_curves_data, stored_schedule_data, summary_html
 
-        meta, name = self.state.meta, self.state.explorer.model_info.get("name", "")
+        meta, name = self.state.meta, self.state.session.model_info.get("name", "")
         if not meta:
             self.summary.object = "<i>loading a model …</i>"
             return
@@ -421,7 +404,7 @@ class TrainingPanel(pn.viewable.Viewer):
     state = param.ClassSelector(class_=ModelState)
 
     def __init__(self, **params):
-        from ..views.base import watch_presentation
+        from ..ui.base import watch_presentation
         from ..views.model_page import loss_figure, lr_figure
 
         super().__init__(**params)
@@ -444,7 +427,7 @@ class TrainingPanel(pn.viewable.Viewer):
         self._drawn = (0, 0)
         self._plan()
         self._notices()
-        watch_presentation(self.state.explorer, (fig, lr_fig), (self.status,))
+        watch_presentation(self.state.session, (fig, lr_fig), (self.status,))
 
     @param.depends("state.preset", "state.lr_schedule", "state.train_steps", watch=True)
     def _plan(self):
@@ -509,7 +492,7 @@ class ModelTab(pn.viewable.Viewer):
     state = param.ClassSelector(class_=ModelState)
 
     def __panel__(self):
-        from ..views.base import rule
+        from ..ui.base import rule
 
         intro = ("<h2>Train a small model live</h2><p>Seed 002: the masked-diffusion loss (the ELBO's "
                  "weighted masked-LM loss) falling as the model learns, under a cosine, linear or constant "

@@ -16,10 +16,14 @@ from dataclasses import dataclass
 import param
 
 from ...sampling.config import SCHEDULES, STRATEGIES
-from .. import models
-from ..jobs import Worker
-from ..sweeps import QUALITY_METRICS, cache_get, cache_put, find_judge
+from ..runtime import checkpoints
+from ..runtime.tasks import Task, TaskCancelled
+from ..runtime.cache import SWEEP_RATES as _RATE
+from ...experiments import QUALITY_METRICS
+from ..runtime.cache import SWEEPS
 from .base import TabState
+
+cache_get, cache_put = SWEEPS.get, SWEEPS.put  # key -> (table, summary), shared by every session
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +31,6 @@ SPEED_METRICS = ("tokens_per_s", "ms_per_sample")
 SIDEBAR_KNOBS = ("temperature", "top_p", "top_k", "strategy", "block_length", "remask", "length", "seed", "template")
 CALL_OVERHEAD_S = 0.0015  # fixed cost of one model call on a CPU (python, kernel launches), measured
 FLOPS_GUESS = 5e10  # CPU FLOP/s before this machine has timed a sweep of the checkpoint
-_RATE: dict = {}  # checkpoint name -> measured seconds per token per model call (from finished sweeps)
 
 
 def parse_list(text: str, kind, name: str, *, allow_none: bool = False) -> list:
@@ -102,23 +105,17 @@ def format_cost(calls: int, seconds: float) -> str:
     return f"≈ {calls:,} model calls, {time} on this machine"
 
 
-class SweepTask(param.Parameterized):
-    """One background sweep of the tab: its progress, status, notice and (table, summary) result.
-    `run` / `stop` are the buttons; `starter` is the tab's method that plans and submits it."""
+class SweepTask(Task):
+    """One background sweep of the tab (runtime.tasks.Task: progress, status, error, result), with its
+    buttons and cost estimate. `starter` is the tab's method that plans and submits it."""
 
     run = param.Event(label="Run")
     stop = param.Event(label="Stop")
-    progress = param.Integer(0, bounds=(0, 100))
-    status = param.String("")
-    error = param.String("")
     estimate = param.String("", doc="The expected cost of the next run (or 'cached')")
-    result = param.Parameter(default=None, doc="(table, summary) from explorer.experiments.sweep")
-    running = param.Boolean(False)
 
-    def __init__(self, name: str, dispatch, starter, **params):
-        super().__init__(**params)
-        self.worker, self.dispatch, self.starter, self.label = Worker(f"sweep-tab-{name}"), dispatch, starter, name
-        self._started = 0.0
+    def __init__(self, name: str, device, dispatch, starter, **params):
+        super().__init__(name, device, dispatch, **params)
+        self.starter = starter
 
     @param.depends("run", watch=True)
     def _run_clicked(self):
@@ -128,63 +125,36 @@ class SweepTask(param.Parameterized):
     def _stop_clicked(self):
         self.cancel("cancelled")
 
-    def cancel(self, why: str = "cancelled") -> None:
-        if self.running:
-            self.worker.cancel()
-            self.running, self.status = False, why
-
-    def clear(self) -> None:
-        self.cancel()
-        self.param.update(result=None, progress=0, status="", error="")
-
     def show_cached(self, key) -> bool:
         cached = cache_get(key)
         if cached is not None:
-            self.cancel()
-            self.param.update(result=cached, progress=100, running=False, status="from cache", error="")
+            self.show(cached, "from cache")
         return cached is not None
 
-    def submit(self, plan: Plan, device, *, wait: bool = False) -> None:
-        self._started = time.monotonic()
-        self.param.update(progress=0, running=True, error="", estimate="",
-                          status=f"starting ({format_cost(plan.calls, plan.seconds)}) …")
-        self.worker.submit(lambda job: self._job(job, plan, device), wait=wait)
+    def submit(self, plan: Plan, *, wait: bool = False) -> None:
+        self.estimate, self._started = "", time.monotonic()
+        self.start(lambda job, report: self._work(job, report, plan), wait=wait,
+                   status=f"starting ({format_cost(plan.calls, plan.seconds)}) …")
 
-    def _job(self, job, plan: Plan, device) -> None:
+    def _work(self, job, report, plan: Plan):
         from ...experiments import SweepCancelled, sweep
 
-        def progress(done, total):
-            self.dispatch(lambda: self._progress(job, done, total))
-
         try:
-            judge = models.load(plan.judge, device) if plan.judge else None
+            judge = checkpoints.load(plan.judge, self.worker.device) if plan.judge else None
             result = sweep(plan.model, plan.base, plan.cells, plan.n_samples, plan.base.seed, length=plan.length,
-                           template=plan.template, judge=judge, progress=progress, cancel=lambda: job.cancelled,
-                           include_ar=judge if plan.with_ar else None)
+                           template=plan.template, judge=judge,
+                           progress=lambda done, total: report(done, total, f"{done} of {total} samples"),
+                           cancel=lambda: job.cancelled, include_ar=judge if plan.with_ar else None)
         except SweepCancelled as e:
-            partial, message = _partial(e.table), f"cancelled after {e.done} of {e.total} samples"
-            return self.dispatch(lambda: self._done(job, partial, message, ""))
-        except Exception as e:  # a notice in the tab, never a traceback; the log has it
-            log.exception("%s sweep failed", self.label)
-            message = f"{self.label} failed: {e}"  # built now: `e` is unbound after the except block
-            return self.dispatch(lambda: self._done(job, None, "", message))
+            raise TaskCancelled(_partial(e.table), f"cancelled after {e.done} of {e.total} samples") from None
         cache_put(plan.key, result)
         rate = measured_rate(result[0])
         if rate:
             _RATE[plan.key[0]] = rate
-        message = f"done: {len(result[0])} samples in {time.monotonic() - self._started:.1f} s"
-        self.dispatch(lambda: self._done(job, result, message, ""))
+        return result
 
-    def _progress(self, job, done: int, total: int) -> None:
-        if self.worker.is_current(job):
-            self.param.update(progress=int(100 * done / max(total, 1)), status=f"{done} of {total} samples")
-
-    def _done(self, job, result, status: str, error: str) -> None:
-        if job is not self.worker.current:
-            return  # superseded by a newer run: its own callbacks will say how it went
-        self.param.update(running=False, status=status, error=error)
-        if result is not None:
-            self.param.update(result=result, progress=100 if status.startswith("done") else self.progress)
+    def done_status(self, result) -> str:
+        return f"done: {len(result[0])} samples in {time.monotonic() - self._started:.1f} s"
 
 
 def _partial(table):
@@ -227,10 +197,11 @@ class SweepTabState(TabState):
 
     def __init__(self, explorer, **params):
         super().__init__(explorer, **params)
-        dispatch = lambda callback: self.explorer.dispatch(callback)  # noqa: E731  read when called
-        self.main = SweepTask("sweep", dispatch, self.start_sweep)
-        self.grid = SweepTask("quality grid", dispatch, self.start_grid)
-        self.temps = SweepTask("temperature comparison", dispatch, self.start_temps)
+        dispatch = lambda callback: self.session.dispatch(callback)  # noqa: E731  read when called
+        device = explorer.device
+        self.main = SweepTask("sweep", device, dispatch, self.start_sweep)
+        self.grid = SweepTask("quality grid", device, dispatch, self.start_grid)
+        self.temps = SweepTask("temperature comparison", device, dispatch, self.start_temps)
         self._judge = None
         # the sidebar's knobs are part of every sweep's base config: new estimate, maybe a cached result
         explorer.param.watch(lambda *events: self.refresh_all(), list(SIDEBAR_KNOBS))
@@ -241,27 +212,27 @@ class SweepTabState(TabState):
     def _base(self, **overrides):
         """The sidebar's sampler knobs (top-k/p, blocks, revision, seed) with the tab's overrides; scheduled
         decoding unless a cell sets a threshold."""
-        return self.explorer.sampler_config().replace(threshold=None, **overrides)
+        return self.session.sampler_config().replace(threshold=None, **overrides)
 
     def _plan(self, vary, n: int, base, tag: str, with_ar: bool) -> Plan:
         """A validated Plan (ValueError with a readable message otherwise)."""
         from ...experiments import sweep_cells
 
-        model = self.explorer.model
+        model = self.session.model
         if model is None:
             raise ValueError("no model is loaded yet")
         if model.config.kind != "diffusion":
             raise ValueError("sweeps compare diffusion samplers: pick a diffusion checkpoint in the sidebar")
         cells = sweep_cells(base, vary)
-        canvas = self.explorer.canvas()
-        template = self.explorer.template.strip() or None
+        canvas = self.session.canvas()
+        template = self.session.template.strip() or None
         with_ar = with_ar and self._judge is not None and template is None
-        name = self.explorer.model_info.get("name")
+        name = self.session.model_info.get("name")
         path = getattr(model, "path", None)
         mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
         key = (name, mtime, tag, tuple(tuple(sorted(c.items())) for c in cells), n,
                tuple(sorted(base.to_dict().items())), canvas.length, template, self._judge, with_ar)
-        calls, seconds = expected_cost(self.explorer.model_info.get("n_params", 0), cells, n, canvas.length,
+        calls, seconds = expected_cost(self.session.model_info.get("n_params", 0), cells, n, canvas.length,
                                        with_ar, self._judge is not None, _RATE.get(name), base.steps)
         return Plan(model, cells, n, base, canvas.length, template, self._judge, with_ar, key, calls, seconds)
 
@@ -271,7 +242,7 @@ class SweepTabState(TabState):
         if not self.strategies or not self.schedules:
             raise ValueError("pick at least one strategy and one schedule")
         steps = parse_list(self.steps_grid, int, "Steps grid")
-        temps = parse_list(self.temperatures, float, "Temperatures") or [float(self.explorer.temperature)]
+        temps = parse_list(self.temperatures, float, "Temperatures") or [float(self.session.temperature)]
         thresholds = [t for t in parse_list(self.thresholds, float, "Thresholds", allow_none=True) if t is not None]
         if not steps:
             raise ValueError("Steps grid: give at least one step count, e.g. 1,2,4,8,16,32")
@@ -307,7 +278,7 @@ class SweepTabState(TabState):
             return False
         if task.show_cached(plan.key):
             return True
-        task.submit(plan, self.explorer.device, wait=wait)
+        task.submit(plan, wait=wait)
         return True
 
     def start_sweep(self, *, wait: bool = False) -> bool:
@@ -340,7 +311,7 @@ class SweepTabState(TabState):
         try:
             plan = planner()
         except ValueError as e:
-            task.param.update(estimate="", error=str(e) if self.explorer.model is not None else "")
+            task.param.update(estimate="", error=str(e) if self.session.model is not None else "")
             return
         task.error = ""
         if task.show_cached(plan.key):
@@ -357,19 +328,19 @@ class SweepTabState(TabState):
     def on_model_changed(self) -> None:
         for task in (self.main, self.grid, self.temps):
             task.clear()
-        model = self.explorer.model
-        self._judge = find_judge(model, self.explorer.param.checkpoint.objects) if model is not None else None
+        model = self.session.model
+        self._judge = checkpoints.find_judge(model, self.session.param.checkpoint.objects) if model is not None else None
         self.refresh_all()
 
     def _note(self) -> str:
-        model = self.explorer.model
+        model = self.session.model
         if model is None:
             return ""
         if model.config.kind != "diffusion":
             return "This is an AR checkpoint: the Sweep tab compares diffusion samplers. Pick a diffusion model."
         if self._judge is not None:
             return ("A template is set: the AR baseline cannot fill one and is left out."
-                    if self.include_ar and self.explorer.template.strip() else "")
+                    if self.include_ar and self.session.template.strip() else "")
         from ...experiments import sample_kind
 
         text = "" if sample_kind(model) == "patterns" else ", and text is scored without gen-PPL"
@@ -378,7 +349,7 @@ class SweepTabState(TabState):
     def on_shown(self) -> None:
         """Opening the tab (or a link to it) shows the main sweep: from the cache when these knobs were
         swept before in this server, else computed now (its cost is on the page; Stop cancels)."""
-        if self.explorer.model is not None and self.explorer.model.config.kind == "diffusion" \
+        if self.session.model is not None and self.session.model.config.kind == "diffusion" \
                 and self.main.result is None and not self.main.running:
             self.start_sweep()
 

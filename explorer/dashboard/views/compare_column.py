@@ -15,14 +15,13 @@ import html
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
-from bokeh.plotting import figure
+from bokeh.models import Range1d
 
 from ...experiments import METRIC_DIRECTION
-from ..palette import STATE_COLORS
+from ..ui.palette import STATE_COLORS
 from ..tabs.compare import MAX_COLUMNS, METRIC_LABELS, PRESETS, CompareState, differing, split_columns
-from .base import watch_presentation
-from .heatmap import LEGEND_CSS, display_glyphs, image_rows, legend_html
+from ..ui.base import watch_presentation
+from ..ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
 
 DIFF_COLOR = "#F0E442"  # Okabe-Ito yellow; differing characters are also bold and underlined
 SAME_COLOR = "#009E73"  # Okabe-Ito bluish green, double underline: agreeing characters (mostly-different texts)
@@ -38,15 +37,6 @@ table.metrics {{ border-collapse: collapse; font-size: var(--caption-size, 13px)
 table.metrics td {{ padding: 1px 10px 1px 0; }}
 .best {{ font-weight: bold; }}
 """
-HOVER_JS = """
-const L = grid.data.dw[0], n = grid.data.rows[0], x = Math.round(special_vars.x);
-const row = Math.min(n - 1, Math.max(0, Math.floor(special_vars.y * n)));
-if (x < 0 || x >= L) return "";
-const t = cells.data.token[row * L + x];
-return `position ${x}: ${t === undefined ? "" : vocab.data.glyph[t]}, step ${row} of ${n - 1}`;
-"""
-
-
 def text_html(text: str, marked: np.ndarray, fixed: np.ndarray, mark: str = "d", mask_glyph: str = "█") -> str:
     """The final text as spans: marked positions in class `mark` (d = differs, s = agrees), template
     characters underlined dotted."""
@@ -114,11 +104,9 @@ class ColumnView(pn.viewable.Viewer):
         self.editor.param.watch(self._edited, "value")
         self.remove = pn.widgets.Button(label="✕", width=40, align="end", description="Remove this column")
         self.remove.on_click(lambda event: self.tab.remove_column(self.index))
-        self.grid = ColumnDataSource({"image": [np.zeros((1, 1), np.uint32)], "x": [-0.5], "y": [0], "dw": [1],
-                                      "dh": [1], "rows": [1]})
-        self.cells = ColumnDataSource({"token": []})
-        self.vocab = ColumnDataSource({"glyph": []})
-        self.figure = self._make_figure(x_range)
+        self.heat = HeatmapFigure(progress=True, labels=False, x_range=x_range, height=300,
+                                  tools="xpan,xwheel_zoom,box_zoom,reset", name="compare-heatmap")
+        self.figure = self.heat.figure
         self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 5))
         self.text = pn.pane.HTML("", stylesheets=[TEXT_CSS], sizing_mode="stretch_width", css_classes=["compare-text"])
         self.metrics = pn.pane.HTML("", stylesheets=[TEXT_CSS], css_classes=["compare-metrics"])
@@ -146,17 +134,6 @@ class ColumnView(pn.viewable.Viewer):
         return [download_button("JSON", f"compare-{n}.json", lambda: export(trajectory_json)),
                 download_button("CSV", f"compare-{n}.csv", lambda: export(trajectory_csv))]
 
-    def _make_figure(self, x_range):
-        p = figure(height=300, sizing_mode="stretch_width", x_range=x_range, y_range=Range1d(1, 0),
-                   tools="xpan,xwheel_zoom,box_zoom,reset", active_scroll="xwheel_zoom", toolbar_location="above",
-                   x_axis_label="position", y_axis_label="progress (step / steps)", name="compare-heatmap")
-        image = p.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.grid)
-        hover = CustomJSHover(args=dict(grid=self.grid, cells=self.cells, vocab=self.vocab), code=HOVER_JS)
-        p.add_tools(HoverTool(renderers=[image], tooltips=[("", "$x{custom}")], formatters={"$x": hover}))
-        p.grid.visible = False
-        p.toolbar.logo = None
-        return p
-
     def _edited(self, event):
         specs = split_columns(self.tab.columns)
         if self.index < len(specs) and event.new.strip() != specs[self.index]:
@@ -182,7 +159,7 @@ class ColumnView(pn.viewable.Viewer):
             return
         frames, cfg = result["frames"], result["config"]
         self.title.object = f'<b>{html.escape(result["label"])}</b> <small>({html.escape(result["model"])})</small>'
-        self._draw(frames)
+        self.heat.show(frames)
         self.text.object = differences_html(result["text"], texts, self.index, frames.fixed, running)
         steps = result["traj"].n_steps if result["kind"] == "ar" else cfg.steps
         note = ("<small>gen-PPL here is judged by the model that wrote the text: low by construction</small>"
@@ -190,16 +167,8 @@ class ColumnView(pn.viewable.Viewer):
         self.metrics.object = metrics_html(result["metrics"], best, steps) + note
         self.downloads.visible = bool(self.downloads.objects)
 
-    def _draw(self, frames) -> None:
-        image = image_rows(frames, 0, frames.n_rows)
-        L = frames.length
-        self.grid.data = {"image": [image], "x": [-0.5], "y": [0], "dw": [L], "dh": [1], "rows": [frames.n_rows]}
-        self.cells.data = {"token": np.concatenate(frames.tokens).astype(np.int32)}
-        self.vocab.data = {"glyph": display_glyphs(frames.glyphs)}
-
     def _clear(self, text: bool = True) -> None:
-        self.grid.data = {"image": [np.zeros((1, 1), np.uint32)], "x": [-0.5], "y": [0], "dw": [1], "dh": [1],
-                          "rows": [1]}
+        self.heat.show(None)
         if text:
             self.text.object = ""
         self.metrics.object = ""
@@ -245,7 +214,7 @@ class CompareView(pn.viewable.Viewer):
         self._notice()
         self._results()
         cols = self.columns
-        watch_presentation(t.explorer, figures=[c.figure for c in cols],
+        watch_presentation(t.session, figures=[c.figure for c in cols],
                            panes=[self.status, self.info, self.legend, *(c.title for c in cols)],
                            text_panes=[pane for c in cols for pane in (c.text, c.metrics)])
 

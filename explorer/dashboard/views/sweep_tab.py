@@ -15,9 +15,9 @@ import param
 
 from ...experiments import METRIC_DIRECTION
 from ...plots import LABELS
-from ..palette import FONT
-from ..sweeps import pick_metric
-from .base import rule
+from ..ui.palette import FONT
+from ...experiments import pick_metric
+from ..ui.base import rule
 from ..tabs.sweep import SweepTabState, SweepTask
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class SweepTabView(pn.viewable.Viewer):
         tab.param.watch(lambda *e: self._note(), ["note"])
         tab.param.watch(lambda *e: self._draw_main(), ["x", "metric", "speed_metric"])
         tab.param.watch(lambda *e: (self._draw_grid(), self._draw_temps()), ["metric"])
-        tab.explorer.param.watch(lambda *e: self._draw_main(), ["presentation"])
+        tab.session.param.watch(lambda *e: self._draw_main(), ["presentation"])
         tab.main.param.watch(lambda *e: self._draw_main(), ["result"])
         tab.grid.param.watch(lambda *e: self._draw_grid(), ["result"])
         tab.temps.param.watch(lambda *e: self._draw_temps(), ["result"])
@@ -187,7 +187,7 @@ class SweepTabView(pn.viewable.Viewer):
         Explore tab's (legend below, presentation fonts)."""
         from ...plots import quality_speed_plot, speed_plot
 
-        tab, font = self.tab, FONT[self.tab.explorer.presentation]
+        tab, font = self.tab, FONT[self.tab.session.presentation]
         style = dict(legend_position="bottom", legend_cols=2, fontsize={
             "title": font["title"], "labels": font["plot"], "xticks": font["plot"], "yticks": font["plot"],
             "legend": font["plot"]})

@@ -9,9 +9,9 @@ import panel as pn
 import param
 from bokeh.models import Div
 
-from ..frames import CODE
-from ..palette import FONT, STATE_COLORS
-from .base import StateView, Throttle
+from ...frames import CODE
+from ...ui.palette import FONT, STATE_COLORS
+from ...ui.base import StateView, Throttle
 
 LEVELS = 5  # confidence is shown in this many tint steps: equal classes merge into one <span>
 TEXT_CSS = f"""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from .base import StateView
+from ...ui.base import StateView
 
 
 class ScrubberView(StateView):

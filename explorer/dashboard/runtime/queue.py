@@ -1,4 +1,4 @@
-"""Background work for the dashboard: worker threads, newest request wins, and one queue per device.
+"""One queue per device for every session's sampler runs, and the turns other work takes with them.
 
 The UI thread must never run the model (a 32-step run takes about a second on a CPU), so runs,
 sweeps and model loads happen on daemon threads. Results come back through a `dispatch` function
@@ -44,14 +44,18 @@ import time
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+from ... import names
+
+if TYPE_CHECKING:
+    from .tasks import Job
 
 log = logging.getLogger(__name__)
 
-Dispatch = Callable[[Callable[[], None]], None]
 MAX_BATCH = 64  # default rows per batched call (more wait for the next batch); DeviceQueue.max_batch
-PRECISIONS = ("auto", "fp32", "bf16")
 PRECISION_ENV = "MDLM_EXPLORER_PRECISION"
+PRECISIONS = names.PRECISIONS
 
 
 def precision_from_env() -> str:
@@ -62,32 +66,6 @@ def precision_from_env() -> str:
         log.warning("%s=%r is not one of %s: using fp32", PRECISION_ENV, value, PRECISIONS)
         return "fp32"
     return value
-
-
-def call_now(callback: Callable[[], None]) -> None:
-    """The dispatcher outside a server: run the callback in the calling thread."""
-    callback()
-
-
-def document_dispatcher(doc) -> Dispatch:
-    """A dispatcher that runs callbacks on `doc`'s event loop with the document lock held.
-
-    Panel's own pattern (reactive._apply_update): make `doc` current, then pn.state.execute with
-    schedule=True, which uses doc.add_next_tick_callback when the document has a live session and
-    runs the callback directly otherwise (a notebook comm)."""
-    import panel as pn
-    from panel.io.state import set_curdoc
-
-    def dispatch(callback):
-        def run():
-            # unlocked(): every model change the callback makes goes out as ONE patch message
-            # instead of one per property (a live step changes about ten).
-            with pn.io.unlocked():
-                callback()
-        with set_curdoc(doc):
-            pn.state.execute(run, schedule=True)
-
-    return dispatch
 
 
 # ---------------------------------------------------------------------------------- device turns
@@ -106,6 +84,7 @@ class DeviceTurns:
         self._depth = 0
         self._waiting = Counter()
         self._last: str | None = None
+        self._grants = 0  # turns given so far: pause() waits until the device went to someone else
 
     def _may_take(self, kind: str) -> bool:
         other = self.KINDS[1 - self.KINDS.index(kind)]
@@ -123,6 +102,7 @@ class DeviceTurns:
             finally:
                 self._waiting[kind] -= 1
             self._holder, self._depth, self._last = me, 1, kind
+            self._grants += 1
 
     def release(self) -> None:
         with self._cond:
@@ -143,125 +123,18 @@ class DeviceTurns:
         return self._waiting["run"] > 0
 
     def pause(self) -> None:
-        """From a background holder between chunks: let a waiting run batch go first, then go on."""
-        if not self.runs_waiting():  # cheap check, no lock: called after every sampler step
+        """From a background holder between chunks: let whoever waits go first (a run batch, or other
+        background work such as a checkpoint load, which would otherwise wait for a whole sweep), then
+        go on. Waits until the device was handed over, so this thread cannot take it straight back."""
+        if not (self._waiting["run"] or self._waiting["background"]):  # cheap check: after every step
             return
         with self._cond:
             if self._holder != threading.get_ident() or self._depth != 1:
                 return  # not ours, or nested: keep it (the outer level pauses)
-            self._holder = None
+            self._holder, grants = None, self._grants
             self._cond.notify_all()
+            self._cond.wait_for(lambda: self._grants != grants or not any(self._waiting.values()), timeout=5)
         self.acquire("background")
-
-
-# ---------------------------------------------------------------------------------- jobs, workers
-
-class Job:
-    """A handle on one submitted task: `cancelled` is checked by the task between steps.
-
-    For a Worker bound to a device, checking `cancelled` on the task's own thread is also where the
-    task lends the device to waiting runs (DeviceTurns.pause)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._cancel = threading.Event()
-        self.done = threading.Event()
-        self._hooks: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
-        self._turns: DeviceTurns | None = None
-        self._thread: int | None = None
-
-    @property
-    def cancelled(self) -> bool:
-        if self._turns is not None and threading.get_ident() == self._thread:
-            self._turns.pause()
-        return self._cancel.is_set()
-
-    def cancel(self) -> None:
-        with self._lock:
-            if self._cancel.is_set():
-                return
-            self._cancel.set()
-            hooks, self._hooks = self._hooks, []
-        for hook in hooks:
-            hook()
-
-    def on_cancel(self, hook: Callable[[], None]) -> None:
-        """Call `hook` when the job is cancelled (at once if it already is)."""
-        with self._lock:
-            if not self._cancel.is_set():
-                self._hooks.append(hook)
-                return
-        hook()
-
-
-class Worker:
-    """Runs one task at a time; submitting a new task cancels the one before it.
-
-    Tasks are serialised by a lock so a superseded run has left the model before the next starts
-    (it notices its cancel flag at its next step, within one model call). With `device`, tasks take
-    turns on that device with the sampler runs of every session (module docstring); `enqueue` sends
-    a sampler run to the device's queue instead of running a task here."""
-
-    def __init__(self, name: str, device=None):
-        self.name = name
-        self.device = device
-        self.current: Job | None = None
-        self._lock = threading.Lock()
-
-    def submit(self, task: Callable[[Job], None], *, wait: bool = False) -> Job:
-        """Cancel the running task, then run `task(job)`: on a daemon thread, or here if `wait`."""
-        self.cancel()
-        job = Job(self.name)
-        self.current = job
-        if wait:
-            self._run(task, job)
-        else:
-            threading.Thread(target=self._run, args=(task, job), name=f"dashboard-{self.name}",
-                             daemon=True).start()
-        return job
-
-    def enqueue(self, make_request: Callable[[Job], "SampleRequest"], *, wait: bool = False) -> Job:
-        """Cancel the current job, then queue `make_request(job)` on the device's shared queue;
-        with `wait`, return once it has finished (done, failed or stopped)."""
-        self.cancel()
-        job = Job(self.name)
-        self.current = job
-        queue = device_queue(self.device)
-        queue.submit(make_request(job))
-        if wait:
-            if queue.on_worker_thread():
-                raise RuntimeError("start_run(wait=True) from the device worker itself would wait forever")
-            job.done.wait()
-        return job
-
-    def _run(self, task, job: Job) -> None:
-        with self._lock:
-            try:
-                if not job.cancelled:
-                    if self.device is None:
-                        task(job)
-                    else:
-                        self._run_on_device(task, job)
-            finally:
-                job.done.set()
-
-    def _run_on_device(self, task, job: Job) -> None:
-        queue = device_queue(self.device)
-        turns = queue.turns
-        with turns.turn("background"), queue.autocast():  # the device's precision, as its runs
-            job._turns, job._thread = turns, threading.get_ident()
-            try:
-                task(job)
-            finally:
-                job._turns = None
-
-    def cancel(self) -> None:
-        if self.current is not None:
-            self.current.cancel()
-
-    def is_current(self, job: Job) -> bool:
-        return job is self.current and not job.cancelled
 
 
 # ---------------------------------------------------------------------------------- the run queue
@@ -275,7 +148,7 @@ class SampleRequest:
     (dropped from the queue or stopped mid-run); on_failed(exception). Exactly one of the last
     three is called, then `job.done` is set."""
 
-    job: Job
+    job: "Job"  # runtime.tasks.Job
     model: object
     config: object  # SamplerConfig
     length: int
@@ -381,7 +254,7 @@ class DeviceQueue:
         Takes effect from the next batch."""
         import torch
 
-        from ..devices import autocast_dtype
+        from ...devices import autocast_dtype
 
         self.precision = precision
         self.dtype = autocast_dtype(torch.device(self.name), precision)  # None: plain fp32
@@ -482,7 +355,7 @@ _malloc_trim = None  # libc's malloc_trim once looked up; False where there is n
 
 def run_batch(batch: list[SampleRequest], stats: QueueStats | None = None) -> None:
     """Run `batch` (compatible requests) as one sampler call and hand each request its own row."""
-    from ..sampling import SamplingCancelled
+    from ...sampling import SamplingCancelled
 
     for r in batch:
         if r.job.cancelled:  # cancelled between leaving the queue and now
@@ -513,7 +386,7 @@ def _sample_rows(batch: list[SampleRequest]) -> list:
     """One sampler call for the batch; each request's Trajectory exactly as its solo run returns it."""
     import torch
 
-    from ..sampling import sample, sample_any
+    from ...sampling import sample, sample_any
 
     first = batch[0]
     args = dict(length=first.length, template=first.template, on_step=_fan_out(batch))

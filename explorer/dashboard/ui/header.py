@@ -6,7 +6,7 @@ import html
 import panel as pn
 import param
 
-from ..palette import FONT
+from .palette import FONT
 from .base import StateView
 
 

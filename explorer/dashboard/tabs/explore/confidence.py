@@ -9,10 +9,10 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
-from ..palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED
-from ..state import CONFIDENCE_VIEWS
-from .base import StateView, Throttle, apply_fonts
-from .heatmap import display_glyphs
+from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED
+from ...state import CONFIDENCE_VIEWS
+from ...ui.base import StateView, Throttle, apply_fonts
+from ...ui.heatmap import display_glyphs
 
 TOOLTIPS = [("position", "@x"), ("value", "@top{0.000}"), ("confidence", "@conf{0.000}"),
             ("proposal", "@proposal{custom}"), ("committed (1 = yes)", "@done")]

@@ -1,4 +1,5 @@
-"""Trajectory heatmap: step (rows) x position (columns), filled live while the sampler runs.
+"""The one trajectory heatmap, step (rows) x position (columns): live in Explore, per column in Compare,
+standalone in the downloads (HeatmapFigure).
 
 Drawn as one RGBA image whose rows are patched in as steps arrive: the browser repaints a single
 bitmap per step (8k rect glyphs cost it ~40 ms a step; an invisible text glyph over all cells ~250
@@ -8,14 +9,12 @@ hover and the zoomed-in character labels read in the browser. Only new rows are 
 from __future__ import annotations
 
 import numpy as np
-import panel as pn
-import param
-from bokeh.models import BoxAnnotation, ColumnDataSource, CustomJS, CustomJSHover, HoverTool, Range1d
+from bokeh.models import (BoxAnnotation, ColumnDataSource, CustomJS, CustomJSHover, HoverTool, Legend, LegendItem,
+                          Range1d)
 from bokeh.plotting import figure
 
-from ..frames import CODE
-from ..palette import DARK_CONF, STATE_COLORS, STATE_LABELS, STATE_MARK, STATES, confidence_alpha
-from .base import StateView, apply_fonts
+from ..frames import CODE, Frames, glyph_table
+from .palette import DARK_CONF, STATE_COLORS, STATE_LABELS, STATE_MARK, STATES, confidence_alpha
 
 CELL_COLUMNS = ("x", "y", "state", "token", "proposal", "committed_at", "conf", "score")
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible in cells and tooltips
@@ -25,9 +24,10 @@ _JS_STATES = "const STATES = " + repr(list(STATES)) + ";\n"
 # Hover: the image only knows pixels, so each line looks its cell up in the cells source (row-major:
 # cell index = step * L + position, since rows are streamed in order, L cells each).
 HOVER_LOOKUP = _JS_STATES + """
-const L = grid.data.dw[0], x = Math.round(special_vars.x), y = Math.round(special_vars.y), i = y * L + x;
+const L = grid.data.dw[0], R = grid.data.rows[0], x = Math.round(special_vars.x);
+const y = Math.round((special_vars.y - grid.data.y[0]) * R / grid.data.dh[0] - 0.5), i = y * L + x;
 const d = cells.data, g = vocab.data.glyph;
-if (x < 0 || x >= L || y < 0 || i >= d.x.length) return "";
+if (x < 0 || x >= L || y < 0 || y >= R || i >= d.x.length) return "";
 const f = v => (v === null || Number.isNaN(v)) ? "–" : v.toFixed(3);
 """
 TOOLTIPS = [("position", "$x{custom}"), ("step", "$y{custom}"), ("score, confidence", "$sx{custom}"),
@@ -103,109 +103,132 @@ LEGEND_CSS = """
 """
 
 
-class HeatmapView(StateView):
-    """The live trajectory heatmap, its colour key and the selected-step marker."""
+class HeatmapFigure:
+    """A step x position heatmap and its sources; what every heatmap of the dashboard is drawn with.
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    `progress=True` puts row k of R at height k / R (Compare: runs of different step counts side by
+    side at one height); otherwise one unit per row (Explore, downloads). Rows are sent as they come
+    (`start` sizes a blank bitmap, `append` sends the rows the browser has not seen) or all at once
+    (`show`). `labels` draws the characters in cells once zoomed in; `marker` outlines one row."""
+
+    def __init__(self, *, progress: bool = False, labels: bool = True, marker: bool = False, x_range=None,
+                 **figure_args):
+        self.progress = progress
         self.cells = ColumnDataSource({c: [] for c in CELL_COLUMNS}, name="trajectory-cells")
-        self.grid = ColumnDataSource({"image": [np.zeros((1, 1), np.uint32)], "x": [-0.5], "y": [-0.5],
-                                      "dw": [1], "dh": [1]}, name="trajectory-image")
+        self.grid = ColumnDataSource(self._placement(np.zeros((1, 1), np.uint32)), name="trajectory-image")
         self.marks = ColumnDataSource({"x": [], "y": []}, name="remasked-marks")
         self.vocab = ColumnDataSource({"glyph": []}, name="vocab")  # token id -> shown character
         self.labels = ColumnDataSource({"x": [], "y": [], "glyph": [], "ink": []}, syncable=False)
-        self.figure = self._make_figure()
-        self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", min_height=260)
-        self.legend = pn.pane.HTML(legend_html(), stylesheets=[LEGEND_CSS], sizing_mode="stretch_width",
-                                   margin=(0, 10))
+        self.figure = self._make_figure(x_range or Range1d(-0.5, 255.5), labels, figure_args)
+        self.marker = None
+        if marker:
+            self.marker = BoxAnnotation(top=-0.5, bottom=0.5, fill_alpha=0.0, line_color="#000000",
+                                        line_width=2, line_alpha=0.9)
+            self.figure.add_layout(self.marker)
         self._image = np.zeros((1, 1), np.uint32)  # the full bitmap, kept to regrow it if needed
-        self._shown = 0
-        self._redraw()
-        self._fonts()
+        self.shown = 0  # rows the browser has
 
-    def _make_figure(self):
-        p = figure(height=400, sizing_mode="stretch_width", x_range=Range1d(-0.5, 255.5),
-                   y_range=Range1d(32.5, -0.5), tools="xpan,xwheel_zoom,box_zoom,reset,save",
-                   active_scroll="xwheel_zoom", toolbar_location="above", title="Trajectory: step × position",
-                   x_axis_label="position", y_axis_label="step", name="heatmap")
+    def _placement(self, image: np.ndarray) -> dict:
+        rows, length = image.shape
+        if self.progress:
+            return {"image": [image], "x": [-0.5], "y": [0.0], "dw": [length], "dh": [1.0], "rows": [rows]}
+        return {"image": [image], "x": [-0.5], "y": [-0.5], "dw": [length], "dh": [rows], "rows": [rows]}
+
+    def _make_figure(self, x_range, labels: bool, args: dict):
+        args = {"height": 400, "sizing_mode": "stretch_width", "tools": "xpan,xwheel_zoom,box_zoom,reset,save",
+                "active_scroll": "xwheel_zoom", "toolbar_location": "above", "x_axis_label": "position",
+                "y_axis_label": "progress (step / steps)" if self.progress else "step", **args}
+        p = figure(x_range=x_range, y_range=Range1d(1, 0) if self.progress else Range1d(32.5, -0.5), **args)
         image = p.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.grid)
         p.scatter("x", "y", source=self.marks, marker="x", size=7, line_color="#ffffff", line_width=1.5)
-        p.text("x", "y", text="glyph", source=self.labels, text_align="center", text_baseline="middle",
-               text_color="ink", text_font_size="10px")
         args = dict(cells=self.cells, grid=self.grid, vocab=self.vocab)
-        formatters = {k: CustomJSHover(args=args, code=HOVER_LOOKUP + v)
-                      for k, v in FORMATTERS.items()}
+        formatters = {k: CustomJSHover(args=args, code=HOVER_LOOKUP + v) for k, v in FORMATTERS.items()}
         p.add_tools(HoverTool(renderers=[image], tooltips=TOOLTIPS, formatters=formatters))
         p.grid.visible = False
         p.toolbar.logo = None
-        self.marker = BoxAnnotation(top=-0.5, bottom=0.5, fill_alpha=0.0, line_color="#000000",
-                                    line_width=2, line_alpha=0.9)
-        p.add_layout(self.marker)
-        fit = CustomJS(args=dict(p=p, cells=self.cells, labels=self.labels, vocab=self.vocab), code=FIT_LABELS)
-        for model, attr in ((p.x_range, "start"), (p.x_range, "end"), (p.y_range, "start"), (p.y_range, "end"),
-                            (p, "inner_width"), (p, "inner_height"), (self.cells, "streaming"),
-                            (self.cells, "data")):
-            model.js_on_change(attr, fit)
+        if labels and not self.progress:  # (progress rows are too thin to hold a character)
+            p.text("x", "y", text="glyph", source=self.labels, text_align="center", text_baseline="middle",
+                   text_color="ink", text_font_size="10px")
+            fit = CustomJS(args=dict(p=p, cells=self.cells, labels=self.labels, vocab=self.vocab), code=FIT_LABELS)
+            for model, attr in ((p.x_range, "start"), (p.x_range, "end"), (p.y_range, "start"),
+                                (p.y_range, "end"), (p, "inner_width"), (p, "inner_height"),
+                                (self.cells, "streaming"), (self.cells, "data")):
+                model.js_on_change(attr, fit)
         return p
 
-    @param.depends("state.run_id", watch=True)
-    def _redraw(self):
-        """A new run: a blank bitmap sized for the steps it will take, and no cells."""
-        frames = self.state.frames
-        self._shown = 0
+    def start(self, frames, rows: int | None = None) -> None:
+        """A blank bitmap sized for `rows` rows (default: the rows the run is expected to make), no cells."""
+        self.shown = 0
         self.cells.data = {c: [] for c in CELL_COLUMNS}
         self.marks.data = {"x": [], "y": []}
         if frames is None:
-            return self.push(self.pane)
+            self._set_image(np.zeros((1, 1), np.uint32))
+            return
         glyphs = display_glyphs(frames.glyphs)
         if glyphs != self.vocab.data["glyph"]:  # a new model: its alphabet, sent once
             self.vocab.data = {"glyph": glyphs}
-        rows = max(frames.expected_rows, frames.n_rows)
+        rows = rows or max(frames.expected_rows, frames.n_rows)
         self._set_image(np.zeros((rows, frames.length), np.uint32))  # transparent until drawn
-        self.figure.x_range.update(start=-0.5, end=frames.length - 0.5)
-        self.figure.y_range.update(start=rows - 0.5, end=-0.5)
-        self._append()
+        if not self.progress:  # (Compare's columns share one x range, set by the tab)
+            self.figure.x_range.update(start=-0.5, end=frames.length - 0.5)
+            self.figure.y_range.update(start=rows - 0.5, end=-0.5)
 
     def _set_image(self, image: np.ndarray) -> None:
         self._image = image
-        rows, length = image.shape
-        self.grid.data = {"image": [image], "x": [-0.5], "y": [-0.5], "dw": [length], "dh": [rows]}
+        self.grid.data = self._placement(image)
 
-    @param.depends("state.n_rows", watch=True)
-    def _append(self):
+    def append(self, frames) -> None:
         """Send only the rows the browser has not seen yet: pixels, cell data, revision marks."""
-        frames = self.state.frames
-        if frames is None or frames.n_rows <= self._shown:
+        if frames is None or frames.n_rows <= self.shown:
             return
-        start, stop = self._shown, frames.n_rows
+        start, stop = self.shown, frames.n_rows
         pixels = image_rows(frames, start, stop)  # (R, L)
         if stop > self._image.shape[0]:  # threshold decoding outgrew the estimate: regrow the bitmap
             grown = np.zeros((stop, frames.length), np.uint32)
             grown[:start] = self._image[:start]
             grown[start:stop] = pixels
             self._set_image(grown)
-            self.figure.y_range.start = stop - 0.5
+            if not self.progress:
+                self.figure.y_range.start = stop - 0.5
         else:
             self._image[start:stop] = pixels
             self.grid.patch({"image": [((0, slice(start, stop), slice(0, frames.length)), pixels.ravel())]})
         self.cells.stream(cell_columns(frames, start, stop))
         re_y, re_x = np.nonzero(np.stack(frames.state[start:stop]) == CODE["remasked"])
         if len(re_x):
-            self.marks.stream({"x": re_x, "y": re_y + start})
-        self._shown = stop
-        self.push(self.pane)
+            y = re_y + start
+            self.marks.stream({"x": re_x, "y": (y + 0.5) / stop if self.progress else y})
+        self.shown = stop
 
-    @param.depends("state.step", "state.running", "state.n_rows", watch=True)
-    def _mark_step(self):
-        k = self.state.shown_step
-        self.marker.update(top=k - 0.5, bottom=k + 0.5)
-        self.push(self.pane)
+    def show(self, frames) -> None:
+        """A whole run at once (a finished run: Compare's columns, the downloads)."""
+        self.start(frames, frames.n_rows if frames is not None else None)
+        self.append(frames)
 
-    @param.depends("state.presentation", watch=True)
-    def _fonts(self):
-        size = apply_fonts(self.figure, self.state.presentation)
-        self.legend.styles = {"font-size": size["base"]}
-        self.push(self.pane)
+    def mark(self, row: int) -> None:
+        if self.marker is not None:
+            self.marker.update(top=row - 0.5, bottom=row + 0.5)
 
-    def __panel__(self):
-        return pn.Column(self.pane, self.legend, sizing_mode="stretch_width", css_classes=["heatmap-view"])
+
+def heatmap_figure(traj, tokenizer, toolbar: bool = True, title: str = "Trajectory: step × position"):
+    """A standalone heatmap of a finished run (batch row 0) for the downloads: the same figure as the
+    live one, sized to the run, with the colour key as a Bokeh legend so a PNG explains itself."""
+    frames = Frames.from_trajectory(traj, glyph_table(tokenizer))
+    rows, length = frames.n_rows, frames.length
+    heat = HeatmapFigure(labels=False, title=f"{title} (paler = less confident)", sizing_mode="fixed",
+                         width=int(np.clip(length * 4, 500, 1200)) + 190, height=int(np.clip(rows * 10, 300, 800)),
+                         toolbar_location="above" if toolbar else None)
+    heat.show(frames)
+    _state_key(heat.figure)
+    return heat.figure
+
+
+def _state_key(p) -> None:
+    """The colour key as a Bokeh legend (one glyph each, far outside the fixed ranges: Bokeh draws
+    no legend swatch for an empty renderer)."""
+    items = []
+    for s in STATES:
+        marker = "square_x" if s in STATE_MARK else "square"
+        r = p.scatter([-1e6], [-1e6], marker=marker, size=12, fill_color=STATE_COLORS[s], line_color="#888888")
+        items.append(LegendItem(label=STATE_LABELS[s], renderers=[r]))
+    p.add_layout(Legend(items=items, location="top_left", title="cell"), "right")

@@ -7,55 +7,13 @@ so making it on a worker thread never touches the session's document.
 """
 from __future__ import annotations
 
-import numpy as np
 import panel as pn
 import param
-from bokeh.models import CustomJSHover, HoverTool
-from bokeh.plotting import figure
 
-from .. import downloads
-from ..frames import CODE, Frames, glyph_table
-from ..sweeps import pick_metric
-from .base import StateView
-from ..palette import STATE_COLORS, STATE_LABELS, STATE_MARK, STATES
-from .heatmap import FORMATTERS, HOVER_LOOKUP, TOOLTIPS, cell_columns, display_glyphs, image_rows
-
-
-def heatmap_figure(traj, tokenizer, toolbar: bool = True, title: str = "Trajectory: step × position"):
-    """A standalone step × position heatmap of a finished run (batch row 0), drawn like the live one:
-    the same cell colours (heatmap.image_rows), the same hover, and the colour key as a legend."""
-    from bokeh.models import ColumnDataSource
-
-    frames = Frames.from_trajectory(traj, glyph_table(tokenizer))
-    rows, length = frames.n_rows, frames.length
-    p = figure(title=f"{title} (paler = less confident)", width=int(np.clip(length * 4, 500, 1200)) + 190,
-               height=int(np.clip(rows * 10, 300, 800)), x_range=(-0.5, length - 0.5), y_range=(rows - 0.5, -0.5),
-               x_axis_label="position", y_axis_label="step", tools="xpan,xwheel_zoom,box_zoom,reset,save",
-               toolbar_location="above" if toolbar else None)
-    image = p.image_rgba(image=[image_rows(frames, 0, rows)], x=-0.5, y=-0.5, dw=length, dh=rows)
-    args = dict(cells=ColumnDataSource(cell_columns(frames, 0)), grid=ColumnDataSource({"dw": [length]}),
-                vocab=ColumnDataSource({"glyph": display_glyphs(frames.glyphs)}))
-    formatters = {k: CustomJSHover(args=args, code=HOVER_LOOKUP + v) for k, v in FORMATTERS.items()}
-    p.add_tools(HoverTool(renderers=[image], tooltips=TOOLTIPS, formatters=formatters))
-    re_y, re_x = np.nonzero(np.stack(frames.state) == CODE["remasked"])  # revisions: marked, not only tinted
-    p.scatter(re_x, re_y, marker="x", size=7, line_color="#ffffff", line_width=1.5)
-    _state_key(p)
-    p.grid.visible = False
-    p.toolbar.logo = None
-    return p
-
-
-def _state_key(p) -> None:
-    """The heatmap's colour key as a bokeh legend (one glyph each, far outside the fixed ranges: bokeh
-    draws no legend swatch for an empty renderer), so the PNG and HTML explain their colours."""
-    from bokeh.models import Legend, LegendItem
-
-    items = []
-    for s in STATES:
-        marker = "square_x" if s in STATE_MARK else "square"
-        r = p.scatter([-1e6], [-1e6], marker=marker, size=12, fill_color=STATE_COLORS[s], line_color="#888888")
-        items.append(LegendItem(label=STATE_LABELS[s], renderers=[r]))
-    p.add_layout(Legend(items=items, location="top_left", title="cell"), "right")
+from ... import downloads
+from ....experiments import pick_metric
+from ...ui.base import StateView
+from ...ui.heatmap import heatmap_figure
 
 
 class DownloadsView(StateView):
@@ -103,7 +61,7 @@ class DownloadsView(StateView):
         return result
 
     def _quality_plot(self):
-        from ...plots import quality_speed_plot
+        from ....plots import quality_speed_plot
 
         summary = self._sweep()[1]
         metric = pick_metric(summary, self.state.sweep_metric)

@@ -6,7 +6,7 @@ import time
 import panel as pn
 import param
 
-from ..palette import FONT
+from .palette import FONT
 from ..state import ExplorerState
 
 

@@ -9,9 +9,9 @@ import logging
 import panel as pn
 import param
 
-from ..palette import FONT
-from ..sweeps import pick_metric
-from .base import StateView
+from ...ui.palette import FONT
+from ....experiments import pick_metric
+from ...ui.base import StateView
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     dashboard: stretched to the column, legend below, hover on every curve, the presentation fonts."""
     import holoviews as hv
 
-    from ...plots import quality_speed_plot
+    from ....plots import quality_speed_plot
 
     font = FONT[presentation]
     plot = quality_speed_plot(summary, metric, x=x, height=380)  # width=None: responsive

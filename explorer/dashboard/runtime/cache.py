@@ -1,5 +1,6 @@
 """A bounded, thread-safe result cache shared by every session of a server process (least recently
-used entries go first), for results that cost model calls: sweeps, Inspect's curves and predictions."""
+used entries go first), for results that cost model calls; and the process's named caches, so every
+cache of the dashboard is here (runtime/ is the only place with process-wide state)."""
 from __future__ import annotations
 
 import threading
@@ -25,3 +26,11 @@ class SharedCache:
             self._items[key] = value
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
+
+
+SWEEPS = SharedCache(64)  # quality sweeps (Explore's quality vs steps, the Sweep tab): key -> (table, summary)
+INSPECT = SharedCache(256)  # Inspect's predictions and curves: (kind, model key, ...) -> result
+MEAN_CONFIDENCE = SharedCache(64)  # (model key, t, length) -> per-position confidence table
+SWEEP_RATES: dict = {}  # checkpoint name -> measured seconds per token per model call (cost estimates)
+TRAINING_NAMES: set[str] = set()  # checkpoint names being trained right now by any session of this process
+TRAINING_LOCK = threading.Lock()

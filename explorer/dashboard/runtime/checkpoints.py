@@ -1,4 +1,5 @@
-"""Models for the dashboard: loaded once per process, described for the header, validation data.
+"""Checkpoints for the dashboard: listed, loaded once per process, described for the header, their AR
+judge found, and their held-out data (the one path for it).
 
 Only plain names inside checkpoints/ are ever opened (allow_paths=False). A checkpoint that is still
 being trained is re-saved periodically, so the cache key includes the file's modification time:
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 
-from ..checkpoint import list_checkpoints, load_checkpoint, resolve_checkpoint
+from ...checkpoint import list_checkpoints, load_checkpoint, read_metadata, resolve_checkpoint
 
 _CACHE: dict[tuple, object] = {}
 _VAL_CACHE: dict[tuple, object] = {}
@@ -70,28 +71,51 @@ def describe(model, name: str) -> dict:
 
 
 def validation_tokens(model, length: int, n: int = 64):
-    """(N, length) held-out tokens of the corpus the checkpoint was trained on (its 10% split).
+    """(N, length) held-out tokens of the corpus the checkpoint was trained on (its 10% split), through
+    the project's one held-out path (data.corpus.checkpoint_corpus: same sha256 as trained on), never
+    downloading: a served dashboard fetches nothing. Raises ValueError with what is missing."""
+    from ...data.corpus import CorpusError, checkpoint_corpus
 
-    Rebuilt from the training config stored in the checkpoint; a text corpus needs its file (the
-    path in the metadata, or the cached Tiny Shakespeare). Raises ValueError with what is missing."""
-    from ..data.corpus import CorpusError, PatternCorpus, load_corpus
-
-    meta = getattr(model, "meta", {}) or {}
-    cfg = meta.get("train_config") or {}
     key = (str(getattr(model, "path", id(model))), length, n)
     with _LOCK:
         if key in _VAL_CACHE:
             return _VAL_CACHE[key]
     try:
-        if cfg.get("corpus") == "patterns":
-            corpus = PatternCorpus(seq_len=length)
-        else:
-            corpus = load_corpus(cfg.get("corpus", "shakespeare"), data=cfg.get("data"))
-        if list(corpus.tokenizer.chars) != list(model.tokenizer.chars):
-            raise CorpusError("the corpus found has other characters than the model was trained on")
+        meta = getattr(model, "meta", None) or {}
+        corpus = checkpoint_corpus(meta, model.tokenizer, length, download=False)
         tokens = corpus.val_tensor(length, n)
     except (CorpusError, OSError) as e:
         raise ValueError(f"no validation data for this checkpoint: {e}") from e
     with _LOCK:
         _VAL_CACHE[key] = tokens
     return tokens
+
+
+def find_judge(model, names: list[str]):
+    """An AR checkpoint with the model's alphabet to score text (gen-PPL) and act as the AR baseline."""
+    base = getattr(getattr(model, "path", None), "stem", "")
+    ordered = sorted(names, key=lambda n: (n != f"{base}-ar", not n.endswith("-ar"), n))
+    for name in ordered:
+        try:
+            meta = read_metadata(resolve_checkpoint(name, allow_paths=False))
+        except ValueError:
+            continue
+        if meta["model_config"].get("kind") == "ar" and meta["tokenizer"] == model.tokenizer.to_dict():
+            return name
+    return None
+
+
+def local_shakespeare():
+    """A verified Tiny Shakespeare on this server: the download cache, or the file a listed checkpoint
+    was trained on. Never downloads (the server may be offline)."""
+    from ...data.corpus import local_shakespeare as find
+
+    recorded = []
+    for name in available():
+        try:
+            data = (read_metadata(resolve_checkpoint(name, allow_paths=False)).get("train_config") or {}).get("data")
+        except ValueError:
+            continue
+        if data:
+            recorded.append(data)
+    return find(extra=recorded)

@@ -1,0 +1,34 @@
+"""Handing results from worker threads to a session's UI thread: in a served session a callback is
+scheduled on the Bokeh document's event loop (where Bokeh models may be changed safely); in scripts and
+tests it is simply called."""
+from __future__ import annotations
+
+from typing import Callable
+
+Dispatch = Callable[[Callable[[], None]], None]
+
+
+def call_now(callback: Callable[[], None]) -> None:
+    """The dispatcher outside a server: run the callback in the calling thread."""
+    callback()
+
+
+def document_dispatcher(doc) -> Dispatch:
+    """A dispatcher that runs callbacks on `doc`'s event loop with the document lock held.
+
+    Panel's own pattern (reactive._apply_update): make `doc` current, then pn.state.execute with
+    schedule=True, which uses doc.add_next_tick_callback when the document has a live session and
+    runs the callback directly otherwise (a notebook comm)."""
+    import panel as pn
+    from panel.io.state import set_curdoc
+
+    def dispatch(callback):
+        def run():
+            # unlocked(): every model change the callback makes goes out as ONE patch message
+            # instead of one per property (a live step changes about ten).
+            with pn.io.unlocked():
+                callback()
+        with set_curdoc(doc):
+            pn.state.execute(run, schedule=True)
+
+    return dispatch

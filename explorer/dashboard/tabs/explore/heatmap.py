@@ -1,0 +1,52 @@
+"""Explore's live trajectory heatmap: the session's run drawn row by row as the sampler takes steps.
+
+One RGBA image (ui/heatmap.HeatmapFigure) whose rows are patched in as steps arrive: the browser
+repaints a single bitmap per step (8k rect glyphs cost it ~40 ms a step; an invisible text glyph
+over all cells ~250 ms). Only new rows are ever sent.
+"""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from ...ui.base import StateView, apply_fonts
+from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
+
+
+class HeatmapView(StateView):
+    """The live trajectory heatmap, its colour key and the selected-step marker."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.heat = HeatmapFigure(marker=True, title="Trajectory: step × position", name="heatmap")
+        self.figure = self.heat.figure
+        self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", min_height=260)
+        self.legend = pn.pane.HTML(legend_html(), stylesheets=[LEGEND_CSS], sizing_mode="stretch_width",
+                                   margin=(0, 10))
+        self._redraw()
+        self._fonts()
+
+    @param.depends("state.run_id", watch=True)
+    def _redraw(self):
+        """A new run: a blank bitmap sized for the steps it will take, and no cells."""
+        self.heat.start(self.state.frames)
+        self._append()
+
+    @param.depends("state.n_rows", watch=True)
+    def _append(self):
+        self.heat.append(self.state.frames)
+        self.push(self.pane)
+
+    @param.depends("state.step", "state.running", "state.n_rows", watch=True)
+    def _mark_step(self):
+        self.heat.mark(self.state.shown_step)
+        self.push(self.pane)
+
+    @param.depends("state.presentation", watch=True)
+    def _fonts(self):
+        size = apply_fonts(self.figure, self.state.presentation)
+        self.legend.styles = {"font-size": size["base"]}
+        self.push(self.pane)
+
+    def __panel__(self):
+        return pn.Column(self.pane, self.legend, sizing_mode="stretch_width", css_classes=["heatmap-view"])

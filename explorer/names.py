@@ -1,0 +1,14 @@
+"""Every list of valid names in one place: the CLI's choices, the configs' checks and the dashboard's
+selectors all read these (a leaf module: importing it loads nothing, so `--help` stays fast)."""
+from __future__ import annotations
+
+KINDS = ("diffusion", "ar")  # bidirectional denoiser, causal baseline
+TIME_CONDITIONING = ("none", "adaln")
+WEIGHTINGS = ("uniform", "elbo")  # diffusion loss: mean masked CE, or the 1/t-weighted ELBO
+LR_SCHEDULES = ("cosine", "linear", "constant")
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "fp32", "bf16")
+# The sampler's registries (sampling/strategies.py, sampling/schedules.py) are keyed by exactly these
+# names; they check it when imported, so a name cannot be offered here that the sampler cannot build.
+STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
+SCHEDULES = ("seed", "linear", "cosine")

@@ -1,0 +1,181 @@
+"""Packed model calls: many sampler runs advanced together, their pending model calls served by shared ones.
+
+    trajs = sample_many(model, [{"config": SamplerConfig(steps=s), "batch_size": 30, "record": False}
+                                for s in (1, 8, 32)])
+
+Each run is sampler.sample_steps, the same code sample() drives, keeping its own generator(s),
+schedule, strategy and step count. In every round each unfinished run is advanced to its next model
+call; the calls of the round are then served together, and each run gets back exactly the logits a
+call of its own would have given, so every run returns what sample() returns for it (timings aside):
+  - a call whose rows are all one canvas (every run's first step: all [MASK], or one template) is
+    computed as one row, as call_model does, and runs asking for the same canvas share that one row;
+  - identical calls of different runs (same canvas rows, same t) are computed once: runs whose knobs
+    lead to the same commits, with the same random numbers, ask the same calls until they diverge;
+  - calls of at least MIN_PACK_ROWS rows and one canvas length are concatenated into calls of about
+    `tokens_per_call` tokens (never splitting a call) and the logits split back;
+  - calls of fewer rows go through the model alone, as they would in their own run.
+Why the threshold: a row's logits must not depend on which rows share its call. On the CPU (fp32) they
+do not, except where a matmul has few rows: the sgemm used here computes those with another kernel
+that rounds differently (measured: fewer than 2 to 15 rows, the more the wider the layer, 32 to 512;
+an adaLN time embedding is such a (B, C) matmul). From 16 rows on, every row came out the same whatever
+shared its call. Other devices' kernels are not checked: there a packed row may differ in the last bit.
+
+Timing: a run's seconds are its own steps' wall time plus, for each shared model call, the call's wall
+time times its share of the call's rows (sampler.RunClock). So the runs of one sample_many add up to
+its wall time; a run's seconds are its cost inside the pack, not the time it would take alone.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+from .recorder import SamplingCancelled
+from .sampler import ModelCall, eval_mode, sample_steps
+from .trajectory import Trajectory
+
+MIN_PACK_ROWS = 16  # calls with fewer rows are computed alone (module docstring)
+TOKENS_PER_CALL = 4096  # rows x length per shared call: measured best here (patterns, 1 thread); larger calls fall out of L2
+TOKENS_IN_FLIGHT = 1 << 18  # rows x length of the runs under way (their logits stay in memory)
+
+
+@dataclass
+class _Unit:
+    """One model call; it serves groups of identical runs' calls, computing each group's first once."""
+
+    groups: list[list[ModelCall]] = field(default_factory=list)
+    one_row: bool = False  # the group's rows are all one canvas: computed as one row (call_model)
+
+    @property
+    def tokens(self) -> int:
+        return sum(g[0].x.numel() for g in self.groups)
+
+
+def _one_canvas(call: ModelCall) -> bool:
+    x = call.x
+    return x.shape[0] == 1 or bool((x == x[:1]).all())
+
+
+def _bytes(t: torch.Tensor) -> bytes:
+    return t.cpu().numpy().tobytes()
+
+
+def _groups(calls: list[ModelCall]) -> list[tuple[bool, list[ModelCall]]]:
+    """Identical calls grouped, in first-seen order, with whether the group is one canvas. A one-canvas
+    call is keyed by that canvas whatever its row count; runs that share knobs up to a point (with
+    seed 000's schedule, 24 and 32 steps on a 24-long canvas commit one position a step) ask the same."""
+    groups: dict[tuple, tuple[bool, list[ModelCall]]] = {}
+    for call in calls:
+        one = _one_canvas(call)
+        key = (one, call.x.shape[1], _bytes(call.x[:1] if one else call.x), _bytes(call.t[:1] if one else call.t))
+        groups.setdefault(key, (one, []))[1].append(call)
+    return list(groups.values())
+
+
+def _units(calls: list[ModelCall], tokens_per_call: int) -> list[_Unit]:
+    """The model calls that serve `calls`: identical ones computed once, wide ones packed by length."""
+    wide: dict[int, list[list[ModelCall]]] = {}
+    units = []
+    for one, group in _groups(calls):
+        if one or group[0].x.shape[0] < MIN_PACK_ROWS:
+            units.append(_Unit([group], one_row=one))
+        else:
+            wide.setdefault(group[0].x.shape[1], []).append(group)
+    for groups in wide.values():
+        unit = _Unit()
+        for group in groups:
+            if unit.groups and unit.tokens + group[0].x.numel() > tokens_per_call:
+                units.append(unit)
+                unit = _Unit()
+            unit.groups.append(group)
+        units.append(unit)
+    return units
+
+
+def _serve(model, unit: _Unit) -> None:
+    """Fill every call of the unit with its logits, and charge it the unit's time by its share of rows."""
+    start = time.perf_counter()
+    firsts = [g[0] for g in unit.groups]
+    if unit.one_row:
+        out = model(firsts[0].x[:1], firsts[0].t[:1])  # (1, L, V)
+        parts = [out]
+    else:
+        out = model(torch.cat([c.x for c in firsts]), torch.cat([c.t for c in firsts]))  # (sum B, L, V)
+        parts = out.split([c.x.shape[0] for c in firsts])  # (B, L, V) each
+    calls = [c for g in unit.groups for c in g]
+    for group, part in zip(unit.groups, parts):
+        for call in group:
+            call.logits = part.expand(call.x.shape[0], -1, -1)  # (B, L, V); a view, never written to
+    seconds = time.perf_counter() - start
+    rows = sum(c.x.shape[0] for c in calls)
+    for call in calls:
+        call.seconds = seconds * call.x.shape[0] / rows
+
+
+class _Pack:
+    """The runs under way: each one's generator and its pending model call."""
+
+    def __init__(self, model, runs: Sequence[dict], on_finish, tokens_in_flight: int):
+        # every run is checked before any runs: a bad one fails the whole pack up front
+        self.steps = [sample_steps(model, **run) for run in runs]
+        self.tokens = [_run_tokens(model, run) for run in runs]
+        self.results: list[Trajectory | None] = [None] * len(runs)
+        self.pending: dict[int, ModelCall] = {}
+        self.on_finish, self.limit, self.next, self.busy = on_finish, tokens_in_flight, 0, 0
+
+    def admit(self) -> None:
+        """Start runs in order while the tokens under way stay within the limit (at least one runs)."""
+        while self.next < len(self.steps) and (not self.pending or self.busy + self.tokens[self.next] <= self.limit):
+            i, self.next = self.next, self.next + 1
+            self.busy += self.tokens[i]
+            self.advance(i)
+
+    def advance(self, i: int) -> None:
+        """Run i up to its next model call, or to its end (then on_finish(i, Trajectory or None))."""
+        try:
+            self.pending[i] = next(self.steps[i])
+            return
+        except StopIteration as done:
+            self.results[i] = done.value
+        except SamplingCancelled:
+            self.results[i] = None
+        self.pending.pop(i, None)
+        self.busy -= self.tokens[i]
+        if self.on_finish is not None:
+            self.on_finish(i, self.results[i])
+
+
+def _run_tokens(model, run: dict) -> int:
+    """Rows x length of a run, for the in-flight limit (an estimate is enough: the model's context)."""
+    gen = run.get("generator")
+    rows = len(gen) if isinstance(gen, (list, tuple)) else run.get("batch_size") or 1
+    return rows * (run.get("length") or model.config.block_size)
+
+
+def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PER_CALL,
+                tokens_in_flight: int = TOKENS_IN_FLIGHT,
+                on_finish: Callable[[int, Trajectory | None], None] | None = None) -> list[Trajectory | None]:
+    """Run many sampler runs with shared model calls (see the module docstring); one result per run.
+
+    runs: one dict of sample()'s arguments per run ("config" plus any keyword of sample: batch_size,
+    length, template, generator, record, on_step, should_stop). Run i's result is what
+    sample(model, **runs[i]) returns, timings aside, or None where its on_step / should_stop cancelled
+    it (the other runs go on). on_finish(i, result) is called as each run ends; an exception it raises
+    stops the pack. tokens_per_call: rows x length per shared model call (calls are never split).
+    tokens_in_flight: runs start in order as earlier ones end, so that at most this many rows x
+    length are under way (their logits are held meanwhile); the first run always starts.
+    """
+    if getattr(model.config, "kind", "diffusion") != "diffusion":
+        raise ValueError(f"sample_many() needs a diffusion model, got kind {model.config.kind!r}")
+    pack = _Pack(model, runs, on_finish, tokens_in_flight)
+    with torch.no_grad(), eval_mode(model):
+        pack.admit()
+        while pack.pending:
+            for unit in _units(list(pack.pending.values()), tokens_per_call):
+                _serve(model, unit)
+            for i in list(pack.pending):
+                pack.advance(i)
+            pack.admit()
+    return pack.results
