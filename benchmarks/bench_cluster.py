@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from explorer import cluster  # noqa: E402
 from explorer.checkpoint import load_checkpoint  # noqa: E402
-from explorer.experiments import sweep  # noqa: E402
+from explorer.cluster import sweep  # noqa: E402
 from explorer.sampling import SamplerConfig  # noqa: E402
 
 VARY = {"steps": [1, 2, 3, 5, 8, 12, 16, 24, 32], "strategy": ["confidence", "random"]}

@@ -162,6 +162,16 @@ def run_job(spec: _Spec, job) -> pd.DataFrame | None:
 
 # ---- client side ---------------------------------------------------------------------------------
 
+def sweep(model, base_config: SamplerConfig | None = None, vary=None, n_samples: int = 30, seed: int = 0, *,
+          client=None, **kwargs):
+    """experiments.sweep, on `client`'s Dask cluster when there is one (sweep_on), else in this
+    process. Callers that may have a cluster call this; experiments itself never loads Dask."""
+    if client is None:
+        return ex.sweep(model, base_config, vary, n_samples, seed, **kwargs)
+    kwargs.pop("pack", None)  # (the cluster runs each batch as its own task)
+    return sweep_on(client, model, base_config, vary, n_samples, seed, **kwargs)
+
+
 def sweep_on(client, model, base_config: SamplerConfig | None = None, vary=None, n_samples: int = 30,
              seed: int = 0, *, length=None, template=None, judge=None, words=None, batch_size=None,
              progress=None, cancel=None, include_ar=None, reference=None, retries: int = RETRIES):

@@ -282,7 +282,7 @@ def reference_rows(scoring: _Scoring, reference, length: int) -> pd.DataFrame:
 def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = None, n_samples: int = 30,
           seed: int = 0, *, length: int | None = None, template=None, judge=None, words=None,
           batch_size: int | None = None, progress: Callable[[int, int], None] | None = None, cancel=None,
-          include_ar=None, reference=None, client=None, pack: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+          include_ar=None, reference=None, pack: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sample n_samples per cell of `vary` (see sweep_cells) and score every sample.
 
     Returns (table, aggregate(table)). progress(done, total) counts samples after each batch; `cancel`
@@ -297,13 +297,8 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     The AR baseline always runs batch after batch.
     template: as the sampler takes it (█ / [___] / plain prompt); the canvas length is the sampler's.
     reference: held-out texts (or pattern ids) scored as a "reference" row.
-    client: a dask.distributed Client: every sampler call becomes a task on its cluster (cluster.py).
+    On a Dask cluster: cluster.sweep(..., client=...) (the same arguments and table).
     """
-    if client is not None:  # imported here: in-process sweeps never load Dask
-        from .cluster import sweep_on
-        return sweep_on(client, model, base_config, vary, n_samples, seed, length=length, template=template,
-                        judge=judge, words=words, batch_size=batch_size, progress=progress, cancel=cancel,
-                        include_ar=include_ar, reference=reference)
     base = base_config or SamplerConfig()
     cells = sweep_cells(base, vary or {"steps": [base.steps]})
     knobs = list(cells[0])

@@ -203,7 +203,3 @@ class Transformer(nn.Module):
         if cache is not None:
             cache.length += T
         return self.head(self.ln_f(h))  # (B, T, V)
-
-
-def build_model(cfg: ModelConfig) -> Transformer:
-    return Transformer(cfg)

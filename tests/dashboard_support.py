@@ -119,3 +119,8 @@ def serve_in_process(build):
         server.stop()
         for state in states:
             state.close()
+
+
+def explore(session):
+    """The Explore tab's state of a session (tabs.explore.open_session registers it)."""
+    return session.tabs["Explore"]

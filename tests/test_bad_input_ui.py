@@ -1,4 +1,4 @@
-"""Bad input through the dashboard (issue 7): the ExplorerState driven without a browser, and a served
+"""Bad input through the dashboard (issue 7): the Session driven without a browser, and a served
 app that keeps serving. Every bad value ends as a readable notice in `state.error` (the red alert
 under the template), the last good result stays, and nothing raises into Panel (a traceback in the
 server log and a page that stops updating). The API and CLI side is in test_bad_input.py."""
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.dashboard.state import ExplorerState
-from explorer.dashboard.ui.controls import ControlsView
-from tests.dashboard_support import wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints
+from explorer.dashboard.tabs.explore import open_session
+from explorer.dashboard.tabs.explore.controls import ControlsView
+from tests.dashboard_support import explore, wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints
 from tests.test_dashboard_served import check_page, free_port, get
 
 
@@ -34,18 +34,18 @@ def good_checkpoints(tmp_path, monkeypatch):
 @pytest.fixture
 def state(checkpoints):
     """A loaded state with one good run, which every bad input below must leave in place."""
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     s.load(wait=True)
     s.steps = 4
-    assert s.start_run(wait=True) and s.error == ""
+    assert explore(s).start_run(wait=True) and s.error == ""
     return s
 
 
 def refused(state, needle: str) -> None:
     """The run was refused with a notice naming the problem, and the last good run is still shown."""
-    good = state.trajectory
-    assert not state.start_run(wait=True)
-    assert needle in state.error and state.trajectory is good and not state.running
+    good = explore(state).trajectory
+    assert not explore(state).start_run(wait=True)
+    assert needle in state.error and explore(state).trajectory is good and not explore(state).running
 
 
 @pytest.mark.parametrize("template, needle", [
@@ -58,15 +58,15 @@ def test_bad_template_is_a_notice(state, template, needle):
     state.template = template
     refused(state, needle)
     state.template = "AB█C"  # fixed again: the notice goes with the next good run
-    assert state.start_run(wait=True) and state.error == ""
+    assert explore(state).start_run(wait=True) and state.error == ""
 
 
 def test_empty_template_means_generate_everything(state):
     """The one case the UI reads differently from the API (where "" is an error): the template box
     starts empty, and its help says empty = generate everything."""
     state.template = "   "
-    assert state.start_run(wait=True) and state.error == ""
-    assert not state.frames.fixed.any() and state.frames.length == LENGTH
+    assert explore(state).start_run(wait=True) and state.error == ""
+    assert not explore(state).frames.fixed.any() and explore(state).frames.length == LENGTH
 
 
 @pytest.mark.parametrize("knob, value", [
@@ -80,7 +80,7 @@ def test_knob_out_of_range_is_never_applied(state, knob, value):
     before = getattr(state, knob)
     with pytest.raises(ValueError, match=knob):
         setattr(state, knob, value)
-    assert getattr(state, knob) == before and state.start_run(wait=True)
+    assert getattr(state, knob) == before and explore(state).start_run(wait=True)
 
 
 def test_knobs_the_sampler_refuses_together_are_a_notice(state):
@@ -91,9 +91,9 @@ def test_knobs_the_sampler_refuses_together_are_a_notice(state):
 def test_block_length_that_does_not_divide_the_length_works(state):
     """Accepted by design; the knob's help says the last block may be shorter."""
     state.param.update(block_length=5, steps=10)
-    assert state.start_run(wait=True) and state.error == ""
-    assert state.frames.n_rows == 10 + 1 and "last block may be shorter" in state.param.block_length.doc
-    assert (state.trajectory.final != state.trajectory.mask_id).all()
+    assert explore(state).start_run(wait=True) and state.error == ""
+    assert explore(state).frames.n_rows == 10 + 1 and "last block may be shorter" in state.param.block_length.doc
+    assert (explore(state).trajectory.final != explore(state).trajectory.mask_id).all()
 
 
 @pytest.mark.parametrize("name", list(BAD_FILES))
@@ -115,7 +115,7 @@ def test_checkpoint_names_with_paths_are_never_opened(good_checkpoints, monkeypa
                         real_open(path, *a, **k))
     checkpoints = good_checkpoints
     name = name.format(dir=checkpoints)
-    s = ExplorerState(checkpoint=name, device="cpu", auto_run=False, sweep_auto=False)  # as from ?checkpoint=
+    s = open_session(checkpoint=name, device="cpu", auto_run=False, sweep_auto=False)  # as from ?checkpoint=
     assert s.error == (f"checkpoint {name!r} is not one of the checkpoints in checkpoints/ "
                        "(tiny, tiny-ar, tiny-training); showing tiny instead")
     s.load(wait=True)
@@ -129,8 +129,8 @@ def test_checkpoint_names_with_paths_are_never_opened(good_checkpoints, monkeypa
 
 def test_notice_is_text_not_html(checkpoints):
     """A notice can quote the URL; the alert renders Markdown, which would run raw HTML."""
-    s = ExplorerState(checkpoint="<img src=x onerror=alert(1)>", device="cpu", auto_run=False)
-    notice = ControlsView(state=s).notice
+    s = open_session(checkpoint="<img src=x onerror=alert(1)>", device="cpu", auto_run=False)
+    notice = ControlsView(state=explore(s)).notice
     assert notice.visible and "<img" not in notice.object and "&lt;img src=x" in notice.object
 
 
@@ -187,12 +187,12 @@ def test_bad_input_in_a_served_session_is_a_notice_and_it_keeps_working(served):
     check_page(*get(url))
     state = states[-1]
     state.load(wait=True)
-    wait_for(lambda: state.trajectory is not None)  # loaded, then the auto-run finished
+    wait_for(lambda: explore(state).trajectory is not None)  # loaded, then the auto-run finished
     for change, shown in ((dict(template="ABé"), "does not know: 'é'"),
                           (dict(checkpoint="truncated"), "could not load truncated"),
                           (dict(template="AB█C", steps=3), "")):
         state.dispatch(lambda change=change: state.param.update(**change))  # as a widget edit: on the session's loop
-        wait_for(lambda: shown in state.error if shown else state.error == "" and not state.running
-                 and state.trajectory is not None and state.trajectory.n_steps == 3)
-    assert state.frames.text().startswith("AB") and state.checkpoint == "tiny"
+        wait_for(lambda: shown in state.error if shown else state.error == "" and not explore(state).running
+                 and explore(state).trajectory is not None and explore(state).trajectory.n_steps == 3)
+    assert explore(state).frames.text().startswith("AB") and state.checkpoint == "tiny"
     check_page(*get(url))

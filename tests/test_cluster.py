@@ -21,7 +21,8 @@ from explorer.cli import CLIError, build_parser
 from explorer.cli import main as cli_main
 from explorer.cli import serve
 from explorer.data.corpus import TextCorpus
-from explorer.experiments import SweepCancelled, sweep
+from explorer.cluster import sweep
+from explorer.experiments import SweepCancelled
 from explorer.sampling import SamplerConfig
 from tests.conftest import TINY_TEXT, make_model
 from tests.dashboard_support import save_tiny_checkpoints

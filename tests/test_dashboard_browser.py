@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from explorer.data.patterns import pattern_tokenizer
-from tests.dashboard_support import CHROMIUM, LENGTH, save_tiny_checkpoints, serve_in_process, wait_for
+from tests.dashboard_support import explore, CHROMIUM, LENGTH, save_tiny_checkpoints, serve_in_process, wait_for
 from tests.test_dashboard_served import free_port, get
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +54,7 @@ def open_tab_after_explore(browser, url, states, title: str):
     tab is shown, would fetch a CDN file), then click tab `title`. Failed requests count as problems."""
     page, problems = open_page(browser, url)
     page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-    wait_until(lambda: states and states[-1].sweep_result is not None and not states[-1].sweep_running)
+    wait_until(lambda: states and explore(states[-1]).quality.result is not None and not explore(states[-1]).quality.running)
     page.locator(".bk-tab").get_by_text(title, exact=True).click()
     return page, problems
 
@@ -64,7 +64,7 @@ def wait_rows(page, n: int, timeout: float = 60_000, states=()) -> None:
         page.wait_for_function(f"() => ({ROWS_JS})() === {n}", timeout=timeout)
     except Exception as e:  # say what the server side was doing
         seen = page.evaluate(ROWS_JS)
-        info = [(s.status, s.error, s.n_rows, s.running) for s in states]
+        info = [(s.status, s.error, explore(s).n_rows, explore(s).running) for s in states]
         raise AssertionError(f"page shows {seen} heatmap rows, not {n}; sessions: {info}") from e
 
 
@@ -74,8 +74,8 @@ def wait_until(condition, timeout: float = 60.0) -> None:
 
 def wait_finished(page, states) -> str:
     """Until the newest session's run has ended and the page shows its final text; returns that text."""
-    wait_until(lambda: states and not states[-1].running and states[-1].trajectory is not None)
-    final = states[-1].frames.text()
+    wait_until(lambda: states and not explore(states[-1]).running and explore(states[-1]).trajectory is not None)
+    final = explore(states[-1]).frames.text()
     wait_until(lambda: sample_text(page) == final)
     return final
 
@@ -102,7 +102,7 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
         page.keyboard.press("ArrowLeft")
         wait_until(lambda: state.steps == expected)
     wait_rows(page, 9, states=states)
-    assert states[-1].steps == 8 and states[-1].frames.n_rows == 9
+    assert states[-1].steps == 8 and explore(states[-1]).frames.n_rows == 9
 
     page.locator(".knob-strategy select").select_option("left_to_right")
     wait_until(lambda: state.strategy == "left_to_right")
@@ -110,10 +110,10 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
     for i in range(1, 11):  # 1.0 -> 0.5 in steps of 0.05, each press acknowledged
         page.keyboard.press("ArrowLeft")
         wait_until(lambda: state.temperature == pytest.approx(1.0 - 0.05 * i))
-    runs = state.run_id
+    runs = explore(state).run_id
     page.locator(".knob-run button").first.click()
-    wait_until(lambda: state.run_id > runs and state.trajectory is not None)
-    config = state.trajectory.config
+    wait_until(lambda: explore(state).run_id > runs and explore(state).trajectory is not None)
+    config = explore(state).trajectory.config
     assert (config.strategy, config.temperature, config.steps) == ("left_to_right", pytest.approx(0.5), 8)
     wait_rows(page, 9, states=states)
     assert wait_finished(page, states) != first
@@ -152,7 +152,7 @@ def test_screenshot(browser, tmp_path, monkeypatch):
 
     def app():
         template = create_app(checkpoint=name, device="cpu")
-        template.explorer_state.param.update(sweep_samples=2, sweep_strategies=["confidence", "random"])
+        explore(template.explorer_state).param.update(sweep_samples=2, sweep_strategies=["confidence", "random"])
         states.append(template.explorer_state)
         return template
 

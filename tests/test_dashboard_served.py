@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from tests.dashboard_support import explore
 
 
 
@@ -74,10 +75,10 @@ def test_create_app_outside_a_server_loads_in_the_background(checkpoints):
     state = template.explorer_state
     try:
         deadline = time.monotonic() + 120
-        while state.trajectory is None and not state.error and time.monotonic() < deadline:
+        while explore(state).trajectory is None and not state.error and time.monotonic() < deadline:
             time.sleep(0.05)  # loading, then the auto-run, on worker threads
         import panel as pn
-        assert state.error == "" and state.model_info.get("name") == "tiny" and state.trajectory is not None, (
+        assert state.error == "" and state.model_info.get("name") == "tiny" and explore(state).trajectory is not None, (
             state.status, state.model_info, pn.state.curdoc, state.dispatch)
     finally:
         state.close()

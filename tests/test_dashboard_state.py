@@ -7,21 +7,21 @@ import numpy as np
 import pytest
 
 from explorer.dashboard.frames import CODE, Frames, glyph_table
-from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.explore import open_session
 from explorer.sampling import SamplerConfig, sample
-from tests.dashboard_support import LENGTH
+from tests.dashboard_support import explore, LENGTH
 
 
 @pytest.fixture
 def state(checkpoints):
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     s.load(wait=True)
     assert s.model is not None and s.error == ""
     return s
 
 
 def test_lists_only_checkpoints_dir_and_starts_on_a_diffusion_model(checkpoints):
-    s = ExplorerState(device="cpu", auto_run=False)
+    s = open_session(device="cpu", auto_run=False)
     assert s.param.checkpoint.objects == ["tiny", "tiny-ar", "tiny-training"]
     s.load(wait=True)
     assert s.checkpoint == "tiny" and s.length == LENGTH
@@ -36,18 +36,18 @@ def test_knobs_make_the_right_sampler_config(state):
     state.threshold = 0.7  # 0 means "off" in the UI; any other value is Fast-dLLM's gamma...
     with pytest.raises(ValueError, match="remask"):  # ...which the sampler refuses with revision on
         state.sampler_config()
-    assert not state.start_run(wait=True) and "remask" in state.error
+    assert not explore(state).start_run(wait=True) and "remask" in state.error
     state.remask = 0.0
     assert state.sampler_config().threshold == 0.7
 
 
 def test_a_run_fills_the_trajectory(state):
     state.param.update(steps=6, seed=3)
-    assert state.start_run(wait=True)
-    traj, frames = state.trajectory, state.frames
-    assert traj is not None and not state.running
-    assert frames.n_rows == state.n_rows == 7  # the start canvas + one row per step
-    assert state.step == 6
+    assert explore(state).start_run(wait=True)
+    traj, frames = explore(state).trajectory, explore(state).frames
+    assert traj is not None and not explore(state).running
+    assert frames.n_rows == explore(state).n_rows == 7  # the start canvas + one row per step
+    assert explore(state).step == 6
     assert (frames.tokens[0] == traj.tokens[0, 0]).all()  # row 0, drawn before the sampler starts
     assert (frames.tokens[-1] == traj.final[0]).all()
     assert (frames.state[-1] != CODE["masked"]).all()  # fully decoded
@@ -59,20 +59,20 @@ def test_a_run_fills_the_trajectory(state):
 def test_an_ar_checkpoint_runs_left_to_right(state):
     state.load("tiny-ar", wait=True)
     state.template = "ABC"
-    assert state.start_run(wait=True), state.error
-    traj, frames = state.trajectory, state.frames
+    assert explore(state).start_run(wait=True), state.error
+    traj, frames = explore(state).trajectory, explore(state).frames
     assert traj.kind == "ar" and frames.n_rows == LENGTH - 3 + 1  # one row per generated character
     assert (frames.tokens[0] == traj.tokens[0, 0]).all() and frames.text().startswith("ABC")
     state.template = "A█C"  # a gap before the end: the AR baseline cannot fill it
-    assert not state.start_run(wait=True) and "only continue a prompt" in state.error
-    assert not state.start_sweep(wait=True) and "diffusion" in state.sweep_status
+    assert not explore(state).start_run(wait=True) and "only continue a prompt" in state.error
+    assert not explore(state).start_sweep(wait=True) and "diffusion" in explore(state).quality.status
 
 
 def test_live_rows_equal_a_replay_of_the_trajectory(state):
     state.param.update(steps=5, remask=0.3, seed=1)
-    state.start_run(wait=True)
-    replay = Frames.from_trajectory(state.trajectory, glyph_table(state.model.tokenizer))
-    live = state.frames
+    explore(state).start_run(wait=True)
+    replay = Frames.from_trajectory(explore(state).trajectory, glyph_table(state.model.tokenizer))
+    live = explore(state).frames
     assert replay.n_rows == live.n_rows
     for key in ("x", "y", "state", "token", "proposal", "committed_at"):
         assert np.array_equal(np.asarray(replay.cells(0)[key]), np.asarray(live.cells(0)[key]))
@@ -80,38 +80,38 @@ def test_live_rows_equal_a_replay_of_the_trajectory(state):
 
 def test_bad_template_sets_error_and_keeps_previous_result(state):
     state.param.update(steps=4)
-    state.start_run(wait=True)
-    frames, traj, text = state.frames, state.trajectory, state.frames.text()
+    explore(state).start_run(wait=True)
+    frames, traj, text = explore(state).frames, explore(state).trajectory, explore(state).frames.text()
     state.template = "AB zz█"  # space and 'z' are not in the pattern alphabet
-    assert not state.start_run(wait=True)
+    assert not explore(state).start_run(wait=True)
     assert "does not know" in state.error and "'z'" in state.error
-    assert state.frames is frames and state.trajectory is traj and state.frames.text() == text
+    assert explore(state).frames is frames and explore(state).trajectory is traj and explore(state).frames.text() == text
     state.template = "AB█C"  # a good template clears the notice and keeps its characters fixed
-    assert state.start_run(wait=True)
-    assert state.error == "" and state.frames.text().startswith("AB") and state.frames.text()[3] == "C"
-    assert state.frames.fixed[:2].all() and not state.frames.fixed[2]
+    assert explore(state).start_run(wait=True)
+    assert state.error == "" and explore(state).frames.text().startswith("AB") and explore(state).frames.text()[3] == "C"
+    assert explore(state).frames.fixed[:2].all() and not explore(state).frames.fixed[2]
 
 
 def test_auto_run_on_knob_change_and_newest_run_wins(state):
-    state.auto_run = True
+    explore(state).auto_run = True
     state.steps = 3
     state.steps = 5  # supersedes the run just started
-    state._runs.current.done.wait(30)
-    assert state.trajectory is not None and state.frames.n_rows == 6
-    assert state.trajectory.config.steps == 5
+    explore(state)._runs.current.done.wait(30)
+    assert explore(state).trajectory is not None and explore(state).frames.n_rows == 6
+    assert explore(state).trajectory.config.steps == 5
 
 
 def test_new_seed_draws_a_seed_and_runs(state):
     before = state.seed
-    state.param.trigger("new_seed")
-    state._runs.current.done.wait(30)
-    assert state.seed != before and state.trajectory.config.seed == state.seed
+    explore(state).param.trigger("new_seed")
+    explore(state)._runs.current.done.wait(30)
+    assert state.seed != before and explore(state).trajectory.config.seed == state.seed
 
 
 def test_worker_results_are_applied_only_through_dispatch(checkpoints):
     """Parameters change on the UI side only: a worker hands callbacks to `dispatch`."""
     queued = []
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, dispatch=queued.append)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, dispatch=queued.append)
     s.load()
     s._loads.current.done.wait(30)
     assert s.model is None  # nothing applied yet
@@ -121,19 +121,19 @@ def test_worker_results_are_applied_only_through_dispatch(checkpoints):
     assert s.model is not None
     main = threading.get_ident()
     seen = []
-    s.param.watch(lambda *events: seen.append(threading.get_ident()), ["n_rows", "trajectory", "running"])
-    s.start_run()
-    s._runs.current.done.wait(30)
-    assert s.trajectory is None
+    explore(s).param.watch(lambda *events: seen.append(threading.get_ident()), ["n_rows", "trajectory", "running"])
+    explore(s).start_run()
+    explore(s)._runs.current.done.wait(30)
+    assert explore(s).trajectory is None
     for callback in queued:
         callback()
-    assert s.trajectory is not None and set(seen) == {main}
+    assert explore(s).trajectory is not None and set(seen) == {main}
 
 
 def test_header_facts_cope_with_missing_metrics(checkpoints):
     from explorer.dashboard.ui.header import quality_text
 
-    s = ExplorerState(checkpoint="tiny-training", device="cpu", auto_run=False)
+    s = open_session(checkpoint="tiny-training", device="cpu", auto_run=False)
     s.load(wait=True)
     assert "no final NELBO yet" in quality_text(s.model_info)
     s.load("tiny", wait=True)
@@ -142,7 +142,7 @@ def test_header_facts_cope_with_missing_metrics(checkpoints):
 
 def test_checkpoint_names_with_paths_are_refused(checkpoints):
     # never opened (only names listed in checkpoints/ are): the default is, with a notice saying why
-    s = ExplorerState(checkpoint="../tiny", device="cpu", auto_run=False)
+    s = open_session(checkpoint="../tiny", device="cpu", auto_run=False)
     s.load(wait=True)
     assert s.model_info["name"] == "tiny" and "'../tiny' is not one of the checkpoints" in s.error
     s.load("../tiny", wait=True)  # a name from elsewhere than the list: refused by the loader
@@ -150,43 +150,44 @@ def test_checkpoint_names_with_paths_are_refused(checkpoints):
 
 
 def test_quality_sweep_is_computed_then_cached(state):
-    state.param.update(sweep_strategies=["confidence"], sweep_samples=2)
-    assert state.start_sweep(wait=True)
-    table, summary = state.sweep_result
-    assert state.sweep_status == "done" and state.sweep_progress == 100
+    explore(state).param.update(sweep_strategies=["confidence"], sweep_samples=2)
+    assert explore(state).start_sweep(wait=True)
+    table, summary = explore(state).quality.result
+    assert explore(state).quality.status == "done" and explore(state).quality.progress == 100
     assert set(summary["steps"].dropna()) == {1, 2, 4, 8, 16}  # grid capped at the 24 positions
     assert "pattern_quality_mean" in summary
-    state.sweep_result = None
-    assert state.start_sweep(wait=True) and state.sweep_status == "from cache"
-    assert state.sweep_result[1] is summary
+    explore(state).quality.result = None
+    assert explore(state).start_sweep(wait=True) and explore(state).quality.status == "from cache"
+    assert explore(state).quality.result[1] is summary
 
 
 def test_knob_change_cancels_a_running_sweep(state):
-    state.param.update(sweep_strategies=["confidence", "random"], sweep_samples=4)
-    started = threading.Event()
-    real = state._sweep_progress
-    state._sweep_progress = lambda job, done, total: (started.set(), real(job, done, total))
-    state.start_sweep()
-    job = state._sweeps.current
+    explore(state).param.update(sweep_strategies=["confidence", "random"], sweep_samples=4)
+    task, started = explore(state).quality, threading.Event()
+    real = task._progress
+    task._progress = lambda job, done, total, text: (started.set(), real(job, done, total, text))
+    explore(state).start_sweep()
+    job = task.worker.current
     assert started.wait(60)
     state.temperature = 0.5  # auto_run is off: the sweep is still cancelled
     job.done.wait(60)
-    assert job.cancelled and not state.sweep_running and state.sweep_status.startswith("cancelled")
+    assert job.cancelled and not explore(state).quality.running and explore(state).quality.status.startswith("cancelled")
 
 
 def test_mean_confidence_at_t_over_validation_data(state):
-    state.confidence_view = "mean at t (validation)"
-    state._conf.current.done.wait(60)
-    table = state.mean_confidence
+    explore(state).confidence_view = "mean at t (validation)"
+    explore(state).confidence.worker.current.done.wait(60)
+    table = explore(state).confidence.result
     assert table is not None and len(table) == LENGTH
     assert np.nanmin(table["confidence"]) > 0 and np.nanmax(table["confidence"]) <= 1
 
 
 def test_quality_sweep_takes_the_template_as_typed(state):
     # the sweep parses the typed template (here with [___] and padding to `length`) as the sampler does
-    state.param.update(template=" AB[___]C ", sweep_strategies=["confidence"], sweep_samples=1)
+    state.template = " AB[___]C "
+    explore(state).param.update(sweep_strategies=["confidence"], sweep_samples=1)
     canvas = state.canvas()
-    assert state.start_sweep(wait=True) and state.sweep_error == "" and state.sweep_status == "done"
-    table, _ = state.sweep_result
+    assert explore(state).start_sweep(wait=True) and explore(state).quality.error == "" and explore(state).quality.status == "done"
+    table, _ = explore(state).quality.result
     assert set(table["length"]) == {canvas.length} == {state.length}
     assert (table["text"].str[:2] == "AB").all() and (table["text"].str[7] == "C").all()

@@ -13,8 +13,9 @@ import torch
 from explorer.dashboard.runtime.queue import MAX_BATCH, device_queue
 from explorer.dashboard.runtime.tasks import Worker
 from explorer.dashboard.session import sample_canvas
-from explorer.dashboard.state import ExplorerState
-from tests.dashboard_support import save_tiny_checkpoints, wait_for
+from explorer.dashboard.session import Session
+from explorer.dashboard.tabs.explore import open_session
+from tests.dashboard_support import explore, save_tiny_checkpoints, wait_for
 from tests.test_sampler_rows import assert_same_run
 
 
@@ -24,8 +25,8 @@ def checkpoints(tmp_path, monkeypatch):
     return save_tiny_checkpoints(tmp_path)
 
 
-def session(checkpoint="tiny", **knobs) -> ExplorerState:
-    s = ExplorerState(checkpoint=checkpoint, device="cpu", auto_run=False, sweep_auto=False)
+def session(checkpoint="tiny", **knobs) -> Session:
+    s = open_session(checkpoint=checkpoint, device="cpu", auto_run=False, sweep_auto=False)
     s.load(wait=True)
     assert s.model is not None and s.error == ""
     s.param.update(**knobs)
@@ -48,14 +49,14 @@ def start_together(queue, sessions) -> list:
     """Start every session's run while the device is busy (held here), so they wait together."""
     with queue.turns.turn("background"):
         for s in sessions:
-            assert s.start_run(), s.error
-        jobs = [s._runs.current for s in sessions]
+            assert explore(s).start_run(), s.error
+        jobs = [explore(s)._runs.current for s in sessions]
     for job in jobs:
         assert job.done.wait(60)
     return jobs
 
 
-def solo(s: ExplorerState):
+def solo(s: Session):
     """The session's knobs through the plain sampler, alone."""
     return sample_canvas(s.model, s.sampler_config(), s.canvas())
 
@@ -76,12 +77,12 @@ def test_sessions_started_together_share_one_call_and_get_their_solo_runs(checkp
     assert delta(queue, before) == {"requests": 3, "dropped": 0, "batches": 1, "rows": 3, "batch_sizes": {3: 1}}
     for s in sessions:
         want = solo(s)
-        assert_same_run(s.trajectory, want)
-        assert s.frames.n_rows == want.n_steps + 1 and (s.frames.tokens[-1] == want.final[0]).all()
-        assert s.status.startswith(f"{want.n_steps} steps") and not s.running
-    assert (sessions[0].trajectory.final == sessions[2].trajectory.final).all()  # same seed, same text
+        assert_same_run(explore(s).trajectory, want)
+        assert explore(s).frames.n_rows == want.n_steps + 1 and (explore(s).frames.tokens[-1] == want.final[0]).all()
+        assert s.status.startswith(f"{want.n_steps} steps") and not explore(s).running
+    assert (explore(sessions[0]).trajectory.final == explore(sessions[2]).trajectory.final).all()  # same seed, same text
     if name.startswith("threshold"):  # rows of one call that took different numbers of steps
-        assert sessions[0].trajectory.n_steps != sessions[1].trajectory.n_steps
+        assert explore(sessions[0]).trajectory.n_steps != explore(sessions[1]).trajectory.n_steps
 
 
 def test_each_session_streams_only_its_own_rows(checkpoints, queue):
@@ -89,9 +90,9 @@ def test_each_session_streams_only_its_own_rows(checkpoints, queue):
     start_together(queue, [a, b])
     for s in (a, b):  # the live rows are the session's own run, step for step
         traj = solo(s)
-        assert s.frames.n_rows == traj.n_steps + 1
-        for row in range(s.frames.n_rows):
-            assert (s.frames.tokens[row] == traj.tokens[row, 0]).all()
+        assert explore(s).frames.n_rows == traj.n_steps + 1
+        for row in range(explore(s).frames.n_rows):
+            assert (explore(s).frames.tokens[row] == traj.tokens[row, 0]).all()
 
 
 def test_knobs_never_leak_between_sessions(checkpoints, queue):
@@ -102,53 +103,53 @@ def test_knobs_never_leak_between_sessions(checkpoints, queue):
     start_together(queue, [a, b, c])
     assert delta(queue, before)["batch_sizes"] == {1: 3}  # different knobs or canvas: never one call
     for s in (a, b, c):
-        assert s.trajectory.config == s.sampler_config()
-        assert_same_run(s.trajectory, solo(s))
+        assert explore(s).trajectory.config == s.sampler_config()
+        assert_same_run(explore(s).trajectory, solo(s))
 
 
 def test_a_superseded_queued_run_never_runs(checkpoints, queue):
     s = session(steps=4, seed=1)
     begun = []
-    real_begin = s._begin
-    s._begin = lambda job, frames, config: (begun.append(config.seed), real_begin(job, frames, config))
+    real_begin = explore(s)._begin
+    explore(s)._begin = lambda job, frames, config: (begun.append(config.seed), real_begin(job, frames, config))
     before = queue.stats.snapshot()
     with queue.turns.turn("background"):
-        s.start_run()
-        first = s._runs.current
+        explore(s).start_run()
+        first = explore(s)._runs.current
         s.seed = 2
-        s.start_run()  # supersedes the waiting run: it leaves the queue at once
+        explore(s).start_run()  # supersedes the waiting run: it leaves the queue at once
         assert first.done.is_set() and first.cancelled
-    s._runs.current.done.wait(60)
-    assert begun == [2] and s.trajectory.config.seed == 2
+    explore(s)._runs.current.done.wait(60)
+    assert begun == [2] and explore(s).trajectory.config.seed == 2
     assert delta(queue, before) == {"requests": 2, "dropped": 1, "batches": 1, "rows": 1, "batch_sizes": {1: 1}}
 
 
 def test_stop_while_waiting_and_while_running(checkpoints, queue):
     a, b = session(steps=12, seed=1), session(steps=12, seed=2)
     with queue.turns.turn("background"):  # stopped before the device is free: it never runs
-        a.start_run()
-        a.stop_run()
-        assert a._runs.current.done.is_set() and a.status == "stopped" and a.trajectory is None
-    real_push = a._push
+        explore(a).start_run()
+        explore(a).stop_run()
+        assert explore(a)._runs.current.done.is_set() and a.status == "stopped" and explore(a).trajectory is None
+    real_push = explore(a)._push
 
     def push_then_stop(job, record):  # a stops at its third step, mid-batch; b goes on
         real_push(job, record)
         if record.index == 2:
-            a.stop_run()
-    a._push = push_then_stop
+            explore(a).stop_run()
+    explore(a)._push = push_then_stop
     start_together(queue, [a, b])
-    assert a.status == "stopped" and a.trajectory is None and not a.running and a.frames.n_rows == 4
-    assert_same_run(b.trajectory, solo(b))
+    assert a.status == "stopped" and explore(a).trajectory is None and not explore(a).running and explore(a).frames.n_rows == 4
+    assert_same_run(explore(b).trajectory, solo(b))
 
 
 def test_a_batch_stops_when_every_row_is_cancelled(checkpoints, queue):
     sessions = [session(steps=20, seed=i) for i in range(2)]
     for s in sessions:
-        real = s._push
-        s._push = (lambda s, real: lambda job, record: (real(job, record), record.index == 1 and s.stop_run()))(s, real)
+        real = explore(s)._push
+        explore(s)._push = (lambda s, real: lambda job, record: (real(job, record), record.index == 1 and explore(s).stop_run()))(s, real)
     start_together(queue, sessions)
     for s in sessions:
-        assert s.status == "stopped" and s.frames.n_rows == 3  # nothing after the step that stopped it
+        assert s.status == "stopped" and explore(s).frames.n_rows == 3  # nothing after the step that stopped it
 
 
 def test_ar_runs_go_through_the_queue_alone(checkpoints, queue):
@@ -157,7 +158,7 @@ def test_ar_runs_go_through_the_queue_alone(checkpoints, queue):
     start_together(queue, [a, b])
     assert delta(queue, before)["batch_sizes"] == {1: 2}
     for s in (a, b):
-        assert_same_run(s.trajectory, solo(s))
+        assert_same_run(explore(s).trajectory, solo(s))
 
 
 def test_background_work_lends_the_device_to_runs(checkpoints, queue):
@@ -174,7 +175,7 @@ def test_background_work_lends_the_device_to_runs(checkpoints, queue):
     worker.submit(busy)
     assert holding.wait(10)
     s = session(steps=4, seed=5)
-    assert s.start_run(wait=True) and s.trajectory is not None  # ran while the busy task is still on
+    assert explore(s).start_run(wait=True) and explore(s).trajectory is not None  # ran while the busy task is still on
     n = len(polls)
     wait_for(lambda: len(polls) > n + 2, message="the background task did not get the device back")
     worker.cancel()
@@ -190,7 +191,7 @@ def test_max_batch_caps_the_rows_of_one_call(checkpoints, queue):
         queue.max_batch = MAX_BATCH
     assert delta(queue, before)["batch_sizes"] == {2: 1, 1: 1}  # oldest first: the third waits
     for s in sessions:
-        assert_same_run(s.trajectory, solo(s))
+        assert_same_run(explore(s).trajectory, solo(s))
 
 
 # ---------------------------------------------------------------------------------- precision
@@ -247,10 +248,10 @@ def test_bf16_queue_batches_under_autocast_and_each_session_gets_its_row(checkpo
     assert delta(bf16_queue, before)["batch_sizes"] == {4: 1}
     assert dtypes and set(dtypes) == {torch.bfloat16}  # the batch really ran under autocast
     for s in sessions:
-        traj = s.trajectory
+        traj = explore(s).trajectory
         assert traj is not None and traj.seed == s.seed and traj.config == s.sampler_config()
-        assert traj.final.shape == (1, s.canvas().length) and s.frames.n_rows == traj.n_steps + 1
-        assert s.status.startswith(f"{traj.n_steps} steps") and not s.running
+        assert traj.final.shape == (1, s.canvas().length) and explore(s).frames.n_rows == traj.n_steps + 1
+        assert s.status.startswith(f"{traj.n_steps} steps") and not explore(s).running
         assert not (traj.final == s.model.config.mask_id).any()  # every position decided
 
 
@@ -258,9 +259,9 @@ def test_fp32_queue_runs_without_autocast(checkpoints, queue):
     s = session(steps=4, seed=7)
     assert queue.dtype is None and "bf16" not in s.device_name
     with forward_dtypes(s.model) as dtypes:
-        assert s.start_run(wait=True)
+        assert explore(s).start_run(wait=True)
     assert dtypes and set(dtypes) == {torch.float32}
-    assert_same_run(s.trajectory, solo(s))
+    assert_same_run(explore(s).trajectory, solo(s))
 
 
 def test_background_work_runs_at_the_devices_precision(bf16_queue):
@@ -282,7 +283,7 @@ def test_an_idle_queue_gives_freed_memory_back(checkpoints, queue, monkeypatch):
     trims = []
     monkeypatch.setattr(jobs, "release_free_memory", lambda: trims.append(queue.waiting()))
     s = session(steps=4, seed=11)
-    assert s.start_run(wait=True)
+    assert explore(s).start_run(wait=True)
     wait_for(lambda: trims == [0], message="the queue did not trim after going idle")
 
 

@@ -17,6 +17,7 @@ from explorer.plots import _chromium
 from explorer.data.patterns import pattern_tokenizer
 from explorer.sampling import SamplerConfig, sample
 from tests.conftest import make_model
+from tests.dashboard_support import explore
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -153,11 +154,11 @@ def test_download_bytes_reach_the_widget(tmp_path: Path):
 
 @pytest.fixture
 def session(tmp_path, monkeypatch):
-    from explorer.dashboard.state import ExplorerState
+    from explorer.dashboard.tabs.explore import open_session
     from tests.dashboard_support import save_tiny_checkpoints
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     s.load(wait=True)
     yield s
     s.close()
@@ -170,17 +171,17 @@ def _by_label(view, label):
 def test_run_buttons_wait_for_a_run_then_export_it(session):
     from explorer.dashboard.tabs.explore.downloads import DownloadsView
 
-    view = DownloadsView(state=session, part="run")
+    view = DownloadsView(state=explore(session), part="run")
     assert all(b.disabled for b in view.buttons)  # nothing to download before a run
     session.param.update(steps=5, seed=7)
-    assert session.start_run(wait=True)
+    assert explore(session).start_run(wait=True)
     assert not any(b.disabled for b in view.buttons)
     button = _by_label(view, "Trajectory JSON")
     assert button.filename == "tiny-seed7-trajectory.json"
     d = json.loads(_click(button).read())
-    assert d["texts"] == session.trajectory.texts() and d["config"]["steps"] == 5
+    assert d["texts"] == explore(session).trajectory.texts() and d["config"]["steps"] == 5
     df = pd.read_csv(_click(_by_label(view, "Trajectory CSV")))
-    assert df.step.max() == session.trajectory.n_steps
+    assert df.step.max() == explore(session).trajectory.n_steps
     html = _click(_by_label(view, "Heatmap HTML")).read().decode()
     assert "Trajectory: step" in html and "committed this step" in html  # the figure and its colour key
 
@@ -188,10 +189,10 @@ def test_run_buttons_wait_for_a_run_then_export_it(session):
 def test_sweep_buttons_export_the_sweep(session):
     from explorer.dashboard.tabs.explore.downloads import DownloadsView
 
-    view = DownloadsView(state=session, part="sweep")
+    view = DownloadsView(state=explore(session), part="sweep")
     assert all(b.disabled for b in view.buttons)
-    session.param.update(sweep_samples=1, sweep_strategies=["confidence"])
-    assert session.start_sweep(wait=True), session.sweep_error
+    explore(session).param.update(sweep_samples=1, sweep_strategies=["confidence"])
+    assert explore(session).start_sweep(wait=True), explore(session).quality.error
     df = pd.read_csv(_click(_by_label(view, "Sweep CSV")))
     assert set(df.columns) >= {"steps", "pattern_quality_mean"}
     assert "pattern quality" in _click(_by_label(view, "Quality HTML")).read().decode()

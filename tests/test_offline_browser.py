@@ -8,7 +8,7 @@ Needs /usr/bin/chromium and `pip install playwright`, as tests/test_dashboard_br
 from __future__ import annotations
 
 from tests import test_dashboard_browser as dashboard
-from tests.dashboard_support import BOKEH_VIEWS_JS
+from tests.dashboard_support import explore, BOKEH_VIEWS_JS
 from tests.test_dashboard_browser import wait_until
 
 # The served app over tiny checkpoints, as the other browser tests use it (`browser`, the session's
@@ -38,15 +38,15 @@ def offline_page(browser, url):
 
 def switch_checkpoint(page, state, name):
     page.locator(".knob-checkpoint select").select_option(name)
-    wait_until(lambda: state.model_info.get("name") == name and not state.running and state.trajectory is not None)
+    wait_until(lambda: state.model_info.get("name") == name and not explore(state).running and explore(state).trajectory is not None)
 
 
 def test_no_request_leaves_localhost(browser, served):
     url, states = served
     page, outside, problems = offline_page(browser, url)
-    wait_until(lambda: states and states[-1].trajectory is not None and not states[-1].running)
+    wait_until(lambda: states and explore(states[-1]).trajectory is not None and not explore(states[-1]).running)
     state = states[-1]
-    wait_until(lambda: state.sweep_result is not None and not state.sweep_running)
+    wait_until(lambda: explore(state).quality.result is not None and not explore(state).quality.running)
     page.wait_for_timeout(500)
     first = page.evaluate(BOKEH_VIEWS_JS)
     for tab in ("Model", "Sweep", "Inspect", "Compare"):  # a checkpoint change while each is shown
@@ -59,7 +59,7 @@ def test_no_request_leaves_localhost(browser, served):
     wait_until(lambda: page.evaluate(BOKEH_VIEWS_JS) < 1.2 * first)
     switch_checkpoint(page, state, "tiny-training")
     page.locator(".knob-run button").click()
-    wait_until(lambda: not state.running)
+    wait_until(lambda: not explore(state).running)
     page.wait_for_timeout(500)
     assert outside == [], f"requests that left the machine: {sorted(set(outside))}"
     assert problems == []

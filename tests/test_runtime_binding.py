@@ -11,7 +11,7 @@ import torch
 
 from explorer.dashboard.runtime.queue import device_queue
 from explorer.dashboard.runtime.tasks import Task, Worker
-from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import TAB_NAMES, build_tab
 from tests.dashboard_support import save_tiny_checkpoints
 
@@ -24,7 +24,7 @@ def checkpoints(tmp_path, monkeypatch):
 
 @pytest.fixture
 def state(checkpoints):
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     for name in TAB_NAMES:
         build_tab(name, s)
     s.load(wait=True)

@@ -17,8 +17,9 @@ import urllib.request
 import pytest
 import torch
 
-from explorer.dashboard.state import ExplorerState
-from tests.dashboard_support import wait_for, save_tiny_checkpoints
+from explorer.dashboard.session import Session
+from explorer.dashboard.tabs.explore import open_session
+from tests.dashboard_support import explore, wait_for, save_tiny_checkpoints
 from tests.test_dashboard_served import ROOT, check_page, free_port, get
 
 PASSWORD = "lecture-7-password"
@@ -150,35 +151,35 @@ def serve_app(checkpoints):
 
 
 
-def open_session(url, states) -> ExplorerState:
+def session_of_page(url, states) -> Session:
     """A page request makes a session; load its model as the browser's onload would."""
     check_page(*get(url))
     state = states[-1]
     state.load(wait=True)
-    wait_for(lambda: state.trajectory is not None)  # loaded, then its auto-run finished
+    wait_for(lambda: explore(state).trajectory is not None)  # loaded, then its auto-run finished
     return state
 
 
 def test_liveness_answers_while_sampling(serve_app):
     url, states = serve_app()
-    state = open_session(url, states)
+    state = session_of_page(url, states)
     state.dispatch(lambda: state.param.update(steps=24, seed=1))  # rows stream back to the server loop
     stop, runs = threading.Event(), []
 
     def keep_sampling():  # back-to-back runs in the session, as a student clicking "New seed"
         while not stop.is_set():
-            before = state.trajectory
-            state.dispatch(state.roll_seed)
+            before = explore(state).trajectory
+            state.dispatch(explore(state).roll_seed)
             # `is`, not `in`: dataclass == compares arrays; None while it runs
-            wait_for(lambda: (state.trajectory is not before and state.trajectory is not None) or stop.is_set())
-            runs.append(state.trajectory)
+            wait_for(lambda: (explore(state).trajectory is not before and explore(state).trajectory is not None) or stop.is_set())
+            runs.append(explore(state).trajectory)
 
     driver = threading.Thread(target=keep_sampling, daemon=True)
     driver.start()
     latencies, busy = [], 0
     try:
         for _ in range(15):
-            busy += state.running
+            busy += explore(state).running
             t0 = time.monotonic()
             status, body = get(url + "liveness", timeout=5)
             latencies.append(time.monotonic() - t0)
@@ -193,11 +194,11 @@ def test_liveness_answers_while_sampling(serve_app):
 
 def test_sessions_share_one_model_and_keep_their_own_knobs(serve_app):
     url, states = serve_app()
-    a, b = open_session(url, states), open_session(url, states)
+    a, b = session_of_page(url, states), session_of_page(url, states)
     assert a is not b and a.model is b.model  # loaded once, for every session of the process
     a.dispatch(lambda: a.param.update(seed=11, steps=3))
-    wait_for(lambda: a.trajectory is not None and a.trajectory.config.seed == 11)  # None while it runs
-    assert b.seed == 0 and b.trajectory.config.seed == 0 and b.trajectory.config.steps == 32
+    wait_for(lambda: explore(a).trajectory is not None and explore(a).trajectory.config.seed == 11)  # None while it runs
+    assert b.seed == 0 and explore(b).trajectory.config.seed == 0 and explore(b).trajectory.config.steps == 32
 
 
 def test_closing_the_tab_releases_the_session(serve_app, monkeypatch):
@@ -205,11 +206,11 @@ def test_closing_the_tab_releases_the_session(serve_app, monkeypatch):
     unused lifetime); on_session_destroyed then calls state.close()."""
     url, states = serve_app(lifetime_s=3.0)
     closed = []
-    real_close = ExplorerState.close
-    monkeypatch.setattr(ExplorerState, "close", lambda self: closed.append(self) or real_close(self))
-    state = open_session(url, states)
+    real_close = Session.close
+    monkeypatch.setattr(Session, "close", lambda self: closed.append(self) or real_close(self))
+    state = session_of_page(url, states)
     wait_for(lambda: state in closed, timeout=20)
-    assert state.model is None and state.frames is None  # its rows freed; the model stays in the cache
+    assert state.model is None and explore(state).frames is None  # its rows freed; the model stays in the cache
 
 
 def test_model_cache_is_one_per_process_and_thread_safe(checkpoints):
@@ -222,8 +223,8 @@ def test_model_cache_is_one_per_process_and_thread_safe(checkpoints):
     for t in threads:
         t.join(30)
     assert len(got) == 4 and all(m is got[0] for m in got)  # four sessions loading at once: one model
-    s1 = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
-    s2 = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
+    s1 = open_session(checkpoint="tiny", device="cpu", auto_run=False)
+    s2 = open_session(checkpoint="tiny", device="cpu", auto_run=False)
     s1.load(wait=True)
     s2.load(wait=True)
     assert s1.model is s2.model is got[0]
@@ -263,18 +264,19 @@ def test_no_auto_sweep_and_bf16_are_every_new_sessions_defaults(checkpoints, fre
 
     args = serve_args("--no-auto-sweep", "--precision", "bf16")
     assert args.precision == "bf16"
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False)
     try:
-        assert s.sweep_auto is False and "bf16 autocast" in s.device_name
+        assert explore(s).sweep_auto is False and "bf16 autocast" in s.device_name
         s.load(wait=True)
         header = HeaderView(state=s).pane.object
         assert "device <b>cpu, bf16 autocast</b>" in header
-        s.param.update(steps=4, sweep_samples=1, sweep_strategies=["confidence"])
-        assert s.start_run(wait=True) and s.trajectory is not None
+        s.steps = 4
+        explore(s).param.update(sweep_samples=1, sweep_strategies=["confidence"])
+        assert explore(s).start_run(wait=True) and explore(s).trajectory is not None
         time.sleep(0.2)
-        assert s.sweep_result is None and not s.sweep_running  # no sweep after the run ...
-        assert s.start_sweep(wait=True) and s.sweep_result is not None  # ... but Compute still works
-        assert ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=True).sweep_auto
+        assert explore(s).quality.result is None and not explore(s).quality.running  # no sweep after the run ...
+        assert explore(s).start_sweep(wait=True) and explore(s).quality.result is not None  # ... but Compute still works
+        assert explore(open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=True)).sweep_auto
     finally:
         s.close()
 
@@ -282,16 +284,16 @@ def test_no_auto_sweep_and_bf16_are_every_new_sessions_defaults(checkpoints, fre
 def test_the_defaults_stay_fp32_with_auto_sweeps(checkpoints, fresh_defaults):
     args = serve_args()
     assert args.precision == "fp32" and not args.no_auto_sweep
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
-    assert s.sweep_auto is True and s.device_name == "cpu"
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False)
+    assert explore(s).sweep_auto is True and s.device_name == "cpu"
 
 
 def test_the_environment_sets_the_same_defaults(checkpoints, fresh_defaults, monkeypatch):
     """Under `panel serve explorer/dashboard/app.py` the environment is the only way in."""
     monkeypatch.setenv("MDLM_EXPLORER_AUTO_SWEEP", "0")
     monkeypatch.setenv("MDLM_EXPLORER_PRECISION", "bf16")
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False)
-    assert s.sweep_auto is False and "bf16" in s.device_name
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False)
+    assert explore(s).sweep_auto is False and "bf16" in s.device_name
     assert serve_args().precision == "bf16"
 
 

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from explorer.dashboard.session import sample_canvas
-from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.compare import PRESETS, SEP, differing, parse_overrides
 from tests.dashboard_support import LENGTH
 
 
 def make_state(**knobs):
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     s.load(wait=True)
     s.param.update(**knobs)
     assert s.model is not None and s.error == ""
@@ -83,7 +83,7 @@ def test_ar_column_without_an_ar_checkpoint_says_so(checkpoints):
 
 def test_results_arrive_only_through_dispatch(checkpoints):
     queued = []
-    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
                           dispatch=queued.append)
     state.load(wait=True)
     while queued:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.inspect import (ACC_TS, accuracy_plot, draw_mask, fraction_check, fraction_plot,
                                              positions_plot, predictions_html, predictions_table, prepare_text)
@@ -16,8 +16,8 @@ from tests.dashboard_support import LENGTH, wait_for
 
 @pytest.fixture
 def inspect(checkpoints):
-    """(ExplorerState on tiny, the Inspect state, its view), the tab shown and its results in."""
-    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    """(Session on tiny, the Inspect state, its view), the tab shown and its results in."""
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     tab, view = build_tab("Inspect", state)
     state.load(wait=True)
     tab.on_shown()  # what showing the tab does (app.watch_shown): it starts computing
@@ -115,7 +115,7 @@ def test_an_ar_model_is_explained_and_nothing_is_computed(inspect):
 
 
 def test_nothing_runs_before_the_tab_is_shown(checkpoints):
-    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     tab, view = build_tab("Inspect", state)
     state.load(wait=True)
     view.__panel__()  # the page builds every tab's layout at once (app.build_tabs: dynamic=False)
@@ -164,7 +164,7 @@ def test_an_edited_text_travels_in_the_link_and_the_validation_text_does_not(ins
     query = UrlState(state, titles).query()
     assert query["inspect.text"] == "ABCABCAB" and query["inspect.default_text"] == "false"
     # A fresh session opened from that link shows the same text, not the validation excerpt.
-    fresh = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    fresh = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     other, _ = build_tab("Inspect", fresh)
     url = UrlState(fresh, titles)
     url.apply(query)

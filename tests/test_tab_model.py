@@ -7,7 +7,7 @@ import panel as pn
 import pytest
 
 from explorer.checkpoint import load_checkpoint
-from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.model import ALLOW_ENV, _curves_csv, cli_command, name_problem
 from explorer.dashboard.views.model_page import curves_frame, ema, schedule_frame, summary_html
@@ -24,7 +24,7 @@ def ckpts(tmp_path, monkeypatch):
 
 def session(name: str = "tiny"):
     """A loaded session (auto-run off: these tests are about the Model tab) and its Model tab."""
-    state = ExplorerState(checkpoint=name, device="cpu", auto_run=False)
+    state = open_session(checkpoint=name, device="cpu", auto_run=False)
     tab, view = build_tab("Model", state)
     state.load(wait=True)
     return state, tab, view

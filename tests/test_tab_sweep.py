@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.sweep import SweepTabState, expected_cost, format_cost, parse_list
 from explorer.dashboard.views.sweep_tab import grid_html, summary_frame
@@ -12,7 +12,7 @@ from tests.dashboard_support import wait_for
 
 @pytest.fixture
 def tab(checkpoints):
-    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     tab, view = build_tab("Sweep", state)
     state.load(wait=True)
     # small and fast: a different grid from the defaults, so other tests' cache entries do not leak in
@@ -155,7 +155,7 @@ def test_cost_estimate_and_lists():
 
 def test_progress_reaches_the_ui_through_dispatch(checkpoints):
     calls = []
-    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
                           dispatch=lambda cb: (calls.append(cb), cb()))
     tab, _ = build_tab("Sweep", state)
     state.load(wait=True)

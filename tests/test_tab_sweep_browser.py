@@ -30,7 +30,7 @@ def served(tmp_path, monkeypatch):
 
     def build():
         template = create_app(checkpoint="tiny", device="cpu")
-        template.explorer_state.param.update(auto_run=False, sweep_auto=False)
+        template.explorer_state.tabs["Explore"].param.update(auto_run=False, sweep_auto=False)
         return template
 
     with serve_in_process(build) as served_app:

@@ -1,19 +1,26 @@
 """Every tab opened from a shared link, in a real headless Chromium (issue 6): the README tour's links
-(explorer/dashboard/tour.py), pointed at the tests' tiny checkpoint and shrunk to run in seconds, open
+(tools/tour.py), pointed at the tests' tiny checkpoint and shrunk to run in seconds, open
 on the tab they name, draw its plots, and show numbers that match the link's knobs and the session's
 server-side state. One screenshot per tab goes to pytest's tmp directory."""
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
 import torch
 
-from explorer.dashboard.tour import HELPERS_JS, TOUR
 from tests import test_dashboard_browser
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serve_in_process
+from tests.dashboard_support import LENGTH, explore, save_tiny_checkpoints, serve_in_process
 from tests.test_dashboard_browser import open_page, wait_finished, wait_until
+
+_spec = importlib.util.spec_from_file_location("tools_tour", Path(__file__).resolve().parents[1] / "tools" / "tour.py")
+tour = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # tools/ holds scripts, not a package
+_spec.loader.exec_module(tour)
+HELPERS_JS, TOUR = tour.HELPERS_JS, tour.TOUR
 
 pytestmark = test_dashboard_browser.pytestmark  # browser mark; skipped without /usr/bin/chromium
 STOPS = {stop.tab: stop for stop in TOUR}
@@ -66,7 +73,7 @@ def served(tmp_path, monkeypatch):
 
     def build():
         template = create_app(**served_args())
-        template.explorer_state.sweep_auto = False  # as the tour's server: Explore's sweep is not shown
+        explore(template.explorer_state).sweep_auto = False  # as the tour's server: Explore's sweep is not shown
         return template
 
     with serve_in_process(build) as (url, states):
@@ -100,8 +107,8 @@ def knobs_applied(state, query: dict) -> None:
 def check_explore(page, state, query, ckpts):
     steps, length = int(query["steps"]), int(query["length"])
     text = wait_finished(page, [state])  # the run has ended and its final text is on the page
-    assert page.evaluate("window.__tourRows()") == steps + 1 == state.frames.n_rows
-    assert len(text) == length and state.trajectory.config.steps == steps
+    assert page.evaluate("window.__tourRows()") == steps + 1 == explore(state).frames.n_rows
+    assert len(text) == length and explore(state).trajectory.config.steps == steps
 
 
 def check_compare(page, state, query, ckpts):

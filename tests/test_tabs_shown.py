@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from explorer.dashboard.app import create_app
-from tests.dashboard_support import wait_for
+from tests.dashboard_support import explore, wait_for
 
 
 def find_tabs(app):
@@ -16,24 +16,25 @@ def find_tabs(app):
 def test_clicking_compare_runs_the_comparison_once(checkpoints):
     app = create_app("tiny", "cpu", autoload=False)
     state = app.explorer_state
-    state.param.update(auto_run=False, sweep_auto=False, steps=4)
+    explore(state).param.update(auto_run=False, sweep_auto=False)
+    state.steps = 4
     state.load(wait=True)
     compare = state.tabs["Compare"]
     assert compare.results == []  # nothing runs while the tab is not shown
     tabs = find_tabs(app)
-    tabs.active = ["Explore", *state.tabs].index("Compare")
+    tabs.active = list(state.tabs).index("Compare")
     wait_for(lambda: compare.results and all(compare.results) and not compare.running, timeout=60)
     first = compare.run_id
     tabs.active = 0
-    tabs.active = ["Explore", *state.tabs].index("Compare")
+    tabs.active = list(state.tabs).index("Compare")
     assert compare.run_id == first  # shown again: the results are still there, nothing re-runs
 
 
 def test_a_link_that_opens_on_sweep_shows_the_sweep_once_the_model_loads(checkpoints):
     app = create_app("tiny", "cpu", autoload=False)
     state = app.explorer_state
-    state.param.update(auto_run=False, sweep_auto=False)
-    find_tabs(app).active = ["Explore", *state.tabs].index("Sweep")  # as a ?tab=Sweep link does
+    explore(state).param.update(auto_run=False, sweep_auto=False)
+    find_tabs(app).active = list(state.tabs).index("Sweep")  # as a ?tab=Sweep link does
     sweep = state.tabs["Sweep"]
     assert sweep.main.result is None  # no model yet: nothing to sweep
     state.load(wait=True)
@@ -47,18 +48,19 @@ def test_a_link_that_opens_on_sweep_shows_the_sweep_once_the_model_loads(checkpo
 def test_only_the_shown_tab_is_in_the_page_and_a_hidden_one_keeps_its_results(checkpoints):
     app = create_app("tiny", "cpu", autoload=False)
     state = app.explorer_state
-    state.param.update(auto_run=False, sweep_auto=False, steps=4)
+    explore(state).param.update(auto_run=False, sweep_auto=False)
+    state.steps = 4
     state.load(wait=True)
-    tabs, titles = find_tabs(app), ["Explore", *state.tabs]
+    tabs, titles = find_tabs(app), list(state.tabs)
     compare, other = titles.index("Compare"), titles.index("Model")  # Model computes nothing when shown
     assert all(len(tabs[i]) == 0 for i in range(1, len(tabs)))  # nothing shown yet but Explore
-    explore = list(tabs[0])
+    explore_views = list(tabs[0])
     tabs.active = compare
     view = tabs[compare][0]
     wait_for(lambda: state.tabs["Compare"].results and not state.tabs["Compare"].running, timeout=60)
     tabs.active = other
     assert len(tabs[compare]) == 0 and len(tabs[other]) == 1  # out of the page (and its document)
-    assert len(explore) > 0 and all(a is b for a, b in zip(tabs[0], explore, strict=True))  # Explore stays
+    assert len(explore_views) > 0 and all(a is b for a, b in zip(tabs[0], explore_views, strict=True))  # Explore stays
     tabs.active = compare
     assert tabs[compare][0] is view and len(tabs[other]) == 0  # the same view, back with its results
     assert all(state.tabs["Compare"].results)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import param
 import pytest
 
-from explorer.dashboard.state import ExplorerState
+from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.base import TabState
 from explorer.dashboard.urlstate import UrlState, format_value, parse_value, query_args
 from explorer.sampling import SamplerConfig, sample
-from tests.dashboard_support import LENGTH
+from tests.dashboard_support import explore, LENGTH
 
 
 class DummyState(TabState):
@@ -29,14 +29,14 @@ class DummyState(TabState):
 
 @pytest.fixture
 def session(checkpoints):
-    s = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     s.tabs["Dummy"] = DummyState(s)
     yield s
     s.close()
 
 
 def url_for(state) -> UrlState:
-    url = UrlState(state, ["Explore", *state.tabs])
+    url = UrlState(state, list(state.tabs))
     state.load_hooks.append(url.hook)
     return url
 
@@ -73,7 +73,7 @@ def test_valid_values_are_applied_before_the_load(session):
                "tab": "dummy", "dummy.level": "7", "dummy.picks": "y,z", "dummy.flag": "yes", "dummy.ratio": "0.25"})
     assert url.notice == "" and session.model is None  # applied before the model loads
     assert (session.steps, session.strategy, session.seed, session.temperature) == (5, "margin", 11, 0.7)
-    assert session.sweep_strategies == ["random"] and url.tab == "Dummy"
+    assert explore(session).sweep_strategies == ["random"] and url.tab == "Dummy"
     dummy = session.tabs["Dummy"]
     assert (dummy.level, dummy.picks, dummy.flag, dummy.ratio) == (7, ["y", "z"], True, 0.25)
 
@@ -114,30 +114,31 @@ def test_a_template_in_another_alphabet_is_not_applied(session):
 
 def test_the_first_run_uses_the_link(session):
     """Same checkpoint, seed and knobs as the Python API => the same text."""
-    session.auto_run = True
+    explore(session).auto_run = True
     url = url_for(session)
     url.apply({"steps": "6", "seed": "9", "strategy": "entropy", "length": "16", "template": "AB█"})
     session.load(wait=True)
     from tests.dashboard_support import wait_for
 
-    wait_for(lambda: session.trajectory is not None)
+    wait_for(lambda: explore(session).trajectory is not None)
     config = SamplerConfig(steps=6, seed=9, strategy="entropy")
     expected = sample(session.model, config, length=16, template="AB█").texts()[0]
-    assert session.trajectory.texts()[0] == expected
+    assert explore(session).trajectory.texts()[0] == expected
 
 
 def test_query_holds_only_non_defaults(session):
     url = url_for(session)
     session.load(wait=True)
     assert url.query() == {"checkpoint": "tiny", "seed": "0"}  # length = the model's context: a default
-    session.param.update(steps=8, temperature=0.7, sweep_strategies=["random"], template="A B")
+    session.param.update(steps=8, temperature=0.7, template="A B")
+    explore(session).sweep_strategies = ["random"]
     session.tabs["Dummy"].param.update(picks=["x", "z"], flag=True)
     url.tab = "Dummy"
     q = url.query()
     assert q == {"checkpoint": "tiny", "tab": "Dummy", "steps": "8", "temperature": "0.7", "seed": "0",
                  "template": "A B", "sweep_strategies": "random", "dummy.picks": "x,z", "dummy.flag": "true"}
     assert url.search().startswith("?checkpoint=tiny&tab=Dummy&steps=8") and "template=A+B" in url.search()
-    fresh = ExplorerState(device="cpu", auto_run=False)  # the link reproduces the knobs (checkpoint: app.py)
+    fresh = open_session(device="cpu", auto_run=False)  # the link reproduces the knobs (checkpoint: app.py)
     fresh.tabs["Dummy"] = DummyState(fresh)
     again = UrlState(fresh, ["Explore", "Dummy"])
     again.apply(q)

@@ -14,7 +14,7 @@ import param
 import pytest
 import torch
 
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serve_in_process
+from tests.dashboard_support import explore, LENGTH, save_tiny_checkpoints, serve_in_process
 from tests.test_dashboard_browser import CHROMIUM, open_page, wait_finished, wait_until
 
 pytestmark = [pytest.mark.browser,
@@ -57,7 +57,7 @@ def served(tmp_path, monkeypatch):
 
     def build():
         template = create_app(**served_args())
-        template.explorer_state.sweep_auto = False  # sweeps are not what these tests are about
+        explore(template.explorer_state).sweep_auto = False  # sweeps are not what these tests are about
         return template
 
     with serve_in_process(build) as served_app:
@@ -87,10 +87,10 @@ def test_a_link_reproduces_the_view(browser, served, tmp_path):
     url, states = served
     page, problems = open_page(browser, url + "?checkpoint=tiny&steps=5&seed=11&strategy=margin&template=AB%E2%96%88"
                                               "&tab=Dummy&dummy.level=7")
-    wait_until(lambda: states and states[-1].trajectory is not None)
+    wait_until(lambda: states and explore(states[-1]).trajectory is not None)
     state = states[-1]
     assert (state.steps, state.seed, state.strategy, state.template) == (5, 11, "margin", "AB█")
-    assert state.tabs["Dummy"].level == 7 and state.trajectory.n_steps == 5  # the first run used the link
+    assert state.tabs["Dummy"].level == 7 and explore(state).trajectory.n_steps == 5  # the first run used the link
     wait_until(lambda: active_tab(page) == "Dummy")
     assert page.locator(".dummy-level input").first.input_value() == "7"
     assert page.locator(".knob-strategy select").input_value() == "margin"
@@ -111,7 +111,7 @@ def test_a_bad_value_is_named_and_not_applied(browser, served, tmp_path):
     message = notice.inner_text()
     for bad in ("steps=999", "strategy=magic", "length=500", "bogus=1", "tab=Nowhere"):
         assert bad in message, bad
-    wait_until(lambda: states[-1].trajectory is not None)
+    wait_until(lambda: explore(states[-1]).trajectory is not None)
     state = states[-1]
     assert (state.steps, state.strategy, state.seed, state.length) == (32, "confidence", 3, LENGTH)
     assert active_tab(page) == "Explore"
@@ -125,7 +125,7 @@ def test_a_bad_value_is_named_and_not_applied(browser, served, tmp_path):
 def test_changes_rewrite_the_url_and_downloads_parse(browser, served, tmp_path):
     url, states = served
     page, problems = open_page(browser, url)
-    wait_until(lambda: states and states[-1].trajectory is not None)
+    wait_until(lambda: states and explore(states[-1]).trajectory is not None)
     page.wait_for_function("() => location.search.includes('checkpoint=tiny')", timeout=30_000)
     page.locator(".knob-strategy select").select_option("random")
     page.wait_for_function("() => location.search.includes('strategy=random')", timeout=30_000)

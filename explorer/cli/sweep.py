@@ -226,7 +226,8 @@ def run_sweep(model, judge, ar, vary, args, reference, client=None):
     cancelled)."""
     from tqdm import tqdm
 
-    from ..experiments import SweepCancelled, aggregate, sweep
+    from ..cluster import sweep
+    from ..experiments import SweepCancelled, aggregate
     from ..sampling.config import SamplerConfig
 
     bar = tqdm(unit="sample", dynamic_ncols=True, file=sys.stderr)

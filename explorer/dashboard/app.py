@@ -1,7 +1,7 @@
 """The dashboard app: `panel serve explorer/dashboard/app.py`, `python run.py`, or in Jupyter
 `from explorer.dashboard import create_app; create_app()`.
 
-One ExplorerState per browser session, the views laid out in a template. The page is sent before the
+One Session per browser session (session.py), its tabs (tabs/) laid out in a template. The page is sent before the
 model is loaded (loading starts from pn.state.onload), so it appears at once. Under `panel serve` the
 checkpoint and device come from MDLM_EXPLORER_CHECKPOINT / MDLM_EXPLORER_DEVICE (or ?checkpoint= in
 the URL, a plain name only). Absolute imports: `panel serve` runs this file as a script.
@@ -13,11 +13,11 @@ import os
 import panel as pn
 
 from explorer.dashboard.runtime.dispatch import call_now, document_dispatcher
-from explorer.dashboard.state import ExplorerState
-from explorer.dashboard.tabs import TAB_NAMES, build_tab
+from explorer.dashboard.session import Session
+from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, build_tab
+from explorer.dashboard.tabs.explore.controls import ControlsView
+from explorer.dashboard.ui.header import HeaderView
 from explorer.dashboard.urlstate import UrlState, query_args
-from explorer.dashboard.tabs.explore.view import (ConfidenceView, ControlsView, DownloadsView, HeaderView,
-                                                   HeatmapView, QualityView, ScrubberView, TextView)
 
 TITLE = "mdlm-explorer"
 ACCENT = "#0072B2"
@@ -44,19 +44,7 @@ def _dispatcher():
     return document_dispatcher(doc) if doc is not None else call_now
 
 
-def explore_tab(state: ExplorerState):
-    """Heatmap, scrubber and text on the left; per-position confidence and quality vs steps on the right;
-    each side's download buttons below it."""
-    left = pn.Column(HeatmapView(state=state), ScrubberView(state=state), TextView(state=state),
-                     DownloadsView(state=state, part="run"), sizing_mode="stretch_width",
-                     styles={"flex": "3 1 0"}, min_width=480)
-    right = pn.Column(pn.pane.HTML("<b>Per-position confidence</b>", margin=(0, 10)), ConfidenceView(state=state),
-                      QualityView(state=state), DownloadsView(state=state, part="sweep"),
-                      sizing_mode="stretch_width", styles={"flex": "2 1 0"}, min_width=380)
-    return pn.Row(left, right, sizing_mode="stretch_width")
-
-
-def build_tabs(state: ExplorerState):
+def build_tabs(state: Session):
     """Main area tabs: Explore, then Compare, Inspect, Sweep and Model (tabs/), each built from the same
     session state so a URL can select a tab and reproduce its view. Not dynamic: a hidden dynamic tab
     keeps its Bokeh models outside the document, and Panel restyles a pane updated there (a run's
@@ -67,7 +55,8 @@ def build_tabs(state: ExplorerState):
     patch it sends: with the four other tabs in the page, a checkpoint switch kept the browser busy
     for 7 s here (0.2 s without them; benchmarks/bench_tabs.py), and each live step of the Explore
     tab cost three times as much to send."""
-    tabs = pn.Tabs(("Explore", explore_tab(state)), dynamic=False, sizing_mode="stretch_width", name="tabs")
+    tabs = pn.Tabs((MAIN_TAB, build_tab(MAIN_TAB, state)[1]), dynamic=False, sizing_mode="stretch_width",
+                   name="tabs")
     tabs.lazy_views = {}
     for name in TAB_NAMES:
         _, view = build_tab(name, state)
@@ -92,7 +81,7 @@ def empty_tab(tabs, index: int) -> None:
         tabs[index].objects = []
 
 
-def watch_shown(state: ExplorerState, tabs, titles: list[str]) -> None:
+def watch_shown(state: Session, tabs, titles: list[str]) -> None:
     """Swap the tab on screen into the page (fill_tab, empty_tab) and tell it that it is shown
     (TabState.on_shown) once a model is loaded: on a click, and when a model loads while it is shown
     (the first load of a link that opens on that tab)."""
@@ -114,11 +103,11 @@ def watch_shown(state: ExplorerState, tabs, titles: list[str]) -> None:
     state.param.watch(shown, "loaded")  # not model_info: the knobs (length...) are fitted after it
 
 
-def link_url(state: ExplorerState, tabs) -> UrlState:
+def link_url(state: Session, tabs) -> UrlState:
     """The session's link: the query's knobs and tab applied now, before the first run (the model
     loads later, in pn.state.onload, and checks the model-dependent ones), and the URL rewritten as the
     knobs and the tab change."""
-    titles = ["Explore", *state.tabs]  # the order build_tabs appended them in
+    titles = list(state.tabs)  # the order build_tabs appended them in
     url = UrlState(state, titles)
     url.apply(query_args(pn.state.session_args))
     state.load_hooks.append(url.hook)
@@ -142,22 +131,22 @@ def url_notice(url: UrlState):
 
 
 def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback: str | None = None,
-               state: ExplorerState | None = None, autoload: bool = True):
+               state: Session | None = None, autoload: bool = True):
     """The dashboard as a Panel template (served, or shown inline in Jupyter).
 
     checkpoint: a plain name in checkpoints/ (default: shakespeare if present); device: auto|cpu|cuda.
     fallback: opened instead of a `checkpoint` that is not in checkpoints/ (with a notice).
     autoload=False leaves loading to the caller (tests drive `state` directly)."""
     pn.extension(notifications=False)
-    state = state or ExplorerState(checkpoint=checkpoint, device=device, dispatch=_dispatcher(), fallback=fallback)
+    state = state or Session(checkpoint=checkpoint, device=device, dispatch=_dispatcher(), fallback=fallback)
     # Bootstrap rather than the Fast templates: Fast always links a Google web font, which fails
     # (a console error) on an offline machine; every Bootstrap asset is bundled with Panel.
     tabs = build_tabs(state)
     url = link_url(state, tabs)
     template = pn.template.BootstrapTemplate(
-        title=TITLE, sidebar=[ControlsView(state=state)], main=[url_notice(url), tabs],
+        title=TITLE, sidebar=[ControlsView(state=state.tabs["Explore"])], main=[url_notice(url), tabs],
         header=[HeaderView(state=state)], header_background=ACCENT, sidebar_width=340, raw_css=[APP_CSS])
-    template.explorer_state = state  # the handle tests and notebooks use to drive the app
+    template.explorer_state = state  # the session: the handle tests and notebooks use to drive the app
     template.url_state = url
     if served_doc() is not None:
         pn.state.on_session_destroyed(lambda context: state.close())

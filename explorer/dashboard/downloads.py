@@ -6,6 +6,8 @@ tabs, the CLI and the tests share it. Files are made only when a button is click
 """
 from __future__ import annotations
 
+import functools
+
 import asyncio
 import io
 import json
@@ -195,23 +197,18 @@ class LazyDownload:
                                  description=reason or None)
 
 
+@functools.lru_cache(maxsize=1)
 def _file_download_class():
     """pn.widgets.FileDownload that ignores a callback's None (failure: the button says why) instead
-    of raising; built on first use so importing this module does not import Panel."""
-    global _FileDownload
-    if _FileDownload is None:
-        import panel as pn
+    of raising; made on first use (once) so importing this module does not import Panel."""
+    import panel as pn
 
-        class FileDownload(pn.widgets.FileDownload):
-            def _sync_data(self, fileobj):
-                if fileobj is not None:
-                    super()._sync_data(fileobj)
+    class FileDownload(pn.widgets.FileDownload):
+        def _sync_data(self, fileobj):
+            if fileobj is not None:
+                super()._sync_data(fileobj)
 
-        _FileDownload = FileDownload
-    return _FileDownload
-
-
-_FileDownload = None
+    return FileDownload
 
 
 def download_button(label: str, filename: str, make, **kwargs):

@@ -33,7 +33,6 @@ class Frames:
         self.committed_at = [np.full(initial.shape, -1, dtype=np.int64)]  # row that committed it
         self.scores, self.proposals, self.step_conf = [nan], [initial], [nan]  # per-step proposals
         self.committed = [np.zeros(initial.shape, dtype=bool)]
-        self.seconds = [0.0]
         self.expected_rows = 1  # rows the run will produce when known (sizes the heatmap's axes)
 
     @property
@@ -44,7 +43,7 @@ class Frames:
     def length(self) -> int:
         return self.tokens[0].shape[0]
 
-    def add_step(self, tokens, scores, proposals, confidence, committed, remasked, seconds=0.0) -> int:
+    def add_step(self, tokens, scores, proposals, confidence, committed, remasked) -> int:
         """Append the canvas after one step (each argument (L,)); returns the new row's index."""
         row = self.n_rows
         committed, remasked = np.asarray(committed, bool), np.asarray(remasked, bool)
@@ -66,13 +65,12 @@ class Frames:
         self.proposals.append(np.asarray(proposals, dtype=np.int64))
         self.step_conf.append(confidence)
         self.committed.append(committed)
-        self.seconds.append(float(seconds))
         return row
 
     def add_record(self, record, b: int = 0) -> int:
         """Append a sampler StepRecord (batch row b)."""
         return self.add_step(record.tokens[b], record.scores[b], record.proposals[b], record.confidence[b],
-                             record.committed[b], record.remasked[b], record.seconds)
+                             record.committed[b], record.remasked[b])
 
     @classmethod
     def from_trajectory(cls, traj, glyphs: np.ndarray, b: int = 0) -> "Frames":
@@ -84,7 +82,7 @@ class Frames:
             before, after = traj.tokens[s, b], traj.tokens[s + 1, b]
             committed = (before == traj.mask_id) & (after != traj.mask_id)
             frames.add_step(after, traj.scores[s, b], traj.proposals[s, b], traj.confidence[s, b], committed,
-                            traj.remasked[s, b], traj.step_seconds[s])
+                            traj.remasked[s, b])
         return frames
 
     def chars(self, row: int) -> np.ndarray:

@@ -1,12 +1,30 @@
 """One browser session: the checkpoint it has open, the device it samples on, and the sampler knobs.
 
-The canvas helpers here turn a session's knobs into the sampler's inputs exactly as a run will see
-them, so every tab draws and samples the same canvas.
+Every tab (tabs/) reads the model, device and knobs from here; the Explore tab's run, like every
+other tab's work, lives in its own state. The canvas helpers turn a session's knobs into the
+sampler's inputs exactly as a run will see them, so every tab draws and samples the same canvas.
+Loading happens on a worker bound to the device (runtime/); results come back through `dispatch`,
+so parameters are only ever set on the UI thread in a served session.
 """
 from __future__ import annotations
 
+import logging
+
+import param
+
+from ..checkpoint import CheckpointError
 from ..data.tokenizer import MASK_GLYPH
+from ..names import SCHEDULES, STRATEGIES
+from ..sampling.config import SamplerConfig
 from .runtime import checkpoints
+from .runtime.dispatch import call_now
+from .runtime.queue import device_queue
+from .runtime.tasks import Worker
+
+log = logging.getLogger(__name__)
+
+KNOBS = ("steps", "temperature", "top_p", "top_k", "strategy", "schedule", "block_length", "threshold",
+         "remask", "length", "seed", "template")
 
 
 def canvas_template(model, canvas) -> str | None:
@@ -72,3 +90,167 @@ def checkpoint_or_default(name: str | None, names: list[str], fallback: str | No
     instead = f"; showing {default} instead" if default else ""
     listed = ", ".join(names) or "none"
     return default, f"checkpoint {name!r} is not one of the checkpoints in checkpoints/ ({listed}){instead}"
+
+
+class Session(param.Parameterized):
+    """The checkpoint, device and sampler knobs of one browser session, and its notices.
+
+    Knob parameters mirror SamplerConfig (`sampler_config`). `loaded` is bumped once a model is loaded
+    and the knobs are fitted to it: the tabs start their work from there. `tabs` maps a tab's name to
+    its state (tabs/); `close` cancels their work."""
+
+    checkpoint = param.Selector(default=None, objects=[], allow_None=True, label="Checkpoint",
+                                doc="Model to sample from (files in checkpoints/)")
+    steps = param.Integer(32, bounds=(1, 256), label="Steps",
+                          doc="Denoising steps: model calls per sample (1 = everything in one shot)")
+    temperature = param.Number(1.0, bounds=(0.0, 2.0), step=0.05, label="Temperature",
+                               doc="0 = always the most likely character; higher = more varied, more errors")
+    top_p = param.Number(1.0, bounds=(0.05, 1.0), step=0.05, label="Top-p",
+                         doc="Keep the most likely characters up to this probability mass (1 = off)")
+    top_k = param.Integer(0, bounds=(0, 128), label="Top-k",
+                          doc="Keep only the k most likely characters (0 = off)")
+    strategy = param.Selector(default="confidence", objects=list(STRATEGIES), label="Strategy",
+                              doc="Which masked positions to commit at each step")
+    schedule = param.Selector(default="linear", objects=list(SCHEDULES), label="Schedule",
+                              doc="How many positions to commit at each step")
+    block_length = param.Integer(0, bounds=(0, 256), label="Block length",
+                                 doc="Semi-autoregressive: fill blocks of this many positions left to right "
+                                     "(0 = the whole canvas at once; the last block may be shorter)")
+    threshold = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Threshold",
+                             doc="Commit every position more confident than this (Fast-dLLM); 0 = off")
+    remask = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Revision η",
+                          doc="ReMDM revision rate: chance that committed characters are masked again")
+    length = param.Integer(256, bounds=(1, 256), label="Length",
+                           doc="Canvas length in characters; a template is padded with █ up to it")
+    seed = param.Integer(0, bounds=(0, 2**31 - 1), label="Seed",
+                         doc="Random seed: the same seed and knobs give the same text")
+    template = param.String("", label="Prompt / infill template",
+                            doc="Text to keep; █ = one character to generate, [___] = five. "
+                                "Empty = generate everything")
+
+    presentation = param.Boolean(False, label="Presentation (large type)", doc="Larger type for projectors")
+    status = param.String("", doc="What the session is doing (loading, sampling ...), in the header")
+    error = param.String("", doc="A readable notice for the last failed action ('' = none)")
+    model_info = param.Dict(default={})
+    loaded = param.Integer(0, doc="Bumped once a model is loaded and the knobs fitted to it (its context...)")
+
+    def __init__(self, checkpoint: str | None = None, device: str = "auto", dispatch=call_now, *,
+                 fallback: str | None = None, **params):
+        from ..devices import describe_device, resolve_device
+
+        super().__init__(**params)
+        names = checkpoints.available()
+        self.param.checkpoint.objects = names
+        self.dispatch = dispatch
+        self.device = resolve_device(device)
+        self.device_name = describe_device(self.device)
+        precision = device_queue(self.device).precision_label
+        if precision != "fp32":  # the texts differ from fp32 ones: the page says why
+            self.device_name += f", {precision} autocast"
+        self.model = None
+        self._loads = Worker("load", device=self.device)
+        self.quiet = False  # set while the session fits its own knobs: tabs do not react per change
+        self.tabs: dict = {}  # tab name -> its TabState (tabs/), filled when the app builds its tabs
+        self.load_hooks: list = []  # hook(model) once a model is loaded, before `loaded` (urlstate.py)
+        self._wanted, self._notice = checkpoint_or_default(checkpoint, names, fallback)
+        self.error = self._notice  # on the page from the start; set again once the default is loaded
+
+    def sampler_config(self) -> SamplerConfig:
+        """The SamplerConfig these knobs describe (raises ValueError with a readable message)."""
+        return SamplerConfig(steps=self.steps, temperature=float(self.temperature), top_k=self.top_k,
+                             top_p=float(self.top_p), strategy=self.strategy, schedule=self.schedule,
+                             block_length=self.block_length,
+                             threshold=float(self.threshold) if self.threshold > 0 else None,
+                             remask=float(self.remask), seed=self.seed)
+
+    def canvas(self):
+        """The starting canvas (template or blank) for the loaded model; ValueError if the template is bad."""
+        if self.model is None:
+            raise ValueError("no model is loaded yet")
+        return start_canvas(self.model, self.template.strip(), self.length, self.seed)
+
+    def load(self, name: str | None = None, *, wait: bool = False) -> None:
+        """Load `name` (default: the chosen / default checkpoint) in the background, then run."""
+        name = name or self.checkpoint or self._wanted
+        if name is None:
+            self.error = self._notice or "no checkpoints found in checkpoints/: train one with `python run.py train`"
+            return
+        self.status = f"loading {name} …"
+        self._loads.submit(lambda job: self._load_job(job, name), wait=wait)
+
+    def _load_job(self, job, name: str) -> None:
+        try:
+            model = checkpoints.load(name, self.device)
+            info = checkpoints.describe(model, name)
+        except Exception as e:  # shown as a notice; the traceback goes to the server log...
+            if isinstance(e, CheckpointError):  # ...unless it is the user's choice, not a bug
+                log.warning("loading %r failed: %s", name, e)
+            else:
+                log.exception("loading %s failed", name)
+            # the message is made here: Python unbinds `e` when the except block ends, before a
+            # served session's loop runs the callback
+            message = f"could not load {name}: {e}"
+            self.dispatch(lambda: self._load_failed(job, message))
+            return
+        self.dispatch(lambda: self._loaded(job, name, model, info))
+
+    def _loaded(self, job, name, model, info) -> None:
+        if not self._loads.is_current(job):
+            return
+        self.quiet = True
+        try:
+            self.model, self.model_info = model, info
+            if name not in self.param.checkpoint.objects:
+                self.param.checkpoint.objects = [*self.param.checkpoint.objects, name]
+            self.checkpoint = name
+            context = model.config.block_size
+            self.param.length.bounds = (1, context)
+            self.param.block_length.bounds = (0, context)
+            self.param.top_k.bounds = (0, model.config.mask_id)
+            self.length = context
+            self.top_k = min(self.top_k, model.config.mask_id)
+            if self.template and model.tokenizer.unknown_chars(self.template.replace("[___]", "").replace("█", "")):
+                self.template = ""  # a template for another model's alphabet
+            for hook in list(self.load_hooks):  # e.g. a shared link's length, checked against this model
+                hook(model)
+        finally:
+            self.quiet = False
+        notice, self._notice = self._notice, ""
+        self.status, self.error = f"{name} loaded", ""
+        self.loaded += 1  # the tabs start their work (Explore: its first run, which may set a notice)
+        if not self.error:
+            self.error = notice  # e.g. why ?checkpoint= was not used, unless the first run's notice is shown
+
+    def _load_failed(self, job, message: str) -> None:
+        """Keep the model that was loaded, and put the selector back on it so the page does not claim
+        the failed one is in use."""
+        if not self._loads.is_current(job):
+            return
+        self.quiet = True
+        try:
+            self.checkpoint = self.model_info.get("name")
+        finally:
+            self.quiet = False
+        notice, self._notice = self._notice, ""  # why this one was tried: still worth saying
+        self.fail(f"{notice}. {message}" if notice else message)
+
+    @param.depends("checkpoint", watch=True)
+    def _checkpoint_chosen(self):
+        if not self.quiet and self.checkpoint and self.checkpoint != self.model_info.get("name"):
+            self.load(self.checkpoint)
+
+    def fail(self, message: str) -> None:
+        """A notice in the page (never a traceback)."""
+        self.status, self.error = "", message
+
+    def close(self) -> None:
+        """Cancel everything this session started (called when its browser tab closes)."""
+        try:
+            self._loads.cancel()
+            for name, tab in self.tabs.items():
+                try:
+                    tab.close()
+                except Exception:  # one tab's failure must not keep the others (or their rows) alive
+                    log.exception("closing the %s tab failed", name)
+        finally:
+            self.model = None  # the model stays in the shared cache; this session lets go of it now

@@ -18,13 +18,14 @@ from urllib.parse import urlencode
 
 import param
 
-from .state import KNOBS
+from .session import KNOBS, start_canvas
 
 log = logging.getLogger(__name__)
 
-# The session knobs a link carries: the sampler's, then the views' (confidence, quality sweep, type size).
-URL_KNOBS = (*KNOBS, "confidence_view", "confidence_t", "sweep_strategies", "sweep_x", "sweep_metric",
-             "sweep_samples", "presentation")
+# The session knobs a link carries: the sampler's and the type size. The Explore tab's URL_PARAMS
+# (confidence view, quality sweep) go unprefixed too, as they always have; other tabs' as <tab>.<param>.
+URL_KNOBS = (*KNOBS, "presentation")
+UNPREFIXED_TAB = "Explore"
 MODEL_KNOBS = ("length", "block_length", "top_k", "template")  # checked again against the loaded model
 ALWAYS = ("checkpoint", "seed")  # written even at their defaults: a link should not depend on the server's
 HANDLED_ELSEWHERE = ("checkpoint",)  # read by app.served_args (only names in checkpoints/ are opened)
@@ -156,7 +157,7 @@ class UrlState(param.Parameterized):
         for title, tab in self.state.tabs.items():
             for name in getattr(tab, "URL_PARAMS", ()):
                 if name in tab.param:
-                    out[f"{title.lower()}.{name}"] = (tab, name)
+                    out[name if title == UNPREFIXED_TAB else f"{title.lower()}.{name}"] = (tab, name)
         return out
 
     def _title(self, text: str) -> str:
@@ -192,7 +193,8 @@ class UrlState(param.Parameterized):
         tab = key.split(".", 1)[0] if "." in key else None
         if tab is not None and tab not in (t.lower() for t in self.state.tabs):
             return f"no tab {tab!r} here"
-        return "not a setting a link can carry" if tab or key in self.state.param else "unknown setting"
+        known = key in self.state.param or any(key in t.param for t in self.state.tabs.values())
+        return "not a setting a link can carry" if tab or known else "unknown setting"
 
     def _set(self, target, text: str) -> None:
         obj, name = target
@@ -210,8 +212,6 @@ class UrlState(param.Parameterized):
         """Once the model is loaded (state.load_hooks, before the first run): apply the length,
         block length, top-k and template of the link again, now checked against this model (its
         context, vocabulary and alphabet). One-shot: a later checkpoint switch resets them as usual."""
-        from .state import start_canvas
-
         pending, self._pending = self._pending, {}
         for key, text in pending.items():
             try:

@@ -44,12 +44,9 @@ import time
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ... import names
-
-if TYPE_CHECKING:
-    from .tasks import Job
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +145,7 @@ class SampleRequest:
     (dropped from the queue or stopped mid-run); on_failed(exception). Exactly one of the last
     three is called, then `job.done` is set."""
 
-    job: "Job"  # runtime.tasks.Job
+    job: object  # a runtime.tasks.Job (not imported: tasks.py builds on this module)
     model: object
     config: object  # SamplerConfig
     length: int

@@ -200,5 +200,8 @@ class Task(param.Parameterized):
             self.param.update(running=False, status=status)
 
     def clear(self) -> None:
+        """Forget the result (a model change). A finished job whose report is still queued for the UI
+        thread is dropped too: no longer current, its _finish cannot bring the old result back."""
         self.cancel()
+        self.worker.current = None
         self.param.update(result=None, progress=0, status="", error="")

@@ -1,19 +1,20 @@
-"""The dashboard's tabs after Explore (issue 6): Compare, Inspect, Sweep, Model.
+"""The dashboard's tabs: Explore, Compare, Inspect, Sweep, Model, one package each.
 
-Each module here defines `build(state) -> (TabState, viewable)`. Its TabState holds the tab's own
-knobs (a param.Parameterized owned by the session's ExplorerState, in `state.tabs[name]`), so the
-URL can carry them (`URL_PARAMS`) and tests can drive a tab without a browser.
+Each package's `build(session) -> (TabState, viewable)` pairs its state.py (param, no Panel) with
+its view.py. The TabState holds the tab's own knobs and results, registered in `session.tabs[name]`,
+so the URL can carry them (`URL_PARAMS`) and tests can drive a tab without a browser.
 """
 from __future__ import annotations
 
 import importlib
 
-TAB_NAMES = ("Compare", "Inspect", "Sweep", "Model")
+MAIN_TAB = "Explore"  # always first, always in the page
+TAB_NAMES = ("Compare", "Inspect", "Sweep", "Model")  # after it, each in the page only while shown
 
 
-def build_tab(name: str, state):
-    """(TabState, viewable) of one tab, its state registered in state.tabs[name]."""
+def build_tab(name: str, session):
+    """(TabState, viewable) of one tab, its state registered in session.tabs[name]."""
     module = importlib.import_module(f"{__name__}.{name.lower()}")
-    tab_state, view = module.build(state)
-    state.tabs[name] = tab_state
+    tab_state, view = module.build(session)
+    session.tabs[name] = tab_state
     return tab_state, view

@@ -15,7 +15,7 @@ class TabState(param.Parameterized):
     def __init__(self, session, **params):
         super().__init__(**params)
         self.session = session
-        session.param.watch(lambda event: self.on_model_changed(), "model_info")
+        session.param.watch(lambda *events: self.on_model_changed(), "model_info")
 
     def url_carries(self, name: str) -> bool:
         """Whether the link carries URL_PARAMS' `name` now (a knob may only matter in some states)."""

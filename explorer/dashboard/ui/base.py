@@ -7,13 +7,19 @@ import panel as pn
 import param
 
 from .palette import FONT
-from ..state import ExplorerState
 
 
 class StateView(pn.viewable.Viewer):
-    """A view of one ExplorerState; subclasses build their layout once in __init__."""
+    """A view of one state (a tab's state, or the session); subclasses build their layout once in
+    __init__ and redraw from param.depends("state.<param>") or `on` watchers."""
 
-    state = param.ClassSelector(class_=ExplorerState, doc="The dashboard state this view draws")
+    state = param.ClassSelector(class_=param.Parameterized, doc="The state this view draws")
+
+    @staticmethod
+    def on(obj, names, redraw) -> None:
+        """Call `redraw()` when any of `names` of `obj` changes (for objects the state holds, such as
+        the session or a runtime Task, which param.depends cannot name)."""
+        obj.param.watch(lambda *events: redraw(), names)
 
     def push(self, *panes) -> None:
         """Raw Bokeh model changes reach a notebook only when pushed; a server session syncs them

@@ -37,7 +37,7 @@ def header_html(info: dict, device: str, status: str) -> str:
 
 
 class HeaderView(StateView):
-    """One line of facts about the model and the sampler's device."""
+    """One line of facts about the model and the sampler's device (`state`: the session)."""
 
     def __init__(self, **params):
         super().__init__(**params)

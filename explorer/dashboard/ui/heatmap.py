@@ -114,10 +114,10 @@ class HeatmapFigure:
     def __init__(self, *, progress: bool = False, labels: bool = True, marker: bool = False, x_range=None,
                  **figure_args):
         self.progress = progress
-        self.cells = ColumnDataSource({c: [] for c in CELL_COLUMNS}, name="trajectory-cells")
-        self.grid = ColumnDataSource(self._placement(np.zeros((1, 1), np.uint32)), name="trajectory-image")
-        self.marks = ColumnDataSource({"x": [], "y": []}, name="remasked-marks")
-        self.vocab = ColumnDataSource({"glyph": []}, name="vocab")  # token id -> shown character
+        self.cells = ColumnDataSource({c: [] for c in CELL_COLUMNS})
+        self.grid = ColumnDataSource(self._placement(np.zeros((1, 1), np.uint32)))
+        self.marks = ColumnDataSource({"x": [], "y": []})
+        self.vocab = ColumnDataSource({"glyph": []})  # token id -> shown character
         self.labels = ColumnDataSource({"x": [], "y": [], "glyph": [], "ink": []}, syncable=False)
         self.figure = self._make_figure(x_range or Range1d(-0.5, 255.5), labels, figure_args)
         self.marker = None

@@ -10,7 +10,7 @@ from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
 from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED
-from ...state import CONFIDENCE_VIEWS
+from .state import CONFIDENCE_VIEWS
 from ...ui.base import StateView, Throttle, apply_fonts
 from ...ui.heatmap import display_glyphs
 
@@ -69,10 +69,13 @@ class ConfidenceView(StateView):
         self._draw()
         self._fonts()
         self._show_error()
+        self.on(self.state.confidence, "error", self._show_error)
+        self.on(self.state.confidence, "result", self._draw)
+        self.on(self.state.session, "presentation", self._fonts)
 
-    @param.depends("state.confidence_error", watch=True)
     def _show_error(self):
-        self.notice.object, self.notice.visible = self.state.confidence_error, bool(self.state.confidence_error)
+        error = self.state.confidence.error
+        self.notice.object, self.notice.visible = error, bool(error)
 
     def _make_figure(self):
         # Explicit ranges: an auto range over an empty source makes BokehJS log warnings.
@@ -90,7 +93,7 @@ class ConfidenceView(StateView):
         return p
 
     @param.depends("state.step", "state.n_rows", "state.run_id", "state.running", "state.confidence_view",
-                   "state.mean_confidence", watch=True)
+                   watch=True)
     def _draw(self):
         frames, mean = self.state.frames, self.state.confidence_view == CONFIDENCE_VIEWS[1]
         if not mean and not self._throttle.due(self.state.running):
@@ -98,7 +101,7 @@ class ConfidenceView(StateView):
         self.t.visible = mean
         p = self.figure
         if mean:
-            table = self.state.mean_confidence
+            table = self.state.confidence.result
             data = mean_bars(table) if table is not None else _empty()
             p.title.text = (f"Validation mean, t = {self.state.confidence_t:.2f}"
                             if table is not None else "Computing the validation mean …")
@@ -107,7 +110,7 @@ class ConfidenceView(StateView):
             row = self.state.shown_step
             data = step_bars(frames, row) if frames is not None and row > 0 else _empty()
             p.title.text = f"Step {row} proposals (▼ committed)" if row > 0 else "Proposals: pick a step ≥ 1"
-            p.yaxis.axis_label = f"score ({self.state.strategy})"
+            p.yaxis.axis_label = f"score ({self.state.session.strategy})"
         if frames is not None:
             p.x_range.update(start=-0.5, end=frames.length - 0.5)
             glyphs = display_glyphs(frames.glyphs)
@@ -117,9 +120,8 @@ class ConfidenceView(StateView):
         p.y_range.update(**_y_extent(data["top"]))
         self.push(self.pane)
 
-    @param.depends("state.presentation", watch=True)
     def _fonts(self):
-        apply_fonts(self.figure, self.state.presentation)
+        apply_fonts(self.figure, self.state.session.presentation)
         self.push(self.pane)
 
     def __panel__(self):

@@ -1,7 +1,7 @@
 """Download buttons of the Explore tab: the last run (trajectory JSON / CSV, heatmap PNG / HTML) and
 the quality-vs-steps sweep (plot PNG / HTML, table CSV).
 
-Files are made from the finished results (state.trajectory, state.sweep_result) only when a button
+Files are made from the finished results (state.trajectory, state.quality.result) only when a button
 is clicked (downloads.py), never from the live views: a figure is rebuilt here from the Trajectory,
 so making it on a worker thread never touches the session's document.
 """
@@ -29,10 +29,12 @@ class DownloadsView(StateView):
                         for label, filename, fn in make]
         self._names = [filename for _, filename, _ in make]  # prefixed with the checkpoint and seed
         self._available()
+        self.on(self.state.quality, "result", self._available)
 
     def _stem(self) -> str:
         traj = self.state.trajectory
-        return f"{self.state.checkpoint or 'run'}-seed{self.state.seed if traj is None else traj.seed}"
+        s = self.state.session
+        return f"{s.checkpoint or 'run'}-seed{s.seed if traj is None else traj.seed}"
 
     def _run_files(self):
         return [("Trajectory JSON", "trajectory.json", lambda: downloads.trajectory_json(*self._run())),
@@ -51,11 +53,11 @@ class DownloadsView(StateView):
         traj = self.state.trajectory
         if traj is None:
             raise ValueError("no finished run yet: press Run")
-        tok = traj.tokenizer or getattr(self.state.model, "tokenizer", None)
+        tok = traj.tokenizer or getattr(self.state.session.model, "tokenizer", None)
         return traj, tok
 
     def _sweep(self):
-        result = self.state.sweep_result
+        result = self.state.quality.result
         if result is None:
             raise ValueError("no quality-vs-steps sweep yet: press Compute")
         return result
@@ -69,10 +71,10 @@ class DownloadsView(StateView):
             raise ValueError("the sweep measured no quality metric")
         return quality_speed_plot(summary, metric, x=self.state.sweep_x, width=900, height=480)
 
-    @param.depends("state.trajectory", "state.sweep_result", watch=True)
+    @param.depends("state.trajectory", watch=True)
     def _available(self):
-        ready = (self.state.trajectory if self.part == "run" else self.state.sweep_result) is not None
-        stem = self._stem() if self.part == "run" else f"{self.state.checkpoint or 'sweep'}-{self.state.sweep_x}"
+        ready = (self.state.trajectory if self.part == "run" else self.state.quality.result) is not None
+        stem = self._stem() if self.part == "run" else f"{self.state.session.checkpoint or 'sweep'}-{self.state.sweep_x}"
         for button, name in zip(self.buttons, self._names):
             if button.label != button.handler.label:
                 button.handler.show("")  # a new result: an old failure no longer applies

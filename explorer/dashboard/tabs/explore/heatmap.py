@@ -20,11 +20,16 @@ class HeatmapView(StateView):
         super().__init__(**params)
         self.heat = HeatmapFigure(marker=True, title="Trajectory: step × position", name="heatmap")
         self.figure = self.heat.figure
+        # names the page's scripts (browser tests, benchmarks) find the live view's sources by
+        for source, name in ((self.heat.cells, "trajectory-cells"), (self.heat.grid, "trajectory-image"),
+                             (self.heat.marks, "remasked-marks"), (self.heat.vocab, "vocab")):
+            source.name = name
         self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", min_height=260)
         self.legend = pn.pane.HTML(legend_html(), stylesheets=[LEGEND_CSS], sizing_mode="stretch_width",
                                    margin=(0, 10))
         self._redraw()
         self._fonts()
+        self.on(self.state.session, "presentation", self._fonts)
 
     @param.depends("state.run_id", watch=True)
     def _redraw(self):
@@ -42,9 +47,8 @@ class HeatmapView(StateView):
         self.heat.mark(self.state.shown_step)
         self.push(self.pane)
 
-    @param.depends("state.presentation", watch=True)
     def _fonts(self):
-        size = apply_fonts(self.figure, self.state.presentation)
+        size = apply_fonts(self.figure, self.state.session.presentation)
         self.legend.styles = {"font-size": size["base"]}
         self.push(self.pane)
 

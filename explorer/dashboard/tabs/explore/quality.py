@@ -52,19 +52,20 @@ class QualityView(StateView):
         self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, name="quality-plot")
         self._progress()
         self._draw()
+        self.on(self.state.quality, ["progress", "status", "error", "running"], self._progress)
+        self.on(self.state.quality, "result", self._draw)
+        self.on(self.state.session, "presentation", self._draw)
 
-    @param.depends("state.sweep_progress", "state.sweep_status", "state.sweep_error", "state.sweep_running",
-                   watch=True)
     def _progress(self):
-        s = self.state
-        self.progress.value = s.sweep_progress
-        self.progress.active = s.sweep_running
-        self.status.object = f"Quality vs steps: {s.sweep_status}" if s.sweep_status else "Quality vs steps"
-        self.notice.object, self.notice.visible = s.sweep_error, bool(s.sweep_error)
+        task = self.state.quality
+        self.progress.value = task.progress
+        self.progress.active = task.running
+        self.status.object = f"Quality vs steps: {task.status}" if task.status else "Quality vs steps"
+        self.notice.object, self.notice.visible = task.error, bool(task.error)
 
-    @param.depends("state.sweep_result", "state.sweep_x", "state.sweep_metric", "state.presentation", watch=True)
+    @param.depends("state.sweep_x", "state.sweep_metric", watch=True)
     def _draw(self):
-        result = self.state.sweep_result
+        result = self.state.quality.result
         if result is None:
             self.plot.object = None
             return
@@ -74,7 +75,7 @@ class QualityView(StateView):
             self.notice.object, self.notice.visible = "the sweep measured no quality metric", True
             return
         try:
-            self.plot.object = quality_figure(summary, metric, self.state.sweep_x, self.state.presentation)
+            self.plot.object = quality_figure(summary, metric, self.state.sweep_x, self.state.session.presentation)
         except Exception as e:  # a notice beside the plot; the session must survive a plotting bug
             log.exception("quality plot failed")
             self.notice.object, self.notice.visible = f"cannot plot: {e}", True

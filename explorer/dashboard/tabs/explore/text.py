@@ -66,6 +66,7 @@ class TextView(StateView):
         self.pane = pn.pane.Bokeh(self.div, sizing_mode="stretch_width", min_height=80)
         self._fonts()
         self._render()
+        self.on(self.state.session, "presentation", self._fonts)
 
     @param.depends("state.step", "state.n_rows", "state.run_id", "state.running", watch=True)
     def _render(self):
@@ -83,9 +84,8 @@ class TextView(StateView):
         self.div.text = STYLE + caption + text_html(frames, row)
         self.push(self.pane)
 
-    @param.depends("state.presentation", watch=True)
     def _fonts(self):
-        size = FONT[self.state.presentation]
+        size = FONT[self.state.session.presentation]
         self.div.styles = {"--text-size": size["text"], "--caption-size": size["base"]}
         self.push(self.pane)
 

@@ -1,12 +1,27 @@
-"""Explore's views, each a pn.viewable.Viewer drawing the session's Explore state."""
-from ...ui.controls import ControlsView
-from ...ui.header import HeaderView
+"""The Explore tab's page: heatmap, scrubber and text on the left; per-position confidence and quality
+vs steps on the right; each side's downloads below it. The sidebar (controls.py) drives it."""
+from __future__ import annotations
+
+import panel as pn
+
 from .confidence import ConfidenceView
+from .controls import ControlsView
 from .downloads import DownloadsView
 from .heatmap import HeatmapView
 from .quality import QualityView
 from .scrubber import ScrubberView
 from .text import TextView
 
-__all__ = ["ConfidenceView", "ControlsView", "DownloadsView", "HeaderView", "HeatmapView", "QualityView",
-           "ScrubberView", "TextView"]
+__all__ = ["ConfidenceView", "ControlsView", "DownloadsView", "HeatmapView", "QualityView", "ScrubberView",
+           "TextView", "explore_view"]
+
+
+def explore_view(state):
+    """The tab's layout for an ExploreState (the sidebar is built by the app: ControlsView)."""
+    left = pn.Column(HeatmapView(state=state), ScrubberView(state=state), TextView(state=state),
+                     DownloadsView(state=state, part="run"), sizing_mode="stretch_width",
+                     styles={"flex": "3 1 0"}, min_width=480)
+    right = pn.Column(pn.pane.HTML("<b>Per-position confidence</b>", margin=(0, 10)), ConfidenceView(state=state),
+                      QualityView(state=state), DownloadsView(state=state, part="sweep"),
+                      sizing_mode="stretch_width", styles={"flex": "2 1 0"}, min_width=380)
+    return pn.Row(left, right, sizing_mode="stretch_width")

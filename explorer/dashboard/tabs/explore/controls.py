@@ -1,4 +1,5 @@
-"""Sidebar controls: every widget is made from a parameter of the state (its doc is the hover help)."""
+"""The sidebar: the session's checkpoint and knobs and Explore's run buttons, every widget made from a
+parameter (its doc is the hover help)."""
 from __future__ import annotations
 
 import html
@@ -6,8 +7,8 @@ import html
 import panel as pn
 import param
 
-from .palette import FONT
-from .base import StateView
+from ...ui.palette import FONT
+from ...ui.base import StateView
 
 SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
            "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
@@ -15,11 +16,12 @@ SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
 
 
 class ControlsView(StateView):
-    """Checkpoint, sampler knobs, template editor with its notice, run / stop / seed buttons."""
+    """Checkpoint, sampler knobs, template editor with its notice, run / stop / seed buttons
+    (`state`: the Explore state; the knobs are its session's)."""
 
     def __init__(self, **params):
         super().__init__(**params)
-        p = self.state.param
+        p, e = self.state.session.param, self.state.param
         w = {name: cls.from_param(p[name], throttled=True, sizing_mode="stretch_width")
              for name, cls in SLIDERS.items()}
         w["checkpoint"] = pn.widgets.Select.from_param(p.checkpoint, sizing_mode="stretch_width")
@@ -30,10 +32,10 @@ class ControlsView(StateView):
         w["template"] = pn.widgets.TextAreaInput.from_param(
             p.template, placeholder="e.g. ROMEO:  or  To be█████that is  or  To [___] or not", height=90,
             sizing_mode="stretch_width", css_classes=["template-editor"])
-        w["run"] = pn.widgets.Button.from_param(p.run, color="primary", sizing_mode="stretch_width")
-        w["stop"] = pn.widgets.Button.from_param(p.stop, color="warning", sizing_mode="stretch_width")
-        w["new_seed"] = pn.widgets.Button.from_param(p.new_seed, sizing_mode="stretch_width")
-        w["auto_run"] = pn.widgets.Checkbox.from_param(p.auto_run)
+        w["run"] = pn.widgets.Button.from_param(e.run, color="primary", sizing_mode="stretch_width")
+        w["stop"] = pn.widgets.Button.from_param(e.stop, color="warning", sizing_mode="stretch_width")
+        w["new_seed"] = pn.widgets.Button.from_param(e.new_seed, sizing_mode="stretch_width")
+        w["auto_run"] = pn.widgets.Checkbox.from_param(e.auto_run)
         w["presentation"] = pn.widgets.Checkbox.from_param(p.presentation)
         for name, widget in w.items():
             widget.css_classes = [*widget.css_classes, f"knob-{name.replace('_', '-')}"]  # for browser tests
@@ -49,23 +51,24 @@ class ControlsView(StateView):
         self._show_error()
         self._running()
         self._fonts()
+        self.on(self.state.session, "error", self._show_error)
+        self.on(self.state.session, "presentation", self._fonts)
 
-    @param.depends("state.error", watch=True)
     def _show_error(self):
         # escaped: a notice may quote what a user typed or put in the URL, and the Alert renders
         # Markdown, which passes raw HTML through (?checkpoint=<img onerror=...> would run)
-        self.notice.object = html.escape(self.state.error)
-        self.notice.visible = bool(self.state.error)
+        error = self.state.session.error
+        self.notice.object = html.escape(error)
+        self.notice.visible = bool(error)
 
     @param.depends("state.running", watch=True)
     def _running(self):
         self.widgets["run"].loading = False  # the button stays clickable: a click supersedes the run
         self.widgets["stop"].disabled = not self.state.running
 
-    @param.depends("state.presentation", watch=True)
     def _fonts(self):
         for widget in self.widgets.values():
-            widget.styles = {"font-size": FONT[self.state.presentation]["base"]}
+            widget.styles = {"font-size": FONT[self.state.session.presentation]["base"]}
 
     def __panel__(self):
         w = self.widgets

@@ -1,7 +1,7 @@
 """The README's tour: one screenshot per tab, each opened from the link that reproduces a seed figure.
 
-    python -m explorer.dashboard.tour [--out assets/tour] [--port P]   # serve, open each link, save PNGs
-    python -m explorer.dashboard.tour --markdown                       # print the README's "## Tour"
+    python tools/tour.py [--out assets/tour] [--port P]   # serve, open each link, save PNGs
+    python tools/tour.py --markdown                       # print the README's "## Tour"
 
 The screenshots come from the real server (`run.py serve`) in headless Chromium (playwright with the
 system's /usr/bin/chromium): a link sets the knobs and the tab, and a tab shown with a model loaded
@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1600, "height": 1000}
 README_HOST = "http://localhost:5006/"  # the links as the README shows them (the default port)
@@ -123,7 +123,7 @@ def markdown(out: str = "assets/tour") -> str:
     """The README's tour section, from TOUR."""
     lines = ["## Tour", "",
              "One screenshot per tab, each taken from a link that reproduces a figure of the seed notebooks "
-             "(`python -m explorer.dashboard.tour` retakes them). Start the server with `python run.py serve` "
+             "(`python tools/tour.py` retakes them). Start the server with `python run.py serve` "
              "and open a link: it sets the checkpoint, the knobs and the tab, and the tab computes its result "
              "by itself.", ""]
     for stop in TOUR:

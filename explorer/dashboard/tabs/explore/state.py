@@ -1,0 +1,326 @@
+"""The Explore tab's state: the session's run as it streams in, the per-position confidence shown
+beside it, and quality vs steps computed after it (no Panel here; view.py draws it).
+
+Runs go through the device's shared queue (runtime/queue.py), batched with other sessions'
+compatible runs; each session still gets exactly its solo result (at the default fp32). The quality
+sweep and the mean confidence are runtime Tasks: they take turns with the runs on the device, and
+a knob change cancels a sweep whose cache key no longer matches. Everything comes back to the UI
+thread through the session's dispatch.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+
+import param
+
+from ....names import STRATEGIES
+from ....experiments import QUALITY_METRICS
+from ...frames import Frames, glyph_table
+from ...runtime import checkpoints
+from ...runtime.cache import SWEEPS
+from ...runtime.queue import SampleRequest
+from ...runtime.tasks import Task, TaskCancelled, Worker
+from ...session import KNOBS, expected_rows, run_template
+from ..base import TabState
+
+log = logging.getLogger(__name__)
+
+CONFIDENCE_VIEWS = ("this step", "mean at t (validation)")
+AUTO_RUN_MAX_PARAMS = 50_000_000  # auto-run stays on for models up to this size on a CPU
+STEPS_GRID = (1, 2, 4, 8, 16, 32, 64)  # the quality sweep's x axis (steps up to the canvas's length)
+AUTO_SWEEP_ENV = "MDLM_EXPLORER_AUTO_SWEEP"
+
+
+def auto_sweep_default() -> bool:
+    """Whether a new session computes quality vs steps after each run: on, unless the server was
+    started with --no-auto-sweep (MDLM_EXPLORER_AUTO_SWEEP=0). A class of many sessions on one CPU
+    turns it off: each sweep costs many runs' worth of device time. Compute still works."""
+    return os.environ.get(AUTO_SWEEP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class ExploreState(TabState):
+    """The run the session's knobs produced (`frames` while it streams, `trajectory` once finished),
+    the confidence view's choice, and quality vs steps; `start_run` and `start_sweep` start them."""
+
+    URL_PARAMS = ("confidence_view", "confidence_t", "sweep_strategies", "sweep_x", "sweep_metric", "sweep_samples")
+
+    run = param.Event(label="Run", doc="Sample now with these knobs")
+    stop = param.Event(label="Stop", doc="Stop the running sample")
+    new_seed = param.Event(label="New seed", doc="Draw a fresh random seed and sample")
+    auto_run = param.Boolean(True, label="Auto-run on change", doc="Sample again whenever a knob changes")
+
+    step = param.Integer(0, bounds=(0, None), label="Step", doc="Step shown in the text and confidence views")
+    confidence_view = param.Selector(default=CONFIDENCE_VIEWS[0], objects=list(CONFIDENCE_VIEWS),
+                                     label="Show", doc="Scores of this step's proposals, or the model's mean "
+                                     "per-position confidence at masking ratio t on validation text")
+    confidence_t = param.Number(0.5, bounds=(0.05, 0.95), step=0.05, label="t",
+                                doc="Masking ratio for the mean per-position confidence")
+
+    sweep_strategies = param.ListSelector(default=["confidence", "random"], objects=list(STRATEGIES),
+                                          label="Strategies", doc="Strategies compared in quality vs steps")
+    sweep_x = param.Selector(default="steps", objects=["steps", "nfe"], label="x axis",
+                             doc="Plot against denoising steps or model calls (NFE)")
+    sweep_metric = param.Selector(default="auto", objects=["auto", *QUALITY_METRICS], label="Quality metric",
+                                  doc="auto: pattern quality for patterns, gen-PPL with an AR judge, "
+                                      "else the valid-word fraction")
+    sweep_samples = param.Integer(4, bounds=(1, 64), label="Samples per point",
+                                  doc="Samples per (steps, strategy) point: more = tighter bands, slower")
+    sweep_auto = param.Boolean(True, label="Compute after each run",
+                               doc="Start the quality-vs-steps sweep when a run finishes (cached)")
+    compute_sweep = param.Event(label="Compute", doc="Compute quality vs steps for the current knobs")
+    stop_sweep = param.Event(label="Stop", doc="Stop the quality-vs-steps sweep")
+
+    # Results: set by the state itself (on the UI thread), read by the views.
+    run_id = param.Integer(0, doc="Bumped when a run starts: views clear")
+    n_rows = param.Integer(0, doc="Rows of the current run received so far: views draw the new ones")
+    running = param.Boolean(False)
+    trajectory = param.Parameter(default=None, doc="The last finished run (explorer.sampling.Trajectory)")
+
+    def __init__(self, session, **params):
+        params.setdefault("sweep_auto", auto_sweep_default())  # `serve --no-auto-sweep` turns it off for all
+        super().__init__(session, **params)
+        self.frames = None
+        self._runs = Worker("run", device=session.device)  # runs go to the device's shared queue
+        # quality vs steps: (table, summary); the mean per-position confidence at t: a DataFrame
+        self.quality = Task("quality sweep", session.device, session.dispatch)
+        self.confidence = Task("mean confidence", session.device, session.dispatch)
+        self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
+        self._judge_name = None
+        session.param.watch(lambda *events: self._knob_changed(), list(KNOBS))
+        session.param.watch(lambda *events: self._model_loaded(), "loaded")
+        session.param.watch(lambda *events: self._refresh_mean_confidence(), "length")
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(self, *, wait: bool = False) -> bool:
+        """Validate the knobs and start sampling (superseding any run in progress).
+
+        Returns False, with the session's `error` set and the previous result untouched, when the
+        knobs or the template are invalid."""
+        s = self.session
+        try:
+            config = s.sampler_config()
+            canvas = s.canvas()
+        except ValueError as e:
+            s.error = str(e)
+            return False
+        s.error = ""
+        self._cancel_sweep()
+        model = s.model
+        s.status = "waiting for the device …"  # until the queue starts it (at once when idle)
+        self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), wait=wait)
+        return True
+
+    def _run_request(self, job, model, config, canvas) -> SampleRequest:
+        """This session's run for the device queue; its callbacks run on the device thread and hand
+        everything to the UI thread through dispatch."""
+        dispatch = self.session.dispatch
+
+        def on_start():
+            frames = Frames(canvas.tokens, canvas.fixed, model.config.mask_id, glyph_table(model.tokenizer))
+            frames.expected_rows = expected_rows(model, config, canvas)
+            dispatch(lambda: self._begin(job, frames, config))
+
+        def on_failed(error):  # a readable notice, never a traceback in the page (the queue logs it)
+            message = f"sampling failed: {error}"
+            dispatch(lambda: self._end(job, None, message))
+
+        return SampleRequest(job, model, config, canvas.length, run_template(model, canvas),
+                             on_step=lambda record: self._push(job, record), on_start=on_start,
+                             on_done=lambda traj: dispatch(lambda: self._end(job, traj, "")),
+                             on_stopped=lambda: dispatch(lambda: self._end(job, None, "stopped")),
+                             on_failed=on_failed, owner=id(self.session))
+
+    def _push(self, job, record) -> None:
+        """From the sampler thread: queue a step and ask the UI thread for one flush (coalesced)."""
+        with self._pending_lock:
+            self._pending.append((job, record))
+            if self._flush_queued:
+                return
+            self._flush_queued = True
+        self.session.dispatch(self._flush)
+
+    def _flush(self) -> None:
+        """On the UI thread: append queued steps of the current run to its frames, then notify views."""
+        with self._pending_lock:
+            pending, self._pending, self._flush_queued = self._pending, [], False
+        added = 0
+        for job, record in pending:
+            if self._runs.is_current(job) and self.frames is not None:
+                self.frames.add_record(record)
+                added += 1
+        if added:  # views draw the new rows; `step` (the scrubber) is set once, when the run ends
+            self.n_rows = self.frames.n_rows
+
+    def _begin(self, job, frames, config) -> None:
+        if not self._runs.is_current(job):
+            return
+        self.frames, self.trajectory = frames, None
+        self.session.status = f"sampling {frames.expected_rows - 1} steps …"
+        self.param.update(running=True, run_id=self.run_id + 1, n_rows=frames.n_rows, step=0)
+
+    def _end(self, job, traj, message: str) -> None:
+        self._flush()
+        if job is not self._runs.current:
+            return
+        self.param.update(running=False, step=self.frames.n_rows - 1 if self.frames is not None else 0)
+        s = self.session
+        if traj is None:
+            if message == "stopped":
+                s.status = "stopped"
+            else:
+                s.status, s.error = "failed", message
+            return
+        self.trajectory = traj
+        s.status = f"{traj.n_steps} steps, {traj.nfe} model calls, {traj.seconds * 1000:.0f} ms"
+        if self.sweep_auto:
+            self.start_sweep()
+
+    @property
+    def shown_step(self) -> int:
+        """The row the text and confidence views show: the newest while a run streams in (moving the
+        scrubber every step would cost a widget update per step), else the scrubber's step."""
+        if self.frames is None:
+            return 0
+        last = self.frames.n_rows - 1
+        return last if self.running else min(self.step, last)
+
+    def stop_run(self) -> None:
+        self._runs.cancel()
+        self._cancel_sweep()
+
+    def roll_seed(self) -> None:
+        self.session.quiet = True
+        try:
+            self.session.seed = random.randrange(2**31 - 1)
+        finally:
+            self.session.quiet = False
+        self.start_run()
+
+    @param.depends("run", watch=True)
+    def _run_clicked(self):
+        self.start_run()
+
+    @param.depends("stop", watch=True)
+    def _stop_clicked(self):
+        self.stop_run()
+
+    @param.depends("new_seed", watch=True)
+    def _new_seed_clicked(self):
+        self.roll_seed()
+
+    def _knob_changed(self):
+        self._cancel_sweep()  # its cache key no longer matches these knobs
+        s = self.session
+        if s.quiet or s.model is None:
+            return
+        if self.auto_run:
+            self.start_run()
+        else:
+            s.error = ""
+
+    def _model_loaded(self) -> None:
+        """A model is loaded and the knobs fitted: forget the last model's results, then run."""
+        s = self.session
+        self._judge_name = checkpoints.find_judge(s.model, s.param.checkpoint.objects) if s.model else None
+        self.confidence.clear()
+        self.quality.clear()
+        if s.model_info.get("n_params", 0) > AUTO_RUN_MAX_PARAMS and s.device.type == "cpu":
+            self.auto_run = False  # a big model on a CPU: sample when asked, not per knob
+        self._refresh_mean_confidence()
+        if self.auto_run:
+            self.start_run()
+
+    # ------------------------------------------------------------------ mean confidence at t
+
+    @param.depends("confidence_view", "confidence_t", watch=True)
+    def _refresh_mean_confidence(self):
+        """The model's mean per-position confidence at ratio t on held-out text (one computation and
+        one cache for the whole dashboard: runtime/checkpoints.mean_confidence)."""
+        model = self.session.model
+        if self.confidence_view != CONFIDENCE_VIEWS[1] or model is None:
+            return
+        if model.config.kind != "diffusion":
+            self.confidence.error = "the validation mean is measured on masked text: pick a diffusion model"
+            return
+        t, length = round(float(self.confidence_t), 3), self.session.length
+        self.confidence.start(lambda job, report: checkpoints.mean_confidence(model, t, length))
+
+    # ------------------------------------------------------------------ quality vs steps
+
+    def sweep_key(self):
+        s = self.session
+        cfg = s.sampler_config().to_dict()
+        for varied in ("steps", "strategy"):
+            cfg.pop(varied)
+        path = getattr(s.model, "path", None)
+        mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
+        return (s.model_info.get("name"), mtime, tuple(sorted(cfg.items())), s.length, s.template,
+                tuple(self.sweep_strategies), self.sweep_samples, self._judge_name)
+
+    def start_sweep(self, *, wait: bool = False) -> bool:
+        """Show the cached sweep for these knobs, or compute it in the background."""
+        s = self.session
+        if s.model is None or not self.sweep_strategies:
+            return False
+        if s.model.config.kind != "diffusion":
+            self.quality.status = "quality vs steps compares diffusion samplers: pick a diffusion model"
+            return False
+        try:
+            key, config, canvas = self.sweep_key(), s.sampler_config(), s.canvas()
+        except ValueError as e:
+            self.quality.error = str(e)
+            return False
+        cached = SWEEPS.get(key)
+        if cached is not None:
+            self.quality.show(cached, "from cache")
+            return True
+        # the template as typed (stripped as start_canvas strips it): the sweep parses it as the sampler does
+        args = (s.model, config, canvas, s.template.strip() or None, list(self.sweep_strategies),
+                self.sweep_samples, s.seed, key)
+        self.quality.start(lambda job, report: self._sweep(job, report, *args), status="computing …", wait=wait)
+        return True
+
+    def _sweep(self, job, report, model, config, canvas, template, strategies, n_samples, seed, key):
+        """The Task's work (on its worker): experiments.sweep over steps x strategies, then cached."""
+        from ....experiments import SweepCancelled, sweep  # the sweep code loads only when one runs
+
+        grid = [s for s in STEPS_GRID if s <= max(canvas.n_generate, 1)] or [1]
+        judge = checkpoints.load(self._judge_name, self.session.device) if self._judge_name else None
+        try:
+            result = sweep(model, config, {"steps": grid, "strategy": strategies}, n_samples=n_samples,
+                           seed=seed, length=canvas.length, template=template, judge=judge,
+                           progress=lambda done, total: report(done, total, f"{done} of {total} samples"),
+                           cancel=lambda: job.cancelled, include_ar=judge is not None and template is None)
+        except SweepCancelled:
+            raise TaskCancelled() from None
+        SWEEPS.put(key, result)
+        return result
+
+    def _cancel_sweep(self) -> None:
+        self.quality.cancel("cancelled (knobs changed)")
+
+    @param.depends("compute_sweep", watch=True)
+    def _compute_clicked(self):
+        self.start_sweep()
+
+    @param.depends("stop_sweep", watch=True)
+    def _stop_sweep_clicked(self):
+        self.quality.cancel()
+
+    @param.depends("sweep_strategies", "sweep_samples", watch=True)
+    def _sweep_knobs_changed(self):
+        self._cancel_sweep()
+        if self.sweep_auto and not self.running:
+            self.start_sweep()
+
+    def close(self) -> None:
+        """Cancel the run and the background work; drop this session's rows now (30 closed tabs of
+        256 x 256 frames add up on a lab server)."""
+        self._runs.cancel()
+        self.quality.cancel()
+        self.confidence.cancel()
+        self.frames = None

@@ -1,0 +1,185 @@
+"""The package's layering, read from the source (ast): data flows one way and the dashboard keeps its
+shape (issue 13). Function-local imports count: they hide a dependency, they do not remove it."""
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "explorer"
+DASHBOARD = "explorer.dashboard"
+UI_LIBRARIES = ("panel", "bokeh", "holoviews")
+THREAD_STARTERS = {"Thread", "Timer", "ThreadPoolExecutor", "ProcessPoolExecutor"}
+MUTATORS = {"append", "extend", "add", "update", "pop", "popitem", "clear", "setdefault", "remove", "discard",
+            "insert", "move_to_end"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@lru_cache(maxsize=None)
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+@lru_cache(maxsize=None)
+def tree(name: str) -> ast.Module:
+    return ast.parse(modules()[name].read_text(), filename=str(modules()[name]))
+
+
+def _base(name: str, node: ast.ImportFrom) -> str:
+    """The absolute module a `from ... import` names (relative levels resolved)."""
+    if node.level == 0:
+        return node.module or ""
+    package = name if modules()[name].name == "__init__.py" else name.rsplit(".", 1)[0]
+    for _ in range(node.level - 1):
+        package = package.rsplit(".", 1)[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+@lru_cache(maxsize=None)
+def imports(name: str) -> frozenset[str]:
+    """Every module `name` imports, anywhere in it: a submodule when `from pkg import sub` names one."""
+    out = set()
+    for node in ast.walk(tree(name)):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(name, node)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.add(sub if sub in modules() else base)
+    return frozenset(out)
+
+
+def internal_edges(name: str) -> set[str]:
+    return {m for m in imports(name) if m in modules() and m != name}
+
+
+def reachable(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in internal_edges(todo.pop()) - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_the_import_graph_has_no_cycles():
+    cycles = sorted(f"{a} <-> {b}" for a in modules() for b in internal_edges(a)
+                    if a < b and a in reachable(b))
+    assert not cycles, "import cycles (function-local imports count):\n" + "\n".join(cycles)
+
+
+def test_the_checker_sees_function_local_imports_and_cycles(tmp_path, monkeypatch):
+    """The checks above can fail: a function-local import that closes a cycle is found."""
+    (tmp_path / "explorer").mkdir()
+    (tmp_path / "explorer" / "__init__.py").write_text("")
+    (tmp_path / "explorer" / "a.py").write_text("from . import b\n")
+    (tmp_path / "explorer" / "b.py").write_text("def f():\n    from .a import x\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "explorer")
+    for cached in (modules, tree, imports):
+        cached.cache_clear()
+    try:
+        assert "explorer.a" in reachable("explorer.b") and "explorer.b" in reachable("explorer.a")
+    finally:
+        monkeypatch.undo()
+        for cached in (modules, tree, imports):
+            cached.cache_clear()
+
+
+def state_modules() -> list[str]:
+    names = [m for m in modules() if m.startswith(f"{DASHBOARD}.tabs.") and m.endswith(".state")]
+    return [*names, f"{DASHBOARD}.session", f"{DASHBOARD}.tabs.base"]
+
+
+def test_state_modules_do_not_import_panel():
+    assert len(state_modules()) >= 7  # Explore, Compare, Inspect, Sweep, Model, the session, TabState
+    offenders = []
+    for name in state_modules():
+        for m in {name} | reachable(name):
+            ui = sorted(i for i in imports(m) if i.split(".")[0] in UI_LIBRARIES)
+            if ui:
+                offenders.append(f"{name} (through {m}): {', '.join(ui)}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_every_tab_is_a_package_of_state_view_and_build():
+    tabs = PACKAGE / "dashboard" / "tabs"
+    for name in ("explore", "compare", "inspect", "sweep", "model"):
+        package = tabs / name
+        assert {"__init__.py", "state.py", "view.py"} <= {p.name for p in package.glob("*.py")}, name
+        builds = [n for n in tree(f"{DASHBOARD}.tabs.{name}").body if isinstance(n, ast.FunctionDef)]
+        assert "build" in {n.name for n in builds}, name
+
+
+def test_no_tab_imports_another_tab():
+    offenders = []
+    for name in modules():
+        parts = name.split(".")
+        if parts[:3] != ["explorer", "dashboard", "tabs"] or len(parts) < 5:
+            continue
+        for m in imports(name):
+            other = m.split(".")
+            if other[:3] == parts[:3] and len(other) >= 4 and other[3] not in (parts[3], "base"):
+                offenders.append(f"{name} imports {m}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_nothing_in_the_dashboard_imports_the_cli():
+    offenders = [f"{n} imports {m}" for n in modules() if n.startswith(DASHBOARD)
+                 for m in imports(n) if m == "explorer.cli" or m.startswith("explorer.cli.")]
+    assert not offenders, "\n".join(offenders)
+
+
+def _called_name(node: ast.Call) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _module_level_names(module: ast.Module) -> set[str]:
+    names = set()
+    for node in module.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _mutations(module: ast.Module, names: set[str]) -> set[str]:
+    """Module-level names the module changes: item assignment, a mutating method, or `global`."""
+    found = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.Global):
+            found.update(node.names)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            found.update(t.value.id for t in targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            if isinstance(node.func.value, ast.Name):
+                found.add(node.func.value.id)
+    return found & names
+
+
+def test_only_runtime_starts_threads_or_holds_process_wide_state():
+    offenders = []
+    for name in modules():
+        if not name.startswith(DASHBOARD) or name.startswith(f"{DASHBOARD}.runtime"):
+            continue
+        module = tree(name)
+        starts = sorted({_called_name(n) for n in ast.walk(module) if isinstance(n, ast.Call)} & THREAD_STARTERS)
+        if starts:
+            offenders.append(f"{name} starts {', '.join(starts)}")
+        changed = _mutations(module, _module_level_names(module))
+        if changed:
+            offenders.append(f"{name} changes module-level {', '.join(sorted(changed))}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_runtime_checks_see_what_they_look_for():
+    module = ast.parse("import threading\nCACHE = {}\ndef f(k):\n    CACHE[k] = 1\n    threading.Thread(target=f).start()\n")
+    assert _mutations(module, _module_level_names(module)) == {"CACHE"}
+    assert {_called_name(n) for n in ast.walk(module) if isinstance(n, ast.Call)} & THREAD_STARTERS == {"Thread"}
