@@ -1,14 +1,15 @@
-"""The Compare tab driven without a browser: presets, overrides, runs through the real sampler on a
-worker, results only through dispatch, differences, metrics, bad input as a notice."""
+"""The Compare tab driven without a browser: presets, overrides, runs through the real sampler in one
+background Task, results only through dispatch, differences, metrics, bad input as a notice."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from explorer.dashboard.runtime.tasks import Task
 from explorer.dashboard.session import sample_canvas
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
-from explorer.dashboard.tabs.compare import PRESETS, SEP, differing, parse_overrides
+from explorer.dashboard.tabs.compare.state import PRESETS, SEP, differing, parse_overrides
 from tests.dashboard_support import LENGTH
 
 
@@ -31,7 +32,7 @@ def compare(checkpoints):
 def test_confidence_vs_random_runs_the_real_sampler_with_one_seed(compare):
     tab, view = compare
     assert tab.apply_preset("strategies") is True  # one click: columns, then the run
-    tab._worker.current.done.wait(30)
+    tab.task.worker.current.done.wait(30)
     assert not tab.running and tab.error == "" and len(tab.results) == 2
     state = tab.session
     for result, strategy in zip(tab.results, ("confidence", "random")):
@@ -90,11 +91,47 @@ def test_results_arrive_only_through_dispatch(checkpoints):
         queued.pop(0)()
     tab, _ = build_tab("Compare", state)
     assert tab.start()
-    tab._worker.current.done.wait(30)
+    tab.task.worker.current.done.wait(30)
     assert not any(tab.results)  # the worker finished; nothing is applied before the dispatched callbacks run
     while queued:
         queued.pop(0)()
     assert all(r and r["error"] == "" for r in tab.results) and not tab.running
+
+
+def test_the_run_is_one_task_on_the_session_device(compare):
+    tab, view = compare
+    assert isinstance(tab.task, Task) and tab.task.worker.device == tab.session.device
+    assert tab.start(wait=True)
+    assert (tab.task.status, tab.task.progress, tab.task.error) == ("done: 2 of 2 configurations sampled", 100, "")
+    assert view.status.object == "done: 2 of 2 configurations sampled" and view.stop.disabled
+
+
+def test_stop_keeps_the_columns_already_sampled(compare):
+    tab, view = compare
+    # Stop pressed as soon as the first column is shown (call_now: on the task's own thread)
+    tab.task.param.watch(lambda event: tab.stop_run() if event.new and event.new[0] else None, "result")
+    assert tab.start(wait=True)
+    first, second = tab.results
+    assert first["error"] == "" and first["config"].strategy == "confidence" and second is None
+    assert not tab.running and tab.task.status == "stopped" and view.stop.disabled
+    assert "positions differ" not in view.columns[0].text.object  # nothing to compare with
+    assert "not run yet" in view.columns[1].title.object
+
+
+def test_a_model_change_drops_a_comparison_whose_results_are_still_queued(checkpoints):
+    queued = []
+    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
+                          dispatch=queued.append)
+    state.load(wait=True)
+    while queued:
+        queued.pop(0)()
+    tab, _ = build_tab("Compare", state)
+    assert tab.start()
+    tab.task.worker.current.done.wait(30)  # finished; its columns and its end wait for the UI thread
+    tab.on_model_changed()  # handled first, as a model change on the UI thread may be
+    while queued:
+        queued.pop(0)()
+    assert tab.results == [] and not tab.running
 
 
 def test_bad_override_is_a_notice_and_keeps_everything(compare):
@@ -153,7 +190,7 @@ def test_parsing_and_differences():
 
 
 def test_mostly_different_texts_mark_what_agrees():
-    from explorer.dashboard.views.compare_column import differences_html
+    from explorer.dashboard.tabs.compare.view import differences_html
 
     fixed = np.zeros(4, dtype=bool)
     few = differences_html("abcd", ["abcd", "abXd"], 0, fixed)
@@ -177,3 +214,19 @@ def test_presentation_mode_enlarges_every_column(compare):
     assert view.status.styles["font-size"] == FONT[True]["base"]
     tab.session.presentation = False
     assert column.text.styles["--text-size"] == FONT[False]["text"]
+
+
+def test_column_sources_do_not_take_the_live_heatmaps_names(compare):
+    """The tour and the browser tests find Explore's heatmap by its source's name; Compare's columns
+    (the same HeatmapFigure) in the same document must not make that lookup ambiguous."""
+    from bokeh.document import Document
+    from bokeh.layouts import column
+
+    from explorer.dashboard.ui.heatmap import HeatmapFigure
+
+    _, view = compare
+    live = HeatmapFigure()
+    doc = Document()
+    doc.add_root(column(live.figure, *(c.figure for c in view.columns)))
+    assert doc.get_model_by_name("trajectory-cells") is live.cells
+    assert doc.get_model_by_name("compare-2-cells") is view.columns[1].heat.cells

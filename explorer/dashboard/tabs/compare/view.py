@@ -1,6 +1,6 @@
 """The Compare tab's view: presets and run buttons on top, then one column per configuration: its
 overrides (editable), its trajectory heatmap, its final text with the positions where it differs
-from the other columns highlighted, and its metrics. State and runs: tabs/compare.py.
+from the other columns highlighted, and its metrics. State and runs: state.py.
 
 Alignment: every heatmap has the same x range (positions; pan and zoom are linked) and the same
 height, with rows on a normalised progress axis (0 = the start canvas, 1 = the final canvas). A
@@ -17,11 +17,12 @@ import panel as pn
 import param
 from bokeh.models import Range1d
 
-from ...experiments import METRIC_DIRECTION
-from ..ui.palette import STATE_COLORS
-from ..tabs.compare import MAX_COLUMNS, METRIC_LABELS, PRESETS, CompareState, differing, split_columns
-from ..ui.base import watch_presentation
-from ..ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
+from ....experiments import METRIC_DIRECTION
+from ...downloads import download_button, trajectory_csv, trajectory_json
+from ...ui.base import watch_presentation
+from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
+from ...ui.palette import STATE_COLORS
+from .state import MAX_COLUMNS, METRIC_LABELS, PRESETS, CompareState, differing, split_columns
 
 DIFF_COLOR = "#F0E442"  # Okabe-Ito yellow; differing characters are also bold and underlined
 SAME_COLOR = "#009E73"  # Okabe-Ito bluish green, double underline: agreeing characters (mostly-different texts)
@@ -37,7 +38,13 @@ table.metrics {{ border-collapse: collapse; font-size: var(--caption-size, 13px)
 table.metrics td {{ padding: 1px 10px 1px 0; }}
 .best {{ font-weight: bold; }}
 """
-def text_html(text: str, marked: np.ndarray, fixed: np.ndarray, mark: str = "d", mask_glyph: str = "█") -> str:
+LEGEND_TEXTS = (" · differing characters in the texts: "
+                f'<span style="background:{DIFF_COLOR}"><b><u>bold, underlined</u></b></span> '
+                f'(or, where most differ, the agreeing ones: <span style="background:#B9E3D6; '
+                f'text-decoration: underline double {SAME_COLOR}">double underlined</span>)')
+
+
+def differences_spans(text: str, marked: np.ndarray, fixed: np.ndarray, mark: str = "d", mask_glyph: str = "█") -> str:
     """The final text as spans: marked positions in class `mark` (d = differs, s = agrees), template
     characters underlined dotted."""
     classes = [mark if m else "f" if f else "m" if c == mask_glyph else "" for c, m, f in zip(text, marked, fixed)]
@@ -66,7 +73,7 @@ def differences_html(text: str, texts: list, index: int, fixed: np.ndarray, runn
             caption = (f"{n} of {L} positions differ from the other column(s); the {L - n} that agree with "
                        "all of them are marked")
             marked, mark = ~diff, "s"
-    return f'<p class="caption">{caption}</p>' + text_html(text, marked, fixed, mark)
+    return f'<p class="caption">{caption}</p>' + differences_spans(text, marked, fixed, mark)
 
 
 def best_values(results: list) -> dict:
@@ -107,6 +114,7 @@ class ColumnView(pn.viewable.Viewer):
         self.heat = HeatmapFigure(progress=True, labels=False, x_range=x_range, height=300,
                                   tools="xpan,xwheel_zoom,box_zoom,reset", name="compare-heatmap")
         self.figure = self.heat.figure
+        self._name_sources()
         self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 5))
         self.text = pn.pane.HTML("", stylesheets=[TEXT_CSS], sizing_mode="stretch_width", css_classes=["compare-text"])
         self.metrics = pn.pane.HTML("", stylesheets=[TEXT_CSS], css_classes=["compare-metrics"])
@@ -118,14 +126,18 @@ class ColumnView(pn.viewable.Viewer):
             self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
             styles={"flex": "1 1 0", "min-width": "280px"}, css_classes=["compare-column"])
 
+    def _name_sources(self) -> None:
+        """Names of this column's own: HeatmapFigure names its sources as Explore's live heatmap
+        ('trajectory-cells' ...), which the tour and the tests look up by name in the document, and
+        Bokeh refuses a lookup by a name that several models share."""
+        heat, n = self.heat, self.index + 1
+        for source, role in ((heat.cells, "cells"), (heat.grid, "image"), (heat.marks, "marks"),
+                             (heat.vocab, "vocab")):
+            source.name = f"compare-{n}-{role}"
+
     def _download_buttons(self) -> list:
         """The column's trajectory as JSON and CSV, made only when clicked. Made once, here: a Panel
         widget created later, in a callback, links its stylesheet from the CDN (offline: an error)."""
-        try:
-            from ..downloads import download_button, trajectory_csv, trajectory_json
-        except ImportError:  # downloads.py not there (yet)
-            return []
-
         def export(write):
             r = self.result
             return write(r["traj"], r["tokenizer"]) if r and not r.get("error") else None
@@ -146,7 +158,8 @@ class ColumnView(pn.viewable.Viewer):
         self.remove.visible = removable
 
     def show(self, result, texts: list, best: dict, running: bool) -> None:
-        """Draw this column's result (None: still running or not run yet)."""
+        """Draw this column's result (None: still running or not run yet). UI thread: the heatmap is
+        a raw Bokeh model."""
         self.result = result
         if result is None:
             self.title.object = "<b>sampling …</b>" if running else "<i>not run yet: pick a preset or press Run</i>"
@@ -186,6 +199,30 @@ class CompareView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         t = self.tab
+        self._toolbar()
+        self.status = pn.pane.HTML("", css_classes=["compare-status"], margin=(5, 10))
+        self.info = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
+        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
+                                    css_classes=["compare-notice"])
+        self.x_range = Range1d(-0.5, 255.5)  # shared: pan and zoom move every heatmap together
+        self.columns = [ColumnView(self.x_range, tab=t, index=i) for i in range(MAX_COLUMNS)]
+        self.legend = pn.pane.HTML(legend_html() + LEGEND_TEXTS, stylesheets=[LEGEND_CSS],
+                                   sizing_mode="stretch_width", margin=(0, 10))
+        t.param.watch(self._specs, "columns")
+        t.param.watch(self._preset, "preset")
+        t.param.watch(self._notice, ["error", "base_info"])
+        t.task.param.watch(self._notice, ["status", "running", "error"])
+        t.task.param.watch(self._results_changed, ["result", "running"])
+        for draw in (self._specs, self._preset, self._notice, self._results):
+            draw()
+        cols = self.columns
+        watch_presentation(t.session, figures=[c.figure for c in cols],
+                           panes=[self.status, self.info, self.legend, *(c.title for c in cols)],
+                           text_panes=[pane for c in cols for pane in (c.text, c.metrics)])
+
+    def _toolbar(self) -> None:
+        """Preset buttons, Run, Stop and '+ column'."""
+        t = self.tab
         # plain buttons, not a radio group: clicking the preset already shown runs it again
         # (no hover help: its popover would cover the neighbouring button)
         self.preset_buttons = {key: pn.widgets.Button(label=label) for key, (label, _) in PRESETS.items()}
@@ -197,29 +234,8 @@ class CompareView(pn.viewable.Viewer):
         self.stop = pn.widgets.Button.from_param(t.param.stop, color="warning", width=80)
         self.add = pn.widgets.Button(label="+ column", width=100, description="Compare one more configuration")
         self.add.on_click(lambda event: t.add_column())
-        self.status = pn.pane.HTML("", css_classes=["compare-status"], margin=(5, 10))
-        self.info = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
-        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
-                                    css_classes=["compare-notice"])
-        x_range = Range1d(-0.5, 255.5)  # shared: pan and zoom move every heatmap together
-        self.x_range = x_range
-        self.columns = [ColumnView(x_range, tab=t, index=i) for i in range(MAX_COLUMNS)]
-        self.legend = pn.pane.HTML(legend_html() + " · differing characters in the texts: "
-                                   f'<span style="background:{DIFF_COLOR}"><b><u>bold, underlined</u></b></span> '
-                                   f'(or, where most differ, the agreeing ones: <span style="background:#B9E3D6; '
-                                   f'text-decoration: underline double {SAME_COLOR}">double underlined</span>)',
-                                   stylesheets=[LEGEND_CSS], sizing_mode="stretch_width", margin=(0, 10))
-        self._specs()
-        self._preset()
-        self._notice()
-        self._results()
-        cols = self.columns
-        watch_presentation(t.session, figures=[c.figure for c in cols],
-                           panes=[self.status, self.info, self.legend, *(c.title for c in cols)],
-                           text_panes=[pane for c in cols for pane in (c.text, c.metrics)])
 
-    @param.depends("tab.columns", watch=True)
-    def _specs(self):
+    def _specs(self, *events):
         specs = split_columns(self.tab.columns)
         for i, column in enumerate(self.columns):
             column.layout.visible = i < len(specs)
@@ -227,28 +243,34 @@ class CompareView(pn.viewable.Viewer):
                 column.show_spec(specs[i], removable=len(specs) > 2)
         self.add.disabled = len(specs) >= MAX_COLUMNS
 
-    @param.depends("tab.preset", watch=True)
-    def _preset(self):
+    def _preset(self, *events):
         """The preset shown is filled; 'custom' (edited columns) fills none."""
         for key, button in self.preset_buttons.items():
             button.color = "primary" if key == self.tab.preset else "light"
 
-    @param.depends("tab.error", "tab.status", "tab.running", "tab.base_info", watch=True)
-    def _notice(self):
-        t = self.tab
-        self.notice.object, self.notice.visible = html.escape(t.error), bool(t.error)
-        self.status.object = html.escape(t.status)
-        self.stop.disabled = not t.running
+    def _notice(self, *events):
+        """The notice (the columns' or the run's), the status and what every column shares (Panel
+        panes, which lock the document themselves)."""
+        t, task = self.tab, self.tab.task
+        notice = t.error or task.error
+        self.notice.object, self.notice.visible = html.escape(notice), bool(notice)
+        self.status.object = html.escape(task.status)
+        self.stop.disabled = not task.running
         self.info.object = f"<small>Same seed and template in every column: {html.escape(t.base_info)}</small>" \
             if t.base_info else ""
 
-    @param.depends("tab.results", "tab.running", watch=True)
+    def _results_changed(self, *events):
+        # through the dispatcher: a run starts inside a click's event, which Panel may process without
+        # the document lock, and the columns' heatmaps and shared x range are raw Bokeh models
+        self.tab.session.dispatch(self._results)
+
     def _results(self):
-        results = self.tab.results
-        texts, best = self.tab.texts(), best_values(results)
+        """Every column drawn from the task's results (UI thread, document locked)."""
+        tab = self.tab
+        results = tab.results
+        texts, best = tab.texts(), best_values(results)
         for i, column in enumerate(self.columns):
-            result = results[i] if i < len(results) else None
-            column.show(result, texts, best, self.tab.running)
+            column.show(results[i] if i < len(results) else None, texts, best, tab.running)
         frames = [r["frames"] for r in results if r and not r.get("error")]
         if frames:
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)

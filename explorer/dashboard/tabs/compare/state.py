@@ -1,4 +1,4 @@
-"""Compare: 2-4 sampler configurations side by side, on the same seed and template (issue 6).
+"""Compare's state: 2-4 sampler configurations side by side, on the same seed and template (issue 6).
 
 Each column is the session's knobs (Explore's sidebar) plus a few overrides, written compactly as
 `strategy=random, steps=12` (also the URL form: columns joined by " | "). `model=ar` samples that
@@ -6,21 +6,24 @@ column with the AR checkpoint of the model's alphabet (runtime.checkpoints.find_
 baseline. The presets are the product spec's figures: confidence vs random (seed 000's trajectory
 comparison), steps 4 vs 32, diffusion vs the AR baseline, temperature 0.3 vs 1.5 (seed 001).
 
-All columns run one after another on one Worker through the real sampler (state.sample_canvas),
-with the session's seed and template; each column's result comes back through `dispatch` as soon
-as it is done. Heatmaps are drawn on a normalised progress axis (views/compare_column.py).
+All columns run one after another in one background task (CompareTask, a runtime.tasks.Task bound
+to the session's device) through the real sampler (session.sample_canvas), with the session's seed
+and template; each column's result is shown as soon as it is done. Drawn by view.py.
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import param
 
-from ..runtime import checkpoints
-from ..session import sample_canvas, start_canvas
-from ..runtime.tasks import Worker
-from .base import TabState
+from ....experiments import sample_kind, score_samples
+from ...frames import Frames, glyph_table
+from ...runtime import checkpoints
+from ...runtime.tasks import Task, TaskCancelled
+from ...session import sample_canvas, start_canvas
+from ..base import TabState
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,17 @@ def column_config(base, overrides: dict):
     return base.replace(**knobs)
 
 
+def column_configs(base, parsed: list[dict]) -> list:
+    """Every column's SamplerConfig; ValueError naming the first column SamplerConfig refuses."""
+    configs = []
+    for i, overrides in enumerate(parsed):
+        try:
+            configs.append(column_config(base, overrides))
+        except ValueError as e:
+            raise ValueError(f"column {i + 1}: {e}") from None
+    return configs
+
+
 def column_label(overrides: dict) -> str:
     if overrides.get("model") == "ar":
         rest = {k: v for k, v in overrides.items() if k != "model"}
@@ -104,8 +118,6 @@ def differing(texts: list[str]) -> list[np.ndarray]:
 def score(model, traj, judge) -> dict:
     """The column's quality (experiments.score_samples: pattern quality on `patterns`, else entropy,
     word validity with the model's word list, gen-PPL with the AR judge) and its cost."""
-    from ...experiments import sample_kind, score_samples
-
     kind = sample_kind(model)
     text = model.tokenizer.decode(traj.final[0])
     words = (getattr(model, "meta", None) or {}).get("words") if kind == "text" else None
@@ -115,8 +127,99 @@ def score(model, traj, judge) -> dict:
     return {**values, "nfe": int(traj.nfe), "seconds": float(traj.seconds)}
 
 
+@dataclass(frozen=True)
+class Column:
+    """One planned column: its label, its overrides and the SamplerConfig they make."""
+
+    label: str
+    overrides: dict
+    config: object
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a comparison needs, read from the session on the UI thread when it starts (the
+    worker thread never reads the session, whose knobs may change while it runs)."""
+
+    model: object
+    model_name: str
+    columns: tuple
+    canvas: object
+    judge_name: str | None
+    template: str
+    length: int
+    seed: int
+
+
+def run_column(job, plan: Plan, column: Column, judge) -> dict:
+    """One column on the worker thread: its model and canvas, the sampler run, its scores."""
+    if column.overrides.get("model") == "ar":
+        if judge is None:
+            raise ValueError("no AR checkpoint with this model's alphabet in checkpoints/ "
+                             "(train one with `python run.py train --kind ar`)")
+        model, name = judge, plan.judge_name
+        canvas = start_canvas(judge, plan.template, min(plan.length, judge.config.block_size), plan.seed)
+    else:
+        model, name, canvas = plan.model, plan.model_name, plan.canvas
+    traj = sample_canvas(model, column.config, canvas, on_step=lambda record: not job.cancelled)
+    frames = Frames.from_trajectory(traj, glyph_table(model.tokenizer))
+    return {"label": column.label, "model": name, "kind": model.config.kind, "config": column.config,
+            "traj": traj, "frames": frames, "text": frames.text(), "tokenizer": model.tokenizer,
+            "metrics": score(plan.model, traj, judge), "error": ""}
+
+
+class CompareTask(Task):
+    """Compare's background run (runtime.tasks.Task: progress, status, error, running, cancel). Its
+    result is the list of column results, each filled in (on the UI thread) as soon as its column is
+    sampled and None until then, so the columns appear one by one."""
+
+    def begin(self, plan: Plan, *, wait: bool = False) -> None:
+        """Run every column of `plan`, superseding a comparison in progress."""
+        # cancelled first: a late column of the previous comparison must not land in the new list
+        self.worker.cancel()
+        n = len(plan.columns)
+        self.result = [None] * n
+        self.start(lambda job, report: self._work(job, report, plan), wait=wait,
+                   status=f"sampling {n} configurations …")
+
+    def _work(self, job, report, plan: Plan) -> list:
+        """Every column in turn (worker thread); a column that fails says why and the others still run."""
+        results, judge, n = [None] * len(plan.columns), None, len(plan.columns)
+        for i, column in enumerate(plan.columns):
+            if job.cancelled:
+                raise TaskCancelled(None, "stopped")  # (None: the columns shown so far stay)
+            try:
+                if judge is None and plan.judge_name:
+                    judge = checkpoints.load(plan.judge_name, self.worker.device)
+                results[i] = run_column(job, plan, column, judge)
+            except Exception as e:
+                if job.cancelled:  # the sampler stopped because of the cancel: not the column's fault
+                    raise TaskCancelled(None, "stopped") from None
+                log.warning("compare column %d failed: %s", i, e, exc_info=not isinstance(e, ValueError))
+                results[i] = {"label": column.label, "error": f"{column.label}: {e}"}
+            self.dispatch(lambda i=i, result=results[i]: self._column_done(job, i, result))
+            report(i + 1, n, f"sampling {n} configurations … {i + 1} done")
+        return results
+
+    def _column_done(self, job, i: int, result: dict) -> None:
+        if self.worker.is_current(job) and self.result is not None and i < len(self.result):
+            results = list(self.result)
+            results[i] = result
+            self.result = results
+
+    def done_status(self, result) -> str:
+        done = [r for r in result if r is not None and not r.get("error")]
+        return f"done: {len(done)} of {len(result)} configurations sampled"
+
+    def clear(self) -> None:
+        super().clear()
+        # forgotten, not only cancelled: a comparison that finished a moment ago may have its report
+        # still queued for the UI thread, and Task applies the report of the current job
+        self.worker.current = None
+
+
 class CompareState(TabState):
-    """The compared configurations (`columns`), the preset they came from, and their results."""
+    """The compared configurations (`columns`), the preset they came from, and their run (`task`)."""
 
     URL_PARAMS = ("preset", "columns")
 
@@ -127,28 +230,33 @@ class CompareState(TabState):
     run = param.Event(label="Run", doc="Sample every column with the session's seed and template")
     stop = param.Event(label="Stop", doc="Stop the comparison")
 
-    results = param.List(default=[], doc="Per column: a result dict, or None while it runs")
-    running = param.Boolean(False)
     run_id = param.Integer(0, doc="Bumped when a comparison starts")
-    status = param.String("")
-    error = param.String("", doc="A readable notice ('' = none)")
+    error = param.String("", doc="A readable notice about the columns ('' = none)")
     base_info = param.String("", doc="The session knobs and canvas every column shares")
 
-    def __init__(self, explorer, **params):
-        super().__init__(explorer, **params)
-        self._worker = Worker("compare", explorer.device)
-        self._begun = None  # the job whose columns are shown (see _begin)
+    def __init__(self, session, **params):
+        super().__init__(session, **params)
+        # the session's dispatch is read when called: the app installs the document's after building
+        self.task = CompareTask("compare", session.device, lambda callback: self.session.dispatch(callback))
         self._quiet = False
         self.param.watch(self._columns_set, "columns")
         try:
             self.overrides()
         except ValueError as e:  # e.g. a bad ?compare.columns= in a shared link
             self.error = f"columns: {e}; showing the default comparison"
-            self._quiet = True
-            try:
-                self.preset, self.columns = "strategies", SEP.join(PRESETS["strategies"][1])
-            finally:
-                self._quiet = False
+            self._quietly(preset="strategies", columns=SEP.join(PRESETS["strategies"][1]))
+
+    @property
+    def results(self) -> list:
+        """Per column: a result dict, or None while it runs ([] before the first comparison)."""
+        return self.task.result or []
+
+    @property
+    def running(self) -> bool:
+        return self.task.running
+
+    def texts(self) -> list[str | None]:
+        return [r["text"] if r and not r.get("error") else None for r in self.results]
 
     # ------------------------------------------------------------------ columns
 
@@ -165,27 +273,26 @@ class CompareState(TabState):
                 raise ValueError(f"column {i + 1}: {e}") from None
         return parsed
 
+    def _quietly(self, **values) -> None:
+        """Set columns / preset without the watchers that validate and re-match them."""
+        self._quiet = True
+        try:
+            # one at a time, not param.update: a watcher of both would get two events in one call
+            for name, value in values.items():
+                setattr(self, name, value)
+        finally:
+            self._quiet = False
+
     def set_columns(self, columns: str, *, preset: str = "custom") -> bool:
         """Replace every column; a bad spec leaves them as they were, with a notice."""
         try:
             parsed = self.overrides(columns)
             if self.session.model is not None:
-                base = self.session.sampler_config()
-                for i, o in enumerate(parsed):
-                    try:
-                        column_config(base, o)
-                    except ValueError as e:
-                        raise ValueError(f"column {i + 1}: {e}") from None
+                column_configs(self.session.sampler_config(), parsed)
         except ValueError as e:
             self.error = str(e)
             return False
-        self._quiet = True
-        try:
-            # one at a time, not param.update: a watcher of both would get two events in one call
-            self.columns = SEP.join(format_overrides(o) for o in parsed)
-            self.preset = preset
-        finally:
-            self._quiet = False
+        self._quietly(columns=SEP.join(format_overrides(o) for o in parsed), preset=preset)
         self.error = ""
         return True
 
@@ -226,128 +333,52 @@ class CompareState(TabState):
         """Set from outside (the URL): validated like an edit; a bad value is put back, with a notice."""
         if self._quiet:
             return
-        self._quiet = True
         try:
-            try:
-                self.overrides()
-            except ValueError as e:
-                self.error = f"{e}; the columns were not changed"
-                self.columns = event.old
-                return
-            match = [k for k, (_, c) in PRESETS.items() if SEP.join(c) == self.columns]
-            self.preset = match[0] if match else "custom"
-        finally:
-            self._quiet = False
+            self.overrides()
+        except ValueError as e:
+            self.error = f"{e}; the columns were not changed"
+            self._quietly(columns=event.old)
+            return
+        match = [k for k, (_, c) in PRESETS.items() if SEP.join(c) == self.columns]
+        self._quietly(preset=match[0] if match else "custom")
 
     # ------------------------------------------------------------------ runs
 
-    def _plan(self) -> tuple[list, object]:
-        """(label, overrides, config) per column and the session canvas; ValueError when invalid."""
-        ex = self.session
-        if ex.model is None:
+    def plan(self) -> Plan:
+        """The comparison the session's knobs and the columns make now; ValueError when invalid."""
+        s = self.session
+        if s.model is None:
             raise ValueError("no model is loaded yet")
-        base, canvas = ex.sampler_config(), ex.canvas()
-        plan = []
-        for i, o in enumerate(self.overrides()):
-            try:
-                plan.append((column_label(o), o, column_config(base, o)))
-            except ValueError as e:
-                raise ValueError(f"column {i + 1}: {e}") from None
-        return plan, canvas
+        parsed = self.overrides()
+        configs = column_configs(s.sampler_config(), parsed)
+        columns = tuple(Column(column_label(o), o, c) for o, c in zip(parsed, configs))
+        judge = checkpoints.find_judge(s.model, s.param.checkpoint.objects)
+        return Plan(s.model, s.model_info.get("name", "?"), columns, s.canvas(), judge, s.template.strip(),
+                    s.length, s.seed)
 
     def start(self, *, wait: bool = False) -> bool:
         """Run every column (superseding a comparison in progress); False with a notice when invalid,
         the previous results kept."""
         try:
-            plan, canvas = self._plan()
+            plan = self.plan()
         except ValueError as e:
             self.error = str(e)
             return False
-        ex = self.session
-        judge_name = checkpoints.find_judge(ex.model, ex.param.checkpoint.objects)
-        job_args = (ex.model, plan, canvas, judge_name, ex.template.strip(), ex.length, ex.seed, ex.device)
-        self.error = ""
-        self.base_info = self._describe_base(judge_name)
-        job = self._worker.submit(lambda job: self._job(job, *job_args), wait=wait)
-        # Through the dispatcher: start() runs inside a click's event, which Panel may process without
-        # the document lock, and clearing the columns changes raw Bokeh models (heatmaps).
-        ex.dispatch(lambda: self._begin(job, len(plan)))
+        self.param.update(error="", base_info=self._describe_base(plan), run_id=self.run_id + 1)
+        self.task.begin(plan, wait=wait)
         return True
 
-    def _begin(self, job, n: int) -> None:
-        """Clear the columns for a new comparison, once per job (UI thread): from start()'s dispatch,
-        or from the job's first column if that is handled first (a fast model's first column was
-        seen to arrive before start()'s reset, and then had no slot to go in)."""
-        if self._worker.is_current(job) and self._begun is not job:
-            self._begun = job
-            self.param.update(results=[None] * n, running=True, run_id=self.run_id + 1,
-                              status=f"sampling {n} configurations …")
-
-    def _describe_base(self, judge_name) -> str:
-        ex = self.session
-        cfg = ex.sampler_config()
-        template = f"template {ex.template.strip()!r}" if ex.template.strip() else "no template"
-        judge = f"gen-PPL judged by {judge_name}" if judge_name else "no AR judge for this alphabet: no gen-PPL"
-        return (f"{ex.model_info.get('name', '?')}, seed {ex.seed}, length {ex.length}, {template}; "
+    def _describe_base(self, plan: Plan) -> str:
+        cfg = self.session.sampler_config()
+        template = f"template {plan.template!r}" if plan.template else "no template"
+        judge = (f"gen-PPL judged by {plan.judge_name}" if plan.judge_name
+                 else "no AR judge for this alphabet: no gen-PPL")
+        return (f"{plan.model_name}, seed {plan.seed}, length {plan.length}, {template}; "
                 f"session knobs: steps={cfg.steps}, strategy={cfg.strategy}, temperature={cfg.temperature:g}, "
                 f"schedule={cfg.schedule}; {judge}")
 
-    def _job(self, job, model, plan, canvas, judge_name, template, length, seed, device) -> None:
-        judge = None
-        for i, (label, overrides, config) in enumerate(plan):
-            if job.cancelled:
-                return self.session.dispatch(lambda: self._finished(job, "stopped"))
-            try:
-                if judge is None and judge_name:
-                    judge = checkpoints.load(judge_name, device)
-                result = self._run_column(job, model, judge, judge_name, label, overrides, config, canvas,
-                                          template, length, seed)
-            except Exception as e:  # the column says why; the others still run
-                if job.cancelled:
-                    return self.session.dispatch(lambda: self._finished(job, "stopped"))
-                log.warning("compare column %d failed: %s", i, e, exc_info=not isinstance(e, ValueError))
-                result = {"label": label, "error": f"{label}: {e}"}
-            self.session.dispatch(lambda i=i, result=result: self._column_done(job, i, len(plan), result))
-        self.session.dispatch(lambda: self._finished(job, ""))
-
-    def _run_column(self, job, model, judge, judge_name, label, overrides, config, canvas, template,
-                    length, seed) -> dict:
-        """One column on the worker thread: its model and canvas, the sampler run, its scores."""
-        from ..frames import Frames, glyph_table
-
-        if overrides.get("model") == "ar":
-            if judge is None:
-                raise ValueError("no AR checkpoint with this model's alphabet in checkpoints/ "
-                                 "(train one with `python run.py train --kind ar`)")
-            run_model, name = judge, judge_name
-            canvas = start_canvas(judge, template, min(length, judge.config.block_size), seed)
-        else:
-            run_model, name = model, self.session.model_info.get("name", "?")
-        traj = sample_canvas(run_model, config, canvas, on_step=lambda record: not job.cancelled)
-        frames = Frames.from_trajectory(traj, glyph_table(run_model.tokenizer))
-        return {"label": label, "model": name, "kind": run_model.config.kind, "config": config,
-                "traj": traj, "frames": frames, "text": frames.text(), "tokenizer": run_model.tokenizer,
-                "metrics": score(model, traj, judge), "error": ""}
-
-    def _column_done(self, job, i: int, n: int, result: dict) -> None:
-        if not self._worker.is_current(job):
-            return
-        self._begin(job, n)
-        results = list(self.results)
-        results[i] = result
-        self.results = results
-
-    def _finished(self, job, message: str) -> None:
-        if job is not self._worker.current:
-            return
-        self.running = False
-        done = [r for r in self.results if r is not None and not r.get("error")]
-        self.status = message or f"{len(done)} of {len(self.results)} configurations sampled"
-
     def stop_run(self) -> None:
-        self._worker.cancel()
-        if self.running:
-            self.param.update(running=False, status="stopped")
+        self.task.cancel("stopped")
 
     @param.depends("run", watch=True)
     def _run_clicked(self):
@@ -357,25 +388,15 @@ class CompareState(TabState):
     def _stop_clicked(self):
         self.stop_run()
 
-    def texts(self) -> list[str | None]:
-        return [r["text"] if r and not r.get("error") else None for r in self.results]
-
     def on_model_changed(self) -> None:
         """Results of another model no longer describe this one."""
-        self._worker.cancel()
-        self.param.update(results=[], running=False, status="", base_info="")
+        self.task.clear()
+        self.base_info = ""
 
     def on_shown(self) -> None:
         """Opening the tab (or a link to it) shows the comparison: run it once if nothing is shown."""
-        if not self.running and not any(self.results or []):
+        if not self.running and not any(self.results):
             self.start()
 
     def close(self) -> None:
-        self._worker.cancel()
-
-
-def build(state):
-    from ..views.compare_column import CompareView
-
-    tab = CompareState(state)
-    return tab, CompareView(tab=tab)
+        self.task.cancel()
