@@ -120,7 +120,7 @@ def test_stop_keeps_the_columns_already_sampled(compare):
 
 def test_a_model_change_drops_a_comparison_whose_results_are_still_queued(checkpoints):
     queued = []
-    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
                           dispatch=queued.append)
     state.load(wait=True)
     while queued:
@@ -225,7 +225,7 @@ def test_column_sources_do_not_take_the_live_heatmaps_names(compare):
     from explorer.dashboard.ui.heatmap import HeatmapFigure
 
     _, view = compare
-    live = HeatmapFigure()
+    live = HeatmapFigure(names="trajectory")  # as Explore's live view names its sources
     doc = Document()
     doc.add_root(column(live.figure, *(c.figure for c in view.columns)))
     assert doc.get_model_by_name("trajectory-cells") is live.cells

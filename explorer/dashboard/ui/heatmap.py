@@ -109,15 +109,19 @@ class HeatmapFigure:
     `progress=True` puts row k of R at height k / R (Compare: runs of different step counts side by
     side at one height); otherwise one unit per row (Explore, downloads). Rows are sent as they come
     (`start` sizes a blank bitmap, `append` sends the rows the browser has not seen) or all at once
-    (`show`). `labels` draws the characters in cells once zoomed in; `marker` outlines one row."""
+    (`show`). `labels` draws the characters in cells once zoomed in; `marker` outlines one row.
+    `names`: a prefix naming the sources (`<names>-cells`, `-image`, `-marks`, `-vocab`), for the page's
+    scripts (tests, benchmarks) to find them; Bokeh refuses a lookup by a name two models share, so
+    each figure of a page needs its own (None: unnamed)."""
 
     def __init__(self, *, progress: bool = False, labels: bool = True, marker: bool = False, x_range=None,
-                 **figure_args):
+                 names: str | None = None, **figure_args):
         self.progress = progress
-        self.cells = ColumnDataSource({c: [] for c in CELL_COLUMNS})
-        self.grid = ColumnDataSource(self._placement(np.zeros((1, 1), np.uint32)))
-        self.marks = ColumnDataSource({"x": [], "y": []})
-        self.vocab = ColumnDataSource({"glyph": []})  # token id -> shown character
+        named = (lambda part: {"name": f"{names}-{part}"}) if names else (lambda part: {})
+        self.cells = ColumnDataSource({c: [] for c in CELL_COLUMNS}, **named("cells"))
+        self.grid = ColumnDataSource(self._placement(np.zeros((1, 1), np.uint32)), **named("image"))
+        self.marks = ColumnDataSource({"x": [], "y": []}, **named("marks"))
+        self.vocab = ColumnDataSource({"glyph": []}, **named("vocab"))  # token id -> shown character
         self.labels = ColumnDataSource({"x": [], "y": [], "glyph": [], "ink": []}, syncable=False)
         self.figure = self._make_figure(x_range or Range1d(-0.5, 255.5), labels, figure_args)
         self.marker = None

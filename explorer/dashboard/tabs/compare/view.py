@@ -112,9 +112,9 @@ class ColumnView(pn.viewable.Viewer):
         self.remove = pn.widgets.Button(label="✕", width=40, align="end", description="Remove this column")
         self.remove.on_click(lambda event: self.tab.remove_column(self.index))
         self.heat = HeatmapFigure(progress=True, labels=False, x_range=x_range, height=300,
-                                  tools="xpan,xwheel_zoom,box_zoom,reset", name="compare-heatmap")
+                                  tools="xpan,xwheel_zoom,box_zoom,reset", name="compare-heatmap",
+                                  names=f"compare-{self.index + 1}")  # its own names (HeatmapFigure)
         self.figure = self.heat.figure
-        self._name_sources()
         self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 5))
         self.text = pn.pane.HTML("", stylesheets=[TEXT_CSS], sizing_mode="stretch_width", css_classes=["compare-text"])
         self.metrics = pn.pane.HTML("", stylesheets=[TEXT_CSS], css_classes=["compare-metrics"])
@@ -125,15 +125,6 @@ class ColumnView(pn.viewable.Viewer):
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"]),
             self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
             styles={"flex": "1 1 0", "min-width": "280px"}, css_classes=["compare-column"])
-
-    def _name_sources(self) -> None:
-        """Names of this column's own: HeatmapFigure names its sources as Explore's live heatmap
-        ('trajectory-cells' ...), which the tour and the tests look up by name in the document, and
-        Bokeh refuses a lookup by a name that several models share."""
-        heat, n = self.heat, self.index + 1
-        for source, role in ((heat.cells, "cells"), (heat.grid, "image"), (heat.marks, "marks"),
-                             (heat.vocab, "vocab")):
-            source.name = f"compare-{n}-{role}"
 
     def _download_buttons(self) -> list:
         """The column's trajectory as JSON and CSV, made only when clicked. Made once, here: a Panel

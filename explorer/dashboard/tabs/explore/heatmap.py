@@ -18,12 +18,9 @@ class HeatmapView(StateView):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.heat = HeatmapFigure(marker=True, title="Trajectory: step × position", name="heatmap")
+        self.heat = HeatmapFigure(marker=True, names="trajectory", title="Trajectory: step × position",
+                                  name="heatmap")
         self.figure = self.heat.figure
-        # names the page's scripts (browser tests, benchmarks) find the live view's sources by
-        for source, name in ((self.heat.cells, "trajectory-cells"), (self.heat.grid, "trajectory-image"),
-                             (self.heat.marks, "remasked-marks"), (self.heat.vocab, "vocab")):
-            source.name = name
         self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", min_height=260)
         self.legend = pn.pane.HTML(legend_html(), stylesheets=[LEGEND_CSS], sizing_mode="stretch_width",
                                    margin=(0, 10))
