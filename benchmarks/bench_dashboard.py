@@ -21,7 +21,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from tests.dashboard_support import explore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -166,7 +165,7 @@ def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int) -
         page.goto(url)
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=120_000)
         deadline = time.monotonic() + 300
-        while not (states and explore(states[-1]).trajectory is not None) and time.monotonic() < deadline:
+        while not (states and states[-1].tabs["Explore"].trajectory is not None) and time.monotonic() < deadline:
             time.sleep(0.1)  # the first (auto) run
         time.sleep(1.0)
         work.measuring = True
@@ -174,9 +173,9 @@ def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int) -
             work.reset()
             busy = renderer_busy(cdp)
             seen = page.evaluate(KNOB_JS, [1000 + r, last_row])
-            explore(states[-1])._runs.current.done.wait(60)
+            states[-1].tabs["Explore"]._runs.current.done.wait(60)
             time.sleep(0.3)  # the final callbacks and patches
-            traj = explore(states[-1]).trajectory
+            traj = states[-1].tabs["Explore"].trajectory
             out.append({**seen, "sampler_s": traj.seconds, "callbacks_s": work.callbacks,
                         "callbacks_cpu_s": work.callbacks_cpu, "serialise_s": work.serialise,
                         "patches": work.patches, "browser_s": renderer_busy(cdp) - busy})

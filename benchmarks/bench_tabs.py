@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_dashboard import ARGS, CHROMIUM  # noqa: E402 (this folder is the script's sys.path[0])
-from tests.dashboard_support import explore, BOKEH_VIEWS_JS, wait_for  # noqa: E402
+from tests.dashboard_support import BOKEH_VIEWS_JS, wait_for  # noqa: E402
 
 LONG_TASKS = """window.__busy = 0; window.__long = 0;
 new PerformanceObserver(l => { for (const e of l.getEntries()) { window.__busy += e.duration; window.__long++; } })
@@ -53,7 +53,7 @@ def one_page(browser, url, states, visit: bool, settle: float) -> dict:
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     page.add_init_script(LONG_TASKS)
     page.goto(url)
-    wait_for(lambda: states and explore(states[-1]).quality.result is not None and not explore(states[-1]).quality.running,
+    wait_for(lambda: states and states[-1].tabs["Explore"].quality.result is not None and not states[-1].tabs["Explore"].quality.running,
              timeout=120, message="the dashboard's first run and sweep did not finish")
     state = states[-1]
     for tab in OTHER_TABS if visit else ():
