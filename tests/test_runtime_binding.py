@@ -55,6 +55,7 @@ def test_every_worker_of_a_session_and_its_tabs_is_bound_to_the_session_device(s
     names = {w.name for w in found}
     # the work the issue names: runs, loads, Compare, the Sweep tab's three sweeps, browser training
     assert {"run", "load", "sweep", "compare", "train", "sweep", "quality grid", "temperature comparison"} <= names
+    assert {"validation text", "predictions", "accuracy vs t", "per-position confidence"} <= names  # Inspect's
     assert all(w.device == state.device for w in found), [(w.name, w.device) for w in found]
 
 
@@ -120,3 +121,29 @@ def test_a_task_reports_progress_result_and_errors_on_its_device(checkpoints):
 
     task.start(broken, wait=True)
     assert task.error == "demo failed: boom" and not task.running and task.result == "ok"
+
+
+def test_a_late_result_of_a_superseded_job_does_not_replace_a_shown_one(checkpoints):
+    """Task.show (a cache hit) and clear() forget the job they cancel: its work may still finish and
+    hand in a result, which must not replace the one shown (or cleared) since."""
+    task = Task("demo", torch.device("cpu"), dispatch=lambda callback: callback())
+    started, release = threading.Event(), threading.Event()
+
+    def slow(job, report):
+        started.set()
+        release.wait(10)
+        return "stale"
+
+    job = task.start(slow)
+    assert started.wait(10)
+    task.show("cached", "from cache")
+    release.set()
+    assert job.done.wait(10)
+    assert (task.result, task.status, task.running) == ("cached", "from cache", False)
+    started.clear(), release.clear()
+    job = task.start(slow)
+    assert started.wait(10)
+    task.clear()
+    release.set()
+    assert job.done.wait(10)
+    assert (task.result, task.status, task.running) == (None, "", False)

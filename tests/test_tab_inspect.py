@@ -7,8 +7,10 @@ import pytest
 
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
-from explorer.dashboard.tabs.inspect import (ACC_TS, accuracy_plot, draw_mask, fraction_check, fraction_plot,
-                                             positions_plot, predictions_html, predictions_table, prepare_text)
+from explorer.dashboard.tabs.inspect.markup import predictions_html, predictions_table
+from explorer.dashboard.tabs.inspect.masking import draw_mask, fraction_check, prepare_text
+from explorer.dashboard.tabs.inspect.plots import accuracy_plot, fraction_plot, positions_plot
+from explorer.dashboard.tabs.inspect.state import ACC_TS
 from explorer.data.patterns import pattern_tokenizer
 from explorer.metrics import topk_predictions
 from tests.dashboard_support import LENGTH, wait_for
@@ -174,3 +176,58 @@ def test_an_edited_text_travels_in_the_link_and_the_validation_text_does_not(ins
     assert url.notice == "" and other.text == "ABCABCAB" and not other.default_text
     assert other.predictions["text"] == "ABCABCAB"
     fresh.close()
+
+
+def test_mean_confidence_is_one_computation_and_one_cache(inspect):
+    """Inspect's per-position confidence is runtime.confidence's table: metrics.per_position_confidence
+    on confidence.ROWS validation rows, cached once per (model, t, length) for every view of it."""
+    from explorer.dashboard.runtime import checkpoints, confidence
+    from explorer.metrics import per_position_confidence
+
+    state, tab, view = inspect
+    table = confidence.mean_confidence_table(state.model, tab.t, LENGTH)
+    assert table is tab.positions  # the cached table, not a second computation
+    assert confidence.cached_mean_confidence(state.model, tab.t, LENGTH) is table
+    tokens = checkpoints.validation_tokens(state.model, LENGTH, confidence.ROWS)
+    expected = per_position_confidence(state.model, tokens, t=tab.t, seed=confidence.SEED)
+    assert np.allclose(table["confidence"], expected["confidence"], equal_nan=True)
+    assert table.attrs["t"] == tab.t and len(tokens) == confidence.ROWS
+    assert confidence.mean_confidence_table(state.model, 0.0, LENGTH).attrs["t"] == 0.01  # t = 0 masks nothing
+    tab.t = 0.3
+    wait_for(lambda: tab.positions is not None and tab.positions.attrs["t"] == 0.3)
+    assert tab.positions is confidence.cached_mean_confidence(state.model, 0.3, LENGTH)
+    wait_for(lambda: "t = 0.30" in view.positions.object.opts.get().kwargs["title"])  # drawn after it is set
+
+
+def test_no_validation_data_is_a_notice_and_a_typed_text_still_works(checkpoints, monkeypatch):
+    from explorer.dashboard.runtime import checkpoints as lookup
+
+    def missing(*args, **kwargs):
+        raise ValueError("no validation data for this checkpoint: corpus file missing")
+
+    monkeypatch.setattr(lookup, "validation_tokens", missing)
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Inspect", state)
+    state.load(wait=True)
+    tab.on_shown()
+    wait_for(lambda: view.notice.visible and view.busy.object == "")  # drawn after the error is set
+    assert "corpus file missing" in tab.validation_error and "type a text to inspect" in tab.validation_error
+    assert tab.accuracy is None and tab.positions is None
+    tab.text = "ABCABC"
+    wait_for(lambda: tab.predictions is not None and tab.predictions["text"] == "ABCABC")
+    state.close()
+
+
+def test_a_failed_prediction_is_a_notice_and_the_next_one_clears_it(inspect, monkeypatch):
+    from explorer.dashboard.tabs.inspect import state as inspect_state
+
+    state, tab, view = inspect
+    real = inspect_state.topk_predictions
+    monkeypatch.setattr(inspect_state, "topk_predictions", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    tab.k = 4
+    wait_for(lambda: "predictions failed: boom" in view.notice.object)  # drawn after the error is set
+    assert tab.validation_error == "predictions failed: boom" and view.notice.visible
+    monkeypatch.setattr(inspect_state, "topk_predictions", real)
+    tab.k = 5
+    wait_for(lambda: tab.predictions is not None and tab.predictions["k"] == 5 and not view.notice.visible)
+    assert tab.validation_error == ""

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.dashboard.tabs.inspect import ACC_TS, draw_mask
+from explorer.dashboard.tabs.inspect.masking import draw_mask
+from explorer.dashboard.tabs.inspect.state import ACC_TS
 from tests.dashboard_support import LENGTH
 from tests.test_dashboard_browser import (open_tab_after_explore, pytestmark, served,  # noqa: F401 (fixtures)
                                           wait_until)

@@ -28,9 +28,15 @@ class SharedCache:
                 self._items.popitem(last=False)
 
 
+def model_key(model) -> tuple:
+    """Identifies a loaded model in cache keys: a re-saved checkpoint is a new object
+    (checkpoints.load keys on the file's mtime), so its results are never mixed with the old one's."""
+    return (str(getattr(model, "path", "")), id(model))
+
+
 SWEEPS = SharedCache(64)  # quality sweeps (Explore's quality vs steps, the Sweep tab): key -> (table, summary)
 INSPECT = SharedCache(256)  # Inspect's predictions and curves: (kind, model key, ...) -> result
-MEAN_CONFIDENCE = SharedCache(64)  # (model key, t, length) -> per-position confidence table
+MEAN_CONFIDENCE = SharedCache(64)  # (model key, t, length): confidence.mean_confidence_table
 SWEEP_RATES: dict = {}  # checkpoint name -> measured seconds per token per model call (cost estimates)
 TRAINING_NAMES: set[str] = set()  # checkpoint names being trained right now by any session of this process
 TRAINING_LOCK = threading.Lock()

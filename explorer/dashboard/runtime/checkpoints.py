@@ -91,21 +91,6 @@ def validation_tokens(model, length: int, n: int = 64):
     return tokens
 
 
-def mean_confidence(model, t: float, length: int):
-    """The model's mean per-position confidence at masking ratio t on held-out windows of `length`
-    (metrics.per_position_confidence): the dashboard's one computation of it (Explore's confidence
-    view and Inspect), cached for every session per (model file, t, length)."""
-    from ...metrics import per_position_confidence
-    from .cache import MEAN_CONFIDENCE
-
-    key = (str(getattr(model, "path", "")), id(model), round(float(t), 3), length)
-    table = MEAN_CONFIDENCE.get(key)
-    if table is None:
-        table = per_position_confidence(model, validation_tokens(model, length), t=max(float(t), 0.01), seed=0)
-        MEAN_CONFIDENCE.put(key, table)
-    return table
-
-
 def find_judge(model, names: list[str]):
     """An AR checkpoint with the model's alphabet to score text (gen-PPL) and act as the AR baseline."""
     base = getattr(getattr(model, "path", None), "stem", "")

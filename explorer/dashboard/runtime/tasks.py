@@ -191,7 +191,7 @@ class Task(param.Parameterized):
 
     def show(self, result, status: str) -> None:
         """Show a result computed elsewhere (a cache hit), cancelling any work in progress."""
-        self.worker.cancel()
+        self._detach()
         self.param.update(result=result, progress=100, running=False, status=status, error="")
 
     def cancel(self, status: str = "cancelled") -> None:
@@ -200,8 +200,12 @@ class Task(param.Parameterized):
             self.param.update(running=False, status=status)
 
     def clear(self) -> None:
-        """Forget the result (a model change). A finished job whose report is still queued for the UI
-        thread is dropped too: no longer current, its _finish cannot bring the old result back."""
-        self.cancel()
+        """Forget the result (a model change), and the job: see _detach."""
+        self._detach()
+        self.param.update(result=None, progress=0, status="", error="", running=False)
+
+    def _detach(self) -> None:
+        """Cancel the current job and forget it: a result it still hands in (its work may finish
+        before it looks at its cancel flag) must not replace the one shown or cleared now."""
+        self.worker.cancel()
         self.worker.current = None
-        self.param.update(result=None, progress=0, status="", error="")

@@ -21,6 +21,7 @@ from ....experiments import QUALITY_METRICS
 from ...frames import Frames, glyph_table
 from ...runtime import checkpoints
 from ...runtime.cache import SWEEPS
+from ...runtime.confidence import mean_confidence_table
 from ...runtime.queue import SampleRequest
 from ...runtime.tasks import Task, TaskCancelled, Worker
 from ...session import KNOBS, expected_rows, run_template
@@ -239,7 +240,7 @@ class ExploreState(TabState):
     @param.depends("confidence_view", "confidence_t", watch=True)
     def _refresh_mean_confidence(self):
         """The model's mean per-position confidence at ratio t on held-out text (one computation and
-        one cache for the whole dashboard: runtime/checkpoints.mean_confidence)."""
+        one cache for the whole dashboard: runtime/confidence.py)."""
         model = self.session.model
         if self.confidence_view != CONFIDENCE_VIEWS[1] or model is None:
             return
@@ -247,7 +248,7 @@ class ExploreState(TabState):
             self.confidence.error = "the validation mean is measured on masked text: pick a diffusion model"
             return
         t, length = round(float(self.confidence_t), 3), self.session.length
-        self.confidence.start(lambda job, report: checkpoints.mean_confidence(model, t, length))
+        self.confidence.start(lambda job, report: mean_confidence_table(model, t, length))
 
     # ------------------------------------------------------------------ quality vs steps
 

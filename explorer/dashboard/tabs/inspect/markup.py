@@ -1,0 +1,124 @@
+"""Inspect's text views as HTML: the masked text at t, the top-k candidates under each masked
+character (coloured correct / wrong), their legend and the candidates as a table."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from ...ui.palette import MIN_ALPHA
+
+CORRECT, WRONG = "#0072B2", "#D55E00"  # Okabe-Ito blue / vermillion (palette.py's colour family)
+MASKED_BG = "#4D4D4D"
+SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible where a candidate is shown
+
+
+def _shown(c: str) -> str:
+    return html.escape(SHOWN_AS.get(c, c))
+
+
+def _plain(c: str) -> str:
+    """A character of running text: spaces kept (non-breaking so a column keeps its width)."""
+    return "&nbsp;" if c == " " else "↵" if c == "\n" else html.escape(c)
+
+
+def forward_html(text: str, mask: np.ndarray) -> str:
+    """The text as the model sees it at t (the forward process): masked characters as █ on a dark cell."""
+    parts = []
+    for c, m in zip(text, mask):
+        parts.append('<span class="mk">█</span>' if m else html.escape(c))
+        if c == "\n" and not m:
+            parts[-1] = "↵\n"
+    return '<div class="fwd">' + "".join(parts) + "</div>"
+
+
+def _candidate(ch: str, p: float, ok: bool, top: bool) -> str:
+    """One candidate: blue with a solid outline when right, vermillion dashed when wrong (not hue
+    alone); the more probable, the more intense."""
+    alpha = MIN_ALPHA + (1 - MIN_ALPHA) * float(np.clip(p, 0, 1))
+    rgb = (0, 114, 178) if ok else (213, 94, 0)
+    ink = "#fff" if alpha > 0.55 else "#000"
+    cls = "cd ok" if ok else "cd no"
+    return (f'<span class="{cls}{" t1" if top else ""}" style="background:rgba({rgb[0]},{rgb[1]},{rgb[2]},'
+            f'{alpha:.2f});color:{ink}">{_shown(ch)}</span>')
+
+
+def _column(row, k: int) -> str:
+    """One masked position: █, then its k candidates (top first) with probability as intensity."""
+    cands = [(row[f"top{r}"], row[f"p{r}"]) for r in range(1, k + 1) if f"top{r}" in row]
+    tip = (f"position {row['position']}: true {SHOWN_AS.get(row['true'], row['true'])!r}, "
+           f"p(true) = {row['p_true']:.2f}; " + ", ".join(f"{SHOWN_AS.get(c, c)!r} {p:.2f}" for c, p in cands))
+    body = "".join(_candidate(c, p, c == row["true"], r == 0) for r, (c, p) in enumerate(cands))
+    return f'<span class="col" title="{html.escape(tip)}"><span class="mk">█</span>{body}</span>'
+
+
+def predictions_html(text: str, result: dict, k: int) -> str:
+    """Seed 003's figure for text: each position a column, masked ones with their top-k candidates.
+    Columns are grouped into words (a word never breaks across lines); a newline is a column of its own
+    (↵), not a line break: Shakespeare's short lines would otherwise make the grid very tall."""
+    rows = {int(r["position"]): r for r in result["table"].to_dict("records")}
+    words, word = [], []
+    for i, c in enumerate(text):
+        word.append(_column(rows[i], k) if i in rows else f'<span class="col"><span class="ch">{_plain(c)}</span></span>')
+        if c in " \n":
+            words.append('<span class="w">' + "".join(word) + "</span>")
+            word = []
+    if word:
+        words.append('<span class="w">' + "".join(word) + "</span>")
+    return '<div class="grid">' + "".join(words) + "</div>"
+
+
+def predictions_table(result: dict, k: int):
+    """The candidates as a table for the page and the CSV: whitespace made visible, ✓ / ✗ spelled out."""
+    table = result["table"].copy()
+    for col in ["true"] + [f"top{r}" for r in range(1, k + 1)]:
+        if col in table:
+            table[col] = table[col].map(lambda c: SHOWN_AS.get(c, c))
+    if "correct" in table:
+        table["correct"] = table["correct"].map({True: "✓ yes", False: "✗ no"})
+    cols = ["position", "true"] + [c for r in range(1, k + 1) for c in (f"top{r}", f"p{r}")] + ["p_true", "correct"]
+    return table[[c for c in cols if c in table]]
+
+
+def style(size: dict) -> str:
+    """CSS of the two text views; sizes from palette.FONT (presentation mode: projector type)."""
+    return f"""<style>
+.fwd {{ font: calc(1.3 * {size['text']})/1.5 ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap;
+        word-break: break-all; margin: 0; }}
+.fwd .mk {{ color: {MASKED_BG}; }}
+.grid {{ display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 0.5em;
+         font: calc(1.3 * {size['text']})/1.25 ui-monospace, 'DejaVu Sans Mono', monospace; }}
+.grid .w {{ display: inline-flex; align-items: flex-start; }}
+.grid .col {{ display: inline-flex; flex-direction: column; align-items: center; min-width: 1.05ch; }}
+.grid .mk {{ color: {MASKED_BG}; }}
+.grid .cd {{ min-width: 1.2ch; text-align: center; margin-top: 2px; font-size: 0.85em; }}
+.grid .cd.t1 {{ font-weight: bold; font-size: 1em; }}
+.grid .cd.ok {{ outline: 2px solid {CORRECT}; }}
+.grid .cd.no {{ outline: 1px dashed {WRONG}; }}
+.cap {{ font-size: {size['base']}; margin: 0.2em 0; }}
+.key {{ padding: 0 0.4em; margin: 0 0.2em; }}
+</style>"""
+
+
+def legend_html(size: dict) -> str:
+    """How to read the candidates: the two colours and outlines, and that paler means less probable."""
+    return (style(size) + '<p class="cap">Under each masked character (█) '
+            'the model\'s candidates, most likely first: '
+            f'<span class="key" style="background:{CORRECT};color:#fff;outline:2px solid {CORRECT}">correct</span> '
+            f'<span class="key" style="background:{WRONG};color:#fff;outline:1px dashed {WRONG}">wrong</span> '
+            '— the paler, the less probable. Hover a column for the numbers.</p>')
+
+
+def forward_caption(t: float, n: int, length: int, seed: int) -> str:
+    """What the masked text shows: how many characters are masked at t, against the expected share."""
+    return (f'<p class="cap"><b>t = {t:.2f}</b>: {n} of {length} characters masked '
+            f"({100 * n / length:.1f}%; expected {100 * t:.0f}%), mask seed {seed}</p>")
+
+
+def predictions_caption(result: dict) -> str:
+    """How many masked characters the model got right at t, and its mean top-1 probability."""
+    table = result["table"]
+    n, hits = len(table), int(table["correct"].sum()) if len(table) else 0
+    mean_conf = float(table["p1"].mean()) if n else float("nan")
+    return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} masked characters '
+            f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}</p>")

@@ -1,0 +1,48 @@
+"""The text Inspect shows the model and its random mask: unknown characters left out, the forward
+process's mask at ratio t from a seed, and the mask-fraction check (no model, no Panel)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ....diffusion import forward_mask
+from ....metrics import masked_fraction_vs_t
+from ...runtime.cache import INSPECT
+
+FRACTION_TS = tuple(round(0.05 * i, 2) for i in range(21))
+FRACTION_DRAWS = 256  # rows per t of the mask-fraction check
+
+
+def prepare_text(tokenizer, text: str, context: int) -> tuple[str, list[str]]:
+    """The text the model is shown and what was changed: characters the tokenizer does not know are
+    left out (named in the notice), and the text is cut to the model's context."""
+    notices = []
+    unknown = tokenizer.unknown_chars(text)
+    if unknown:
+        drop = set(unknown)
+        text = "".join(c for c in text if c not in drop)
+        names = ", ".join(repr(c) for c in unknown[:12]) + (" …" if len(unknown) > 12 else "")
+        notices.append(f"left out {len(unknown)} character(s) this model does not know: {names}")
+    if len(text) > context:
+        notices.append(f"the text has {len(text)} characters but the model sees at most {context}: "
+                       f"only the first {context} are used")
+        text = text[:context]
+    return text, notices
+
+
+def draw_mask(length: int, t: float, seed: int) -> np.ndarray:
+    """(length,) bool: which positions are masked at ratio t, drawn exactly as the forward process does
+    (explorer.diffusion.forward_mask, as metrics.topk_predictions draws it). One uniform per position
+    from `seed`, masked where u < t: the masks of one seed are nested as t grows."""
+    g = torch.Generator().manual_seed(int(seed))
+    return forward_mask(torch.zeros(1, length, dtype=torch.long), float(t), mask_id=1, generator=g)[1][0].numpy()
+
+
+def fraction_check(length: int, seed: int):
+    """metrics.masked_fraction_vs_t over FRACTION_DRAWS rows per t (cached: it depends on no model)."""
+    key = ("fraction", length, seed)
+    table = INSPECT.get(key)
+    if table is None:
+        table = masked_fraction_vs_t(FRACTION_TS, length=length, n=FRACTION_DRAWS, seed=seed)
+        INSPECT.put(key, table)
+    return table

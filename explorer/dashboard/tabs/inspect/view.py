@@ -1,0 +1,163 @@
+"""The Inspect tab's view: its controls, the masked text, the candidates at t, the validation plots and
+the downloads, drawn from an InspectState and its Tasks."""
+from __future__ import annotations
+
+import html
+
+import holoviews as hv
+import panel as pn
+import param
+
+from ...downloads import download_button, plot_html, plot_png, table_csv
+from ...ui.palette import FONT
+from .markup import (
+    forward_caption,
+    forward_html,
+    legend_html,
+    predictions_caption,
+    predictions_html,
+    predictions_table,
+    style,
+)
+from .masking import fraction_check
+from .plots import accuracy_plot, fraction_plot, positions_plot
+from .state import InspectState
+
+
+class InspectView(pn.viewable.Viewer):
+    """The Inspect tab: controls, forward process, predictions at t, validation curves."""
+
+    tab = param.ClassSelector(class_=InspectState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._controls()
+        self.notice = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
+        self.text_notice = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
+        self.forward = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-forward"])
+        self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-predictions"])
+        self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.table = pn.pane.DataFrame(None, index=False, float_format="{:.3f}".format, max_height=320,
+                                       sizing_mode="stretch_width", css_classes=["inspect-table"],
+                                       styles={"overflow-y": "auto"})
+        self.busy = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.plots = pn.Row(sizing_mode="stretch_width")
+        self.positions = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-positions"])
+        self._make_plots()
+        self._notices()
+        self._forward()
+        self._predictions()
+
+    def _controls(self) -> None:
+        p = self.tab.param
+        self.text = pn.widgets.TextAreaInput.from_param(p.text, height=110, sizing_mode="stretch_width",
+                                                        css_classes=["inspect-text-input"])
+        self.t = pn.widgets.FloatSlider.from_param(p.t, sizing_mode="stretch_width", css_classes=["inspect-t"])
+        self.seed = pn.widgets.IntInput.from_param(p.mask_seed, width=150)
+        self.k = pn.widgets.IntSlider.from_param(p.k, width=200)
+        self.redraw = pn.widgets.Button.from_param(p.redraw, width=140, css_classes=["inspect-redraw"])
+        self.reset = pn.widgets.Button.from_param(p.use_default, width=170)
+
+    # ---------------------------------------------------------------- drawing
+
+    @param.depends("tab.notice", "tab.text_notice", "tab.validation_task.error", "tab.validation_task.status",
+                   "tab.validation_task.running", "tab.predictions_task.error", "tab.accuracy_task.error",
+                   "tab.positions_task.error", watch=True)
+    def _notices(self):
+        tab = self.tab
+        warn = "; ".join(m for m in (tab.notice, tab.validation_error) if m)
+        self.notice.object, self.notice.visible = warn, bool(warn)
+        self.text_notice.object, self.text_notice.visible = tab.text_notice, bool(tab.text_notice and not tab.notice)
+        loading = tab.validation_task.status if tab.validation_task.running else ""
+        self.busy.object = f"<i>{html.escape(loading)}</i>" if loading else ""
+
+    def _size(self) -> dict:
+        return FONT[self.tab.session.presentation]
+
+    @param.depends("tab.text", "tab.t", "tab.mask_seed", "tab.active", "tab.session.model_info",
+                   "tab.session.presentation", watch=True)
+    def _forward(self):
+        """The masked text: no model involved, so it follows the slider at once."""
+        tab = self.tab
+        text = tab.shown_text() if tab.usable() else ""  # usable(): it may run before the tab's own watcher
+        if not text:
+            self.forward.object = ""
+            return
+        mask = tab.mask(len(text))
+        caption = forward_caption(tab.t, int(mask.sum()), len(text), tab.mask_seed)
+        self.forward.object = style(self._size()) + caption + forward_html(text, mask)
+
+    @param.depends("tab.predictions_task.result", "tab.session.presentation", watch=True)
+    def _predictions(self):
+        result, size = self.tab.predictions, self._size()
+        if result is None:
+            self.grid.object, self.table.object, self.legend.object = "", None, ""
+            return
+        self.grid.object = style(size) + predictions_caption(result) + predictions_html(
+            result["text"], result, result["k"])
+        self.legend.object = legend_html(size)
+        self.table.object = predictions_table(result, result["k"])
+        self.table.styles = {"overflow-y": "auto", "font-size": size["base"]}
+
+    @param.depends("tab.session.presentation", watch=True)
+    def _make_plots(self):
+        """DynamicMaps: moving t or a new result updates the drawn plots in place (no re-render)."""
+        tab, pres = self.tab, self.tab.session.presentation
+        self._fraction = hv.DynamicMap(lambda t, mask_seed, text: self.fraction_figure(pres),
+                                       streams=[hv.streams.Params(tab, ["t", "mask_seed", "text"])])
+        self._accuracy = hv.DynamicMap(lambda t, result: accuracy_plot(result, t, pres),
+                                       streams=[hv.streams.Params(tab, ["t"]),
+                                                hv.streams.Params(tab.accuracy_task, ["result"])])
+        self.plots[:] = [pn.pane.HoloViews(self._fraction, sizing_mode="stretch_width", css_classes=["inspect-fraction"]),
+                         pn.pane.HoloViews(self._accuracy, sizing_mode="stretch_width", css_classes=["inspect-accuracy"])]
+        self._draw_positions()
+
+    @param.depends("tab.positions_task.result", watch=True)
+    def _draw_positions(self):
+        self.positions.object = positions_plot(self.tab.positions, self.tab.t, self.tab.session.presentation)
+
+    def fraction_figure(self, presentation: bool = False):
+        """The mask-fraction figure for the current knobs (read-only: the PNG download calls it on a
+        worker thread)."""
+        tab = self.tab
+        text = tab.shown_text(update=False) if tab.model is not None else ""
+        length = len(text) or (tab.model.config.block_size if tab.model is not None else 256)
+        actual = float(tab.mask(len(text)).mean()) if text else None
+        return fraction_plot(fraction_check(length, tab.mask_seed), tab.t, actual, presentation)
+
+    # ---------------------------------------------------------------- downloads
+
+    def _downloads(self):
+        tab = self.tab
+
+        def preds_csv():
+            return None if tab.predictions is None else table_csv(predictions_table(tab.predictions, tab.predictions["k"]))
+
+        def acc_figure():
+            return accuracy_plot(tab.accuracy, tab.t)
+
+        return pn.Row(
+            download_button("Predictions CSV", "inspect-predictions.csv", preds_csv),
+            download_button("Accuracy CSV", "inspect-accuracy.csv",
+                            lambda: None if tab.accuracy is None else table_csv(tab.accuracy)),
+            download_button("Accuracy plot PNG", "inspect-accuracy.png", lambda: plot_png(acc_figure())),
+            download_button("Accuracy plot HTML", "inspect-accuracy.html", lambda: plot_html(acc_figure())),
+            download_button("Mask-fraction plot PNG", "inspect-fraction.png", lambda: plot_png(self.fraction_figure())),
+            sizing_mode="stretch_width", css_classes=["inspect-downloads"])
+
+    # ---------------------------------------------------------------- layout
+
+    def __panel__(self):
+        """Built with the page; nothing is computed until the tab is shown (InspectState.on_shown)."""
+        h = lambda s: pn.pane.HTML(f"<h3 style='margin:0.3em 0'>{s}</h3>", sizing_mode="stretch_width")
+        controls = pn.Column(
+            pn.Row(self.t, self.k, sizing_mode="stretch_width"),
+            pn.Row(self.seed, self.redraw, self.reset, sizing_mode="stretch_width"),
+            self.text, sizing_mode="stretch_width")
+        return pn.Column(
+            self.notice, controls, self.text_notice, self.busy,
+            h("Forward process: the text the model sees at t"), self.forward,
+            h("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
+            pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
+            h("Masking statistics and accuracy on validation data"), self.plots, self.positions,
+            self._downloads(), sizing_mode="stretch_width", css_classes=["inspect-tab"])
