@@ -1,6 +1,7 @@
 """The Model tab without a browser: the metadata page of a tiny checkpoint, the LR schedules of seed
 002, a short live training that saves a loadable checkpoint under a new name (and Stop saving
-early), names that are refused, and training switched off by the server."""
+early), names that are refused, training switched off by the server, and Bokeh changes made only
+inside the session's dispatch."""
 from __future__ import annotations
 
 import panel as pn
@@ -9,8 +10,11 @@ import pytest
 from explorer.checkpoint import load_checkpoint
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
-from explorer.dashboard.tabs.model import ALLOW_ENV, _curves_csv, cli_command, name_problem
-from explorer.dashboard.views.model_page import curves_frame, ema, schedule_frame, summary_html
+from explorer.dashboard.tabs.model.meta import curves_frame, ema, schedule_frame
+from explorer.dashboard.tabs.model.state import ALLOW_ENV, ModelState, cli_command, name_problem
+from explorer.dashboard.tabs.model.view import CheckpointPage, TrainingPanel, curves_csv, summary_html
+from explorer.dashboard.ui.palette import FONT
+from explorer.names import LR_SCHEDULES
 from explorer.train import TrainConfig
 from tests.dashboard_support import save_tiny_checkpoints, wait_for
 
@@ -38,7 +42,7 @@ def test_page_shows_architecture_size_corpus_curves_and_nelbo(ckpts):
         assert expected in page, expected
     curves = curves_frame(tab.meta)
     assert curves.values.tolist() == [[1, "train", 2.7], [1, "val", 2.6]]
-    assert _curves_csv(tab.meta).splitlines() == ["step,split,loss", "1,train,2.7", "1,val,2.6"]  # the download
+    assert curves_csv(tab.meta).splitlines() == ["step,split,loss", "1,train,2.7", "1,val,2.6"]  # the download
     pn.panel(view).get_root()  # the whole tab renders
     state.load("tiny-training", wait=True)  # no final metrics yet: the latest validation figure
     assert "not finished: latest validation estimate 2.600 nats/char at step 1" in summary_html(tab.meta, "x")
@@ -64,9 +68,10 @@ def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
     state, tab, _ = session()
     assert tab.new_name == "my-patterns" and tab.preset == "patterns"
     tab.param.update(train_steps=12, new_name="mine", lr_schedule="linear")
-    assert tab.start_training(wait=True), tab.train_error
-    assert not tab.training and tab.saved == "mine" and tab.train_error == ""
-    assert "saved checkpoints/mine.safetensors at step 12" in tab.train_status and "NELBO" in tab.train_status
+    assert tab.start_training(wait=True), tab.task.error
+    assert not tab.task.running and tab.saved == "mine" and tab.task.error == ""
+    assert "saved checkpoints/mine.safetensors at step 12" in tab.task.status and "NELBO" in tab.task.status
+    assert tab.task.result == {"name": "mine", "step": 12, "note": tab.task.result["note"]}
     assert [p[0] for p in tab.train_points] == list(range(1, 13)) and tab.val_points
     model = load_checkpoint(ckpts / "mine.safetensors")
     assert model.meta["training_state"]["step"] == 12 and "nelbo_nats_per_char" in model.meta["metrics"]
@@ -85,10 +90,11 @@ def test_stop_saves_what_it_has(ckpts):
     tab.param.update(train_steps=5000, new_name="stopped")
     assert tab.start_training()
     wait_for(lambda: len(tab.train_points) >= 3, message="no training records arrived")
-    assert not tab.start_training() and "stop it before" in tab.train_error  # one training per session
+    assert not tab.start_training() and "stop it before" in tab.task.error  # one training per session
     tab.param.trigger("stop_training")
-    wait_for(lambda: not tab.training, message="stop did not end the run")
-    assert tab.saved == "stopped", tab.train_error
+    wait_for(lambda: not tab.task.running, message="stop did not end the run")
+    assert tab.saved == "stopped", tab.task.error
+    assert tab.task.status.startswith("saved checkpoints/stopped.safetensors at step")
     step = load_checkpoint(ckpts / "stopped.safetensors").meta["training_state"]["step"]
     assert 3 <= step < 5000
     state.close()
@@ -113,7 +119,7 @@ def test_bad_names_are_refused(ckpts, name, says):
     state, tab, _ = session()
     tab.param.update(train_steps=10, new_name=name)
     assert not tab.start_training(wait=True)
-    assert says in tab.train_error and not tab.training
+    assert says in tab.task.error and not tab.task.running
     assert (ckpts / "tiny.safetensors").stat().st_mtime_ns == before
     assert name_problem("patterns", ["patterns", "shakespeare"])  # the shipped ones: never overwritten
     state.close()
@@ -124,14 +130,14 @@ def test_shakespeare_without_its_corpus_says_so(ckpts):
     tab.preset = "shakespeare"
     assert tab.train_steps == 2000 and tab.new_name == "my-shakespeare"
     assert not tab.start_training()
-    assert "Tiny Shakespeare is not on this server" in tab.train_error
+    assert "Tiny Shakespeare is not on this server" in tab.task.error
     state.close()
 
 
 def test_training_can_be_switched_off(ckpts, monkeypatch):
     monkeypatch.setenv(ALLOW_ENV, "0")
     state, tab, view = session()
-    assert not tab.start_training() and f"{ALLOW_ENV}=0" in tab.train_error
+    assert not tab.start_training() and f"{ALLOW_ENV}=0" in tab.task.error
     root = pn.panel(view)
     assert any(f"{ALLOW_ENV}=0" in str(getattr(p, "object", "")) for p in root.select(pn.pane.Alert))
     assert not (ckpts / "my-patterns.safetensors").exists()
@@ -139,23 +145,58 @@ def test_training_can_be_switched_off(ckpts, monkeypatch):
 
 
 def test_url_params_and_command():
-    from explorer.dashboard.tabs.model import ModelState
-
     assert ModelState.URL_PARAMS == ("preset", "lr_schedule")
+    assert tuple(ModelState.param.lr_schedule.objects) == LR_SCHEDULES  # explorer/names.py, no list of its own
     command = cli_command(TrainConfig(corpus="patterns", max_steps=50, lr_schedule="constant"), "x")
     assert command.startswith("python run.py train --out x --corpus patterns --max-steps 50 --lr-schedule constant")
 
 
 def test_presentation_mode_enlarges_the_model_tab(ckpts):
-    from explorer.dashboard.ui.palette import FONT
-    from explorer.dashboard.tabs.model import CheckpointPage, TrainingPanel
-
-    state, tab, view = session()
-    page, panel = CheckpointPage(state=tab), TrainingPanel(state=tab)
+    state, _, view = session()
+    page, panel = view.page, view.train_panel
+    assert isinstance(page, CheckpointPage) and isinstance(panel, TrainingPanel)
     figures = (page.curves_fig, page.lr_fig, panel.loss_pane.object, panel.lr_pane.object)
     assert all(f.title.text_font_size == FONT[False]["title"] for f in figures)
     state.presentation = True
     assert all(f.title.text_font_size == FONT[True]["title"] for f in figures)
     assert all(f.yaxis[0].axis_label_text_font_size == FONT[True]["plot"] for f in figures)
     assert page.summary.styles["font-size"] == FONT[True]["base"] == panel.status.styles["font-size"]
+    state.close()
+
+
+def run_queued(queued: list) -> None:
+    """Run what was handed to the session's dispatch, as a served session's event loop would (callbacks
+    queued meanwhile included)."""
+    while queued:
+        queued.pop(0)()
+
+
+def test_bokeh_models_change_only_in_the_sessions_dispatch(ckpts):
+    """A click reaches the state's watchers wherever Panel processed it: in a served session possibly
+    without the document lock (CI: "_pending_writes should be non-None" from the live curve's reset when
+    Train was clicked). The tab's figures change only in callbacks handed to the session's dispatch,
+    which a served session runs holding the lock; here they wait in a queue until run."""
+    queued: list = []
+    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, dispatch=queued.append)
+    tab, view = build_tab("Model", state)
+    page, panel = view.page, view.train_panel
+    state.load(wait=True)
+    assert len(page.train_src.data["step"]) == 0
+    run_queued(queued)
+    assert len(page.train_src.data["step"]) == 1  # the stored curve, drawn in the dispatch
+    stale = {"step": [7], "loss": [2.0], "smooth": [2.0]}  # a previous run's curve, to be cleared
+    panel.train_src.data = dict(stale)
+    plan = list(panel.plan_src.data["step"])
+    tab.param.update(train_steps=12, new_name="queued")
+    state.presentation = True
+    tab.param.trigger("train")  # the click
+    wait_for(lambda: not tab.task.running or queued, message="the training reported nothing")
+    assert list(panel.plan_src.data["step"]) == plan and panel.train_src.data == stale  # nothing drawn yet
+    assert panel.loss_pane.object.title.text_font_size == FONT[False]["title"]
+    wait_for(lambda: (run_queued(queued), not tab.task.running)[1], message="the training did not finish")
+    run_queued(queued)
+    assert tab.saved == "queued", tab.task.error
+    assert list(panel.train_src.data["step"]) == list(range(1, 13)) == list(panel.used_src.data["step"])
+    assert len(panel.val_src.data["step"]) == len(tab.val_points) > 0
+    assert panel.plan_src.data["step"][-1] == 12 and panel.loss_pane.object.title.text_font_size == FONT[True]["title"]
     state.close()

@@ -1,0 +1,120 @@
+"""What a checkpoint's metadata says, as tables and numbers: its sections, stored curves and LR schedule.
+
+Pure functions of the metadata dict (explorer/checkpoint.py `read_metadata`) and of a TrainConfig, with
+no Panel or Bokeh: the Model tab's state and view both read them, and tests check them without a page.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ....train import TrainConfig, lr_at
+
+EMA_ALPHA = 0.05  # smoothing of the per-step train loss (one batch each: noisy)
+KIND_NAMES = {"diffusion": "masked diffusion (bidirectional)", "ar": "autoregressive baseline (causal)"}
+
+
+def ema(values, alpha: float = EMA_ALPHA, start: float | None = None) -> np.ndarray:
+    """Exponential moving average; `start` continues a previous one (live curves get points in batches)."""
+    out = np.empty(len(values))
+    level = start
+    for i, v in enumerate(values):
+        level = v if level is None else level + alpha * (v - level)
+        out[i] = level
+    return out
+
+
+def curves_frame(meta: dict) -> pd.DataFrame:
+    """The stored curves as one long table: step, split (train | val), loss (nats/char)."""
+    curves = meta.get("curves") or {}
+    parts = [pd.DataFrame(curves.get(split) or [], columns=["step", "loss"], dtype=float).assign(split=split)
+             for split in ("train", "val")]
+    table = pd.concat(parts, ignore_index=True)[["step", "split", "loss"]]
+    table["step"] = table["step"].astype(int)
+    return table
+
+
+def schedule_frame(cfg, n_points: int = 400) -> pd.DataFrame:
+    """The learning rate at each step of a TrainConfig's schedule (explorer.train.lr_at): what a run
+    with these settings will use, drawn before it starts."""
+    steps = np.unique(np.linspace(0, cfg.max_steps - 1, min(n_points, cfg.max_steps)).round().astype(int))
+    return pd.DataFrame({"step": steps + 1, "lr": [lr_at(int(s), cfg) for s in steps]})
+
+
+def stored_config(meta: dict):
+    """The checkpoint's TrainConfig, or None when it stores none (or another version's)."""
+    stored = meta.get("train_config") or {}
+    try:
+        return TrainConfig.from_dict(stored) if "lr_schedule" in stored else None
+    except (TypeError, ValueError):
+        return None
+
+
+def stored_curves(meta: dict) -> tuple[dict, dict]:
+    """Columns of the stored train curve (step, loss, smooth) and val curve (step, loss), as numpy."""
+    table = curves_frame(meta)
+    tr, va = table[table.split == "train"], table[table.split == "val"]
+    return ({"step": tr.step.to_numpy(), "loss": tr.loss.to_numpy(), "smooth": ema(tr.loss.to_numpy())},
+            {"step": va.step.to_numpy(), "loss": va.loss.to_numpy()})
+
+
+def schedule_columns(cfg, trained_steps: int | None = None) -> tuple[dict, dict]:
+    """Columns (step, lr) of a TrainConfig's planned schedule and of the part used up to
+    `trained_steps` (None: none yet); both empty for no config."""
+    if cfg is None:
+        return {"step": np.array([]), "lr": np.array([])}, {"step": np.array([]), "lr": np.array([])}
+    table = schedule_frame(cfg)
+    used = table[table.step <= (trained_steps or 0)]
+    return ({"step": table.step.to_numpy(), "lr": table.lr.to_numpy()},
+            {"step": used.step.to_numpy(), "lr": used.lr.to_numpy()})
+
+
+def _fmt_seconds(seconds) -> str:
+    s = int(round(float(seconds or 0)))
+    return f"{s // 3600} h {s % 3600 // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
+
+
+def result_line(meta: dict) -> str:
+    """The held-out figure: NELBO (diffusion), cross-entropy (AR), or the latest estimate mid-training."""
+    m = meta.get("metrics") or {}
+    if "nelbo_nats_per_char" in m:
+        bits = m.get("nelbo_bits_per_char", m["nelbo_nats_per_char"] / np.log(2))
+        return f"NELBO {m['nelbo_nats_per_char']:.3f} nats/char ({bits:.3f} bits/char) on held-out text"
+    if "val_ce_nats_per_char" in m:
+        return (f"cross-entropy {m['val_ce_nats_per_char']:.3f} nats/char "
+                f"({m.get('val_ce_bits_per_char', 0):.3f} bits/char) on held-out text")
+    val = (meta.get("curves") or {}).get("val") or []
+    if val:
+        return f"not finished: latest validation estimate {val[-1][1]:.3f} nats/char at step {val[-1][0]:,}"
+    return "no held-out figure stored"
+
+
+def _architecture(meta: dict) -> list[tuple[str, str]]:
+    mc, n_params = meta.get("model_config") or {}, meta.get("n_params")
+    return [("kind", KIND_NAMES.get(mc.get("kind"), str(mc.get("kind")))),
+            ("parameters", f"{int(n_params):,} ({int(n_params) / 1e6:.2f} M)" if n_params else "?"),
+            ("layers × heads", f"{mc.get('n_layer')} × {mc.get('n_head')}"),
+            ("width (d_model)", str(mc.get("n_embd"))), ("context", f"{mc.get('block_size')} characters"),
+            ("vocabulary", f"{mc.get('vocab_size')} ids (incl. mask)"),
+            ("time conditioning", str(mc.get("time_conditioning"))), ("dropout", str(mc.get("dropout")))]
+
+
+def _training(meta: dict) -> list[tuple[str, str]]:
+    mc, tc, ts = meta.get("model_config") or {}, meta.get("train_config") or {}, meta.get("training_state") or {}
+    schedule = f"{tc.get('lr_schedule', '?')}, peak {tc.get('lr', '?')}, warmup {tc.get('warmup_steps', '?')}"
+    return [("steps", f"{ts.get('step', 0):,}"), ("tokens seen", f"{int(ts.get('tokens') or 0):,}"),
+            ("training time", _fmt_seconds(ts.get("seconds"))), ("LR schedule", schedule),
+            ("batch", f"{tc.get('batch_size', '?')} × {tc.get('block_size', '?')}"),
+            ("loss weighting", str(tc.get("weighting", "?")) if mc.get("kind") != "ar" else "next-character CE"),
+            ("device, precision", f"{meta.get('device', '?')}, {meta.get('precision', '?')}"),
+            ("resumed at", ", ".join(f"{s:,}" for s in ts.get("resumed_at") or []) or "–"),
+            ("saved", str(meta.get("created", "?")))]
+
+
+def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
+    """Section title -> (label, value) rows of the page (plain strings, escaped when rendered)."""
+    corpus = meta.get("corpus") or {}
+    data = [("corpus", f"{corpus.get('name', '?')} ({corpus.get('kind', '?')})"),
+            ("sha256", (corpus.get("sha256") or "–")[:16]), ("distinct words", f"{len(meta.get('words') or []):,}")]
+    return {f"{name}": [("result", result_line(meta))], "Architecture": _architecture(meta), "Data": data,
+            "Training": _training(meta)}

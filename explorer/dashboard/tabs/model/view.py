@@ -1,0 +1,279 @@
+"""The Model tab's view: the checkpoint page (metadata tables, stored curves, LR schedule) and the live training panel.
+
+Every Bokeh source and figure of the tab lives here, filled from ModelState's metadata, numpy columns and
+record lists. After a figure is made, every change to its Bokeh models goes through one path,
+`ModelView.later`: the session's dispatch, which runs it on the document's event loop holding the
+document lock. Param watchers fire wherever the change came from, and Panel processes some button
+clicks (the Start button's, when a text input's change is still pending) without that lock: a raw
+Bokeh change there raised "_pending_writes should be non-None" and the live curve never drew. Panel
+widgets and panes lock themselves and are set directly. Colours are Okabe-Ito; train, val and LR
+also differ by dash and width.
+"""
+from __future__ import annotations
+
+import html
+
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.plotting import figure
+
+from ....names import LR_SCHEDULES
+from ...downloads import download_button, table_csv
+from ...ui.base import apply_fonts, rule, watch_presentation
+from .meta import curves_frame, ema, schedule_columns, stored_config, stored_curves, summary_sections
+from .state import ALLOW_ENV, PRESETS, ModelState
+
+TRAIN_COLOR, VAL_COLOR, LR_COLOR, PLAN_COLOR = "#0072B2", "#D55E00", "#009E73", "#999999"
+PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}
+PAGE_CSS = """
+.meta-table { border-collapse: collapse; width: 100%; font-size: 0.92em; }
+.meta-table th { text-align: left; font-weight: 600; padding: 2px 12px 2px 0; white-space: nowrap; width: 40%;
+                 vertical-align: top; color: #333; }
+.meta-table td { padding: 2px 0; }
+.meta-commands code { white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
+h3 { font-size: 1.05em; margin: 12px 0 4px 0; }
+"""
+
+
+def empty_loss() -> dict:
+    """Columns of an empty loss source (new lists each time: stream() extends a source's lists in place)."""
+    return {"step": [], "loss": [], "smooth": []}
+
+
+def empty_lr() -> dict:
+    return {"step": [], "lr": []}
+
+
+def _table(rows) -> str:
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f"<table class='meta-table'>{body}</table>"
+
+
+def summary_html(meta: dict, name: str) -> str:
+    """The metadata page: one table per section, then the commands that made the checkpoint."""
+    parts = [f"<h3>{html.escape(title)}</h3>{_table(rows)}" for title, rows in summary_sections(meta, name).items()]
+    commands = meta.get("commands") or []
+    if commands:
+        items = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in commands)
+        parts.append(f"<h3>Commands</h3><ol class='meta-commands'>{items}</ol>")
+    return "".join(parts)
+
+
+def curves_csv(meta: dict) -> str:
+    """The stored curves download (step, split, loss)."""
+    return table_csv(curves_frame(meta))
+
+
+def loss_figure(title: str, height: int = 300, prefix: str = "live"):
+    """(figure, train source, val source): raw train loss faint, its EMA bold, val dashed with dots.
+    The sources are named <prefix>-train / <prefix>-val (what browser tests read)."""
+    fig = figure(title=title, height=height, sizing_mode="stretch_width", x_axis_label="step",
+                 y_axis_label="loss (nats/char)", tools="pan,box_zoom,wheel_zoom,reset,save", toolbar_location="above")
+    train = ColumnDataSource(empty_loss(), name=f"{prefix}-train")
+    val = ColumnDataSource({"step": [], "loss": []}, name=f"{prefix}-val")
+    fig.line("step", "loss", source=train, color=TRAIN_COLOR, alpha=0.25, line_width=1)
+    smooth = fig.line("step", "smooth", source=train, color=TRAIN_COLOR, line_width=2.5, legend_label="train (smoothed)")
+    line = fig.line("step", "loss", source=val, color=VAL_COLOR, line_width=2, line_dash="dashed", legend_label="validation")
+    fig.scatter("step", "loss", source=val, color=VAL_COLOR, size=6, marker="circle", legend_label="validation")
+    fig.add_tools(HoverTool(renderers=[smooth, line], tooltips=[("step", "@step"), ("loss", "@loss{0.000}")]))
+    fig.legend.location = "top_right"
+    return fig, train, val
+
+
+def lr_figure(title: str, height: int = 220, prefix: str = "live"):
+    """(figure, planned source, actual source): the schedule's curve (grey dashed) and the LR used so far."""
+    fig = figure(title=title, height=height, sizing_mode="stretch_width", x_axis_label="step",
+                 y_axis_label="learning rate", tools="pan,box_zoom,reset,save", toolbar_location="above")
+    plan = ColumnDataSource(empty_lr(), name=f"{prefix}-lr-plan")
+    used = ColumnDataSource(empty_lr(), name=f"{prefix}-lr-used")
+    fig.line("step", "lr", source=plan, color=PLAN_COLOR, line_width=2, line_dash="dashed", legend_label="schedule")
+    used_line = fig.line("step", "lr", source=used, color=LR_COLOR, line_width=3, legend_label="used so far")
+    fig.add_tools(HoverTool(renderers=[used_line], tooltips=[("step", "@step"), ("lr", "@lr{0.00e0}")]))
+    fig.yaxis.formatter.use_scientific = True
+    fig.legend.location = "top_right"
+    return fig, plan, used
+
+
+class ModelView(pn.viewable.Viewer):
+    """A part of the Model tab: its figures follow the session's type size, and `later` is the one way
+    it changes a Bokeh model once the figure exists (module docstring)."""
+
+    state = param.ClassSelector(class_=ModelState)
+
+    def later(self, draw) -> None:
+        """Run `draw` (which changes Bokeh models) on the UI thread holding the document: at once
+        outside a server, on the session's event loop in one (ModelState.dispatch)."""
+        self.state.dispatch(draw)
+
+    def follow_fonts(self, figures, panes) -> None:
+        """Presentation mode: the panes (Panel, safe anywhere) now and on change; the figures via `later`."""
+        session = self.state.session
+        watch_presentation(session, (), panes)
+
+        def fonts():
+            for fig in figures:
+                apply_fonts(fig, session.presentation)
+
+        fonts()  # made just now, in no document yet: safe to style here
+        session.param.watch(lambda event: self.later(fonts), "presentation")
+
+
+class CheckpointPage(ModelView):
+    """The session model's metadata: tables on the left, its stored curves and LR schedule on the right."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.summary = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[PAGE_CSS],
+                                    css_classes=["model-summary"])
+        # Figures made once; a new model only changes their data and titles (a new Bokeh model per
+        # checkpoint would be heavier, and Panel links its loading.css from the CDN for one).
+        self.curves_fig, self.train_src, self.val_src = loss_figure("Loss during training", prefix="stored")
+        self.lr_fig, self.plan_src, self.used_src = lr_figure("Learning-rate schedule", height=200, prefix="stored")
+        self.curves = pn.pane.Bokeh(self.curves_fig, sizing_mode="stretch_width", css_classes=["model-curves"])
+        self.schedule = pn.pane.Bokeh(self.lr_fig, sizing_mode="stretch_width")
+        self.csv = download_button("Curves (CSV)", "curves.csv", lambda: curves_csv(self.state.meta))
+        self._describe()
+        self._draw()  # the figures are in no document yet: drawn here directly
+        self.follow_fonts((self.curves_fig, self.lr_fig), (self.summary,))
+
+    @param.depends("state.meta", watch=True)
+    def _meta_changed(self):
+        self._describe()
+        self.later(self._draw)
+
+    def _describe(self) -> None:
+        """The Panel parts: the tables and the download's file name."""
+        meta, name = self.state.meta, self.state.session.model_info.get("name", "")
+        if not meta:
+            self.summary.object = "<i>loading a model …</i>"
+            return
+        self.summary.object = f"<div class='meta-page'>{summary_html(meta, name)}</div>"
+        self.csv.filename = f"{name}-curves.csv"
+
+    def _draw(self) -> None:
+        """The Bokeh parts: stored curves, the stored schedule and the part of it used, titles."""
+        meta, name = self.state.meta, self.state.session.model_info.get("name", "")
+        if not meta:
+            return
+        self.train_src.data, self.val_src.data = stored_curves(meta)
+        cfg = stored_config(meta)
+        self.plan_src.data, self.used_src.data = schedule_columns(cfg, (meta.get("training_state") or {}).get("step"))
+        self.curves_fig.title.text = f"{name}: loss during training"
+        self.lr_fig.title.text = (f"{name}: learning-rate schedule ({cfg.lr_schedule})" if cfg is not None
+                                  else f"{name}: no learning-rate schedule stored")
+
+    def __panel__(self):
+        right = pn.Column(self.curves, self.schedule, self.csv, sizing_mode="stretch_width",
+                          styles={"flex": "3 1 0"}, min_width=420)
+        left = pn.Column(self.summary, styles={"flex": "2 1 0"}, min_width=360)
+        return pn.Row(left, right, sizing_mode="stretch_width", css_classes=["model-page"])
+
+
+class TrainingPanel(ModelView):
+    """Preset, schedule, steps, name, Train / Stop; the live loss curve and the LR schedule (drawn as
+    soon as it is chosen, then the LR actually used drawn over it). Only new points are streamed."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        p, task = self.state.param, self.state.task
+        self.preset = pn.widgets.RadioButtonGroup.from_param(
+            p.preset, options={PRESET_LABELS[k]: k for k in PRESETS}, css_classes=["train-preset"])
+        self.schedule = pn.widgets.RadioButtonGroup.from_param(p.lr_schedule, css_classes=["train-schedule"])
+        self.steps = pn.widgets.IntInput.from_param(p.train_steps, width=140, css_classes=["train-steps"])
+        self.name_input = pn.widgets.TextInput.from_param(p.new_name, width=240, css_classes=["train-name"])
+        self.start = pn.widgets.Button.from_param(p.train, color="primary", css_classes=["train-start"])
+        self.stop = pn.widgets.Button.from_param(p.stop_training, color="warning", css_classes=["train-stop"])
+        self.sample = pn.widgets.Button.from_param(p.sample_saved, color="success", css_classes=["train-sample"])
+        self.status = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["train-status"])
+        self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.done = pn.pane.Alert("", alert_type="success", visible=False, sizing_mode="stretch_width")
+        fig, self.train_src, self.val_src = loss_figure("Live training loss", height=320)
+        lr_fig, self.plan_src, self.used_src = lr_figure("Learning-rate schedule")
+        self.loss_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width", css_classes=["train-loss"])
+        self.lr_pane = pn.pane.Bokeh(lr_fig, sizing_mode="stretch_width", css_classes=["train-lr"])
+        self._run, self._drawn = None, (0, 0)  # the run drawn and its points drawn: (train, val)
+        self._plan()  # the figures are in no document yet: drawn here directly
+        self._sync()
+        self._notices()
+        task.param.watch(self._notices, ["status", "error", "running"])
+        self.follow_fonts((fig, lr_fig), (self.status,))
+
+    @param.depends("state.preset", "state.lr_schedule", "state.train_steps", watch=True)
+    def _settings_changed(self):
+        self.later(self._plan)
+
+    @param.depends("state.run_id", "state.n_records", watch=True)
+    def _records_changed(self):
+        self.later(self._sync)
+
+    def _plan(self) -> None:
+        self.plan_src.data = self.state.planned_schedule()
+
+    def _sync(self) -> None:
+        """Bring the live figures to the state's points: cleared for a new run, then only the points
+        that arrived since the last draw streamed (one patch per UI update). Idempotent, so draws
+        queued in any order or number end the same."""
+        s = self.state
+        if self._run != s.run_id:
+            self.train_src.data, self.val_src.data = empty_loss(), {"step": [], "loss": []}
+            self.used_src.data = empty_lr()
+            self._run, self._drawn = s.run_id, (0, 0)
+        n_train, n_val = self._drawn
+        new, vals = s.train_points[n_train:], s.val_points[n_val:]
+        if new:
+            steps, losses, lrs = (list(c) for c in zip(*new))
+            start = self.train_src.data["smooth"][-1] if n_train else None
+            self.train_src.stream({"step": steps, "loss": losses, "smooth": list(ema(losses, start=start))})
+            self.used_src.stream({"step": steps, "lr": lrs})
+        if vals:
+            self.val_src.stream({"step": [v[0] for v in vals], "loss": [v[1] for v in vals]})
+        self._drawn = (n_train + len(new), n_val + len(vals))
+
+    @param.depends("state.saved", watch=True)
+    def _notices(self, *events):
+        """Status, notices and which controls work (Panel objects only: set directly)."""
+        s, task = self.state, self.state.task
+        self.status.object = f"<span class='train-status-text'>{html.escape(task.status)}</span>"
+        self.error.param.update(object=task.error, visible=bool(task.error))
+        text = (f"Saved **{s.saved}** in checkpoints/: it is in the sidebar's checkpoint list now, for every tab."
+                if s.saved else "")
+        self.done.param.update(object=text, visible=bool(s.saved) and not task.running)
+        self.sample.visible = bool(s.saved) and not task.running
+        self.start.disabled, self.stop.disabled = task.running, not task.running
+        for w in (self.preset, self.schedule, self.steps, self.name_input):
+            w.disabled = task.running
+
+    def __panel__(self):
+        if not self.state.allowed:
+            return pn.pane.Alert(f"Training from the browser is switched off on this server ({ALLOW_ENV}=0). "
+                                 "Train with `python run.py train` instead.", alert_type="info",
+                                 sizing_mode="stretch_width", css_classes=["train-disabled"])
+        controls = pn.Column(
+            pn.pane.HTML("<b>What to train</b>"), self.preset, pn.pane.HTML("<b>Learning-rate schedule</b>"),
+            self.schedule, pn.Row(self.steps, self.name_input), pn.Row(self.start, self.stop), self.status,
+            self.error, self.done, self.sample, styles={"flex": "2 1 0"}, min_width=360)
+        plots = pn.Column(self.loss_pane, self.lr_pane, sizing_mode="stretch_width", styles={"flex": "3 1 0"},
+                          min_width=420)
+        return pn.Row(controls, plots, sizing_mode="stretch_width", css_classes=["train-panel"])
+
+
+def _intro() -> str:
+    schedules = ", ".join(LR_SCHEDULES[:-1]) + f" or {LR_SCHEDULES[-1]}"
+    return ("<h2>Train a small model live</h2><p>Seed 002: the masked-diffusion loss (the ELBO's weighted "
+            f"masked-LM loss) falling as the model learns, under a {schedules} learning-rate schedule. Stop "
+            "saves; the new checkpoint can then be sampled in every tab.</p>")
+
+
+class ModelTab(ModelView):
+    """The checkpoint page, then training live; both made once (the tab leaves and re-enters the page
+    as it is hidden and shown, and must not grow new figures and watchers each time)."""
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.page, self.train_panel = CheckpointPage(state=self.state), TrainingPanel(state=self.state)
+        self.layout = pn.Column(self.page, rule(), pn.pane.HTML(_intro()), self.train_panel,
+                                sizing_mode="stretch_width", css_classes=["model-tab"])
+
+    def __panel__(self):
+        return self.layout
