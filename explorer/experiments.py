@@ -86,6 +86,23 @@ def sweep_cells(base_config: SamplerConfig, vary) -> list[dict]:
     return full
 
 
+def cells_from_vary(vary: dict):
+    """`vary` with threshold cells crossed with every knob but the step count: threshold decoding
+    ignores the step count, so crossing it with the steps would repeat one run per step value. A None
+    among the thresholds keeps the scheduled cells over the steps. Without thresholds, `vary` itself."""
+    thresholds = vary.get("threshold")
+    if not thresholds or thresholds == [None]:
+        return vary
+    rest = {k: v for k, v in vary.items() if k != "threshold"}
+    cells = []
+    if None in thresholds:
+        cells += [dict(zip(rest, c), threshold=None) for c in itertools.product(*rest.values())]
+    no_steps = {k: v for k, v in rest.items() if k != "steps"}
+    cells += [dict(zip(no_steps, c), threshold=t) for t in thresholds if t is not None
+              for c in itertools.product(*no_steps.values())]
+    return cells
+
+
 def _is_cancelled(cancel) -> bool:
     if cancel is None:
         return False

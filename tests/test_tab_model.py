@@ -177,7 +177,7 @@ def test_bokeh_models_change_only_in_the_sessions_dispatch(ckpts):
     Train was clicked). The tab's figures change only in callbacks handed to the session's dispatch,
     which a served session runs holding the lock; here they wait in a queue until run."""
     queued: list = []
-    state = ExplorerState(checkpoint="tiny", device="cpu", auto_run=False, dispatch=queued.append)
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, dispatch=queued.append)
     tab, view = build_tab("Model", state)
     page, panel = view.page, view.train_panel
     state.load(wait=True)

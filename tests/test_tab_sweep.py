@@ -1,12 +1,18 @@
-"""The Sweep tab (issue 6) driven without a browser: sweeps, cache, cancel, bad input, grid, temperatures."""
+"""The Sweep tab (issue 6) driven without a browser: sweeps, cache, cancel, bad input, grid, temperatures,
+and sweeps sent to the server's Dask cluster (serve --scheduler)."""
 from __future__ import annotations
 
+import functools
+import socket
+
+import pandas as pd
 import pytest
 
+from explorer import cluster, experiments
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
-from explorer.dashboard.tabs.sweep import SweepTabState, expected_cost, format_cost, parse_list
-from explorer.dashboard.views.sweep_tab import grid_html, summary_frame
+from explorer.dashboard.tabs.sweep.state import SweepTabState, expected_cost, format_cost, parse_list
+from explorer.dashboard.tabs.sweep.view import TaskBar, grid_html, summary_frame
 from tests.dashboard_support import wait_for
 
 
@@ -165,3 +171,48 @@ def test_progress_reaches_the_ui_through_dispatch(checkpoints):
     wait_for(lambda: tab.main.status.startswith("done"), message=tab.main.status or tab.main.error)
     assert len(calls) - n >= 3  # a progress update per cell, then the result
     tab.close()
+
+
+@pytest.fixture
+def scheduler(monkeypatch):
+    """The address of an in-process Dask cluster (one worker thread: fast to start), handed to the
+    dashboard as `serve --scheduler` does (MDLM_EXPLORER_SCHEDULER); the dashboard's client is closed after."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, threads_per_worker=1, protocol="tcp://",
+                      dashboard_address=None) as lc:
+        monkeypatch.setenv(cluster.SCHEDULER_ENV, lc.scheduler_address)
+        yield lc.scheduler_address
+        client = cluster._ENV_CLIENTS.pop(lc.scheduler_address, None)
+        if client is not None:
+            client.close()
+
+
+def test_a_served_dashboard_sweeps_on_its_dask_cluster(tab, scheduler):
+    tab.param.update(steps_grid="2,5", samples=2, include_ar=False, strategies=["confidence"])
+    before = cluster.jobs_started()  # the cluster's worker is a thread of this process: its count is ours
+    assert tab.start_sweep(wait=True) and tab.main.error == ""
+    assert tab.main.status.startswith("done: 4 samples in")
+    assert tab.main.status.endswith(f"on the Dask cluster at {scheduler}")
+    assert cluster.jobs_started() - before == 2  # a task per (cell, batch): 2 step counts, one batch each
+    plan = tab.sweep_plan()
+    here, _ = experiments.sweep(plan.model, plan.base, plan.cells, plan.n_samples, plan.base.seed,
+                                length=plan.length, template=plan.template)
+    timing = ["seconds", "tokens_per_s", "ms_per_sample"]
+    pd.testing.assert_frame_equal(tab.main.result[0].drop(columns=timing), here.drop(columns=timing))
+    assert [2, 5] in [xs for _, _, xs, _ in drawn(tab.view.quality_plot).values()]  # the curve, and its ★
+
+
+def test_an_unreachable_cluster_is_a_readable_notice(tab, monkeypatch):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv(cluster.SCHEDULER_ENV, address)
+    monkeypatch.setattr(cluster, "connect", functools.partial(cluster.connect, timeout=1))  # fail in a second
+    tab.param.update(steps_grid="3", include_ar=False)
+    assert tab.start_sweep(wait=True)  # it started; the worker found no cluster
+    error = tab.main.error
+    assert error.startswith(f"sweep failed: cannot reach a Dask scheduler at '{address}'") and "Traceback" not in error
+    assert (tab.main.running, tab.main.result) == (False, None) and not tab.main.status.startswith("done")
+    bar = TaskBar(task=tab.main)
+    assert bar.notice.visible and bar.notice.object == error

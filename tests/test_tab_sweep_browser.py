@@ -45,7 +45,7 @@ def set_text(page, css: str, value: str) -> None:
 
 def tab_view_button(state, filename: str):
     """A fresh download button of the Sweep tab's view (the same `make` as the page's)."""
-    from explorer.dashboard.views.sweep_tab import SweepTabView
+    from explorer.dashboard.tabs.sweep.view import SweepTabView
 
     view = SweepTabView(tab=state.tabs["Sweep"])
     view._draw_main()

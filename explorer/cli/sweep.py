@@ -12,7 +12,6 @@ Dask scheduler) or --workers N (a local cluster of N processes) run the sampler 
 from __future__ import annotations
 
 import argparse
-import itertools
 import signal
 import sys
 import threading
@@ -94,23 +93,6 @@ def vary_from_args(args) -> dict:
         if text is not None:
             vary[knob] = parse_list(text, kind, "--" + knob.replace("_", "-"))
     return vary
-
-
-def cells_from_vary(vary: dict):
-    """Threshold decoding ignores the step count, so crossing thresholds with --steps would repeat one
-    run per step value: threshold cells are crossed with the other knobs only ('none' keeps the
-    scheduled cells over --steps)."""
-    thresholds = vary.get("threshold")
-    if not thresholds or thresholds == [None]:
-        return vary
-    rest = {k: v for k, v in vary.items() if k != "threshold"}
-    cells = []
-    if None in thresholds:
-        cells += [dict(zip(rest, c), threshold=None) for c in itertools.product(*rest.values())]
-    no_steps = {k: v for k, v in rest.items() if k != "steps"}
-    cells += [dict(zip(no_steps, c), threshold=t) for t in thresholds if t is not None
-              for c in itertools.product(*no_steps.values())]
-    return cells
 
 
 def load_models(args):
@@ -227,7 +209,7 @@ def run_sweep(model, judge, ar, vary, args, reference, client=None):
     from tqdm import tqdm
 
     from ..cluster import sweep
-    from ..experiments import SweepCancelled, aggregate
+    from ..experiments import SweepCancelled, aggregate, cells_from_vary
     from ..sampling.config import SamplerConfig
 
     bar = tqdm(unit="sample", dynamic_ncols=True, file=sys.stderr)
@@ -323,7 +305,7 @@ def print_sweet_spot(summary, args) -> None:
 
 
 def main(args) -> int:
-    from ..experiments import sweep_cells
+    from ..experiments import cells_from_vary, sweep_cells
     from ..sampling.config import SamplerConfig
 
     vary = vary_from_args(args)

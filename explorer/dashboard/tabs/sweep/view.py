@@ -1,7 +1,7 @@
 """The Sweep tab's views: the knobs, each sweep's run / stop / progress bar, the quality and speed
 figures (explorer.plots), the summary, seed 000's quality grid and seed 001's temperature comparison.
 
-The sweeps run in tabs/sweep.py; these views only draw the (table, summary) DataFrames they return.
+The sweeps run in state.py; these views only draw the (table, summary) DataFrames they return.
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pandas as pd
 import panel as pn
 import param
 
-from ...experiments import METRIC_DIRECTION
-from ...plots import LABELS
-from ..ui.palette import FONT
-from ...experiments import pick_metric
-from ..ui.base import rule
-from ..tabs.sweep import SweepTabState, SweepTask
+from ....experiments import METRIC_DIRECTION, pick_metric
+from ....plots import LABELS, quality_speed_plot, speed_plot
+from ...downloads import download_button, plot_html, plot_png, table_csv
+from ...ui.base import rule
+from ...ui.palette import FONT
+from .state import SweepTabState, SweepTask
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +185,6 @@ class SweepTabView(pn.viewable.Viewer):
     def _make_figures(self, summary, metric) -> dict:
         """Quality without the tokens/s second axis (the speed figure stands beside it), styled as the
         Explore tab's (legend below, presentation fonts)."""
-        from ...plots import quality_speed_plot, speed_plot
-
         tab, font = self.tab, FONT[self.tab.session.presentation]
         style = dict(legend_position="bottom", legend_cols=2, fontsize={
             "title": font["title"], "labels": font["plot"], "xticks": font["plot"], "yticks": font["plot"],
@@ -229,8 +227,6 @@ class SweepTabView(pn.viewable.Viewer):
 
     def _downloads(self):
         """Lazy buttons (downloads.py): the files are made only when clicked, off the UI thread."""
-        from ..downloads import download_button, plot_html, plot_png, table_csv
-
         def table(i):
             return lambda: None if self.tab.main.result is None else table_csv(self.tab.main.result[i])
 

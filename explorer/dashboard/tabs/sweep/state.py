@@ -1,31 +1,28 @@
-"""The Sweep tab (issue 6): quality and speed vs steps for any set of strategies / schedules /
-temperatures / thresholds with the AR baseline (seed 000), seed 000's quality grid (samples at 1, 3,
-5, 10, 20 steps with their scores) and seed 001's temperature comparison.
+"""The Sweep tab's state (issue 6): quality and speed vs steps for any set of strategies / schedules /
+temperatures / thresholds with the AR baseline (seed 000), seed 000's quality grid and seed 001's
+temperature comparison, each a background SweepTask.
 
-Every sweep is explorer.experiments.sweep run on a Worker (one per section), cached per (checkpoint,
-knobs) in the process-wide cache of dashboard/sweeps.py; results are set only in dispatched callbacks.
-The expected cost is shown before a sweep starts (CPU sweeps on a big model take a while).
+Every sweep is explorer.experiments.sweep run by a runtime Task (one per section), cached per
+(checkpoint, knobs) in the process-wide runtime.cache.SWEEPS; results are set only in dispatched
+callbacks. When the server was started with `serve --scheduler ADDRESS` the sweep's sampler calls run
+on that Dask cluster (explorer.cluster.client_from_env). The expected cost is shown before a sweep
+starts (CPU sweeps on a big model take a while). No Panel here: view.py draws what this holds.
 """
 from __future__ import annotations
 
-import logging
+import functools
 import math
 import time
 from dataclasses import dataclass
 
 import param
 
-from ...sampling.config import SCHEDULES, STRATEGIES
-from ..runtime import checkpoints
-from ..runtime.tasks import Task, TaskCancelled
-from ..runtime.cache import SWEEP_RATES as _RATE
-from ...experiments import QUALITY_METRICS
-from ..runtime.cache import SWEEPS
-from .base import TabState
-
-cache_get, cache_put = SWEEPS.get, SWEEPS.put  # key -> (table, summary), shared by every session
-
-log = logging.getLogger(__name__)
+from ....experiments import (QUALITY_METRICS, SweepCancelled, aggregate, cells_from_vary, sample_kind, sweep,
+                             sweep_cells)
+from ....sampling.config import SCHEDULES, STRATEGIES
+from ...runtime import cache, checkpoints
+from ...runtime.tasks import Task, TaskCancelled
+from ..base import TabState
 
 SPEED_METRICS = ("tokens_per_s", "ms_per_sample")
 SIDEBAR_KNOBS = ("temperature", "top_p", "top_k", "strategy", "block_length", "remask", "length", "seed", "template")
@@ -100,9 +97,9 @@ def measured_rate(table) -> float | None:
 
 
 def format_cost(calls: int, seconds: float) -> str:
-    time = ("under a second" if seconds < 1 else f"about {seconds:.0f} s" if seconds < 90
+    took = ("under a second" if seconds < 1 else f"about {seconds:.0f} s" if seconds < 90
             else f"about {seconds / 60:.1f} min")
-    return f"≈ {calls:,} model calls, {time} on this machine"
+    return f"≈ {calls:,} model calls, {took} on this machine"
 
 
 class SweepTask(Task):
@@ -116,6 +113,7 @@ class SweepTask(Task):
     def __init__(self, name: str, device, dispatch, starter, **params):
         super().__init__(name, device, dispatch, **params)
         self.starter = starter
+        self._started, self._where = 0.0, ""  # set by submit (UI thread) and _work (its worker), read by done_status
 
     @param.depends("run", watch=True)
     def _run_clicked(self):
@@ -126,7 +124,7 @@ class SweepTask(Task):
         self.cancel("cancelled")
 
     def show_cached(self, key) -> bool:
-        cached = cache_get(key)
+        cached = cache.SWEEPS.get(key)  # key -> (table, summary), shared by every session
         if cached is not None:
             self.show(cached, "from cache")
         return cached is not None
@@ -137,30 +135,49 @@ class SweepTask(Task):
                    status=f"starting ({format_cost(plan.calls, plan.seconds)}) …")
 
     def _work(self, job, report, plan: Plan):
-        from ...experiments import SweepCancelled, sweep
-
+        """The sweep, on the Dask cluster the server was started with (serve --scheduler) or here."""
+        client = _cluster_client()
+        self._where = f" on the Dask cluster at {client.scheduler.address}" if client is not None else ""
+        if client is not None:
+            report(0, 1, "sweeping" + self._where)
+        judge = checkpoints.load(plan.judge, self.worker.device) if plan.judge else None
         try:
-            judge = checkpoints.load(plan.judge, self.worker.device) if plan.judge else None
-            result = sweep(plan.model, plan.base, plan.cells, plan.n_samples, plan.base.seed, length=plan.length,
-                           template=plan.template, judge=judge,
-                           progress=lambda done, total: report(done, total, f"{done} of {total} samples"),
-                           cancel=lambda: job.cancelled, include_ar=judge if plan.with_ar else None)
+            run = sweep if client is None else _on_cluster(client)
+            result = run(plan.model, plan.base, plan.cells, plan.n_samples, plan.base.seed, length=plan.length,
+                         template=plan.template, judge=judge,
+                         progress=lambda done, total: report(done, total, f"{done} of {total} samples{self._where}"),
+                         cancel=lambda: job.cancelled, include_ar=judge if plan.with_ar else None)
         except SweepCancelled as e:
             raise TaskCancelled(_partial(e.table), f"cancelled after {e.done} of {e.total} samples") from None
-        cache_put(plan.key, result)
-        rate = measured_rate(result[0])
+        cache.SWEEPS.put(plan.key, result)  # the same table wherever it ran (cluster.py): one cache entry
+        rate = measured_rate(result[0]) if client is None else None  # a cluster's timings are its workers'
         if rate:
-            _RATE[plan.key[0]] = rate
+            cache.SWEEP_RATES[plan.key[0]] = rate
         return result
 
     def done_status(self, result) -> str:
-        return f"done: {len(result[0])} samples in {time.monotonic() - self._started:.1f} s"
+        return f"done: {len(result[0])} samples in {time.monotonic() - self._started:.1f} s{self._where}"
+
+
+def _cluster_client():
+    """The server's Dask client, or None (no --scheduler). Called on the task's worker: connecting can
+    take seconds. A scheduler that cannot be reached raises cluster.ClusterError, whose message the
+    Task shows as the notice. Imported here because explorer.cluster loads Dask (about a second),
+    which only a sweep needs, never importing the dashboard."""
+    from .... import cluster
+
+    return cluster.client_from_env()
+
+
+def _on_cluster(client):
+    """explorer.cluster.sweep bound to `client` (imported here for the reason _cluster_client gives)."""
+    from .... import cluster
+
+    return functools.partial(cluster.sweep, client=client)
 
 
 def _partial(table):
     """What a cancelled sweep finished, as (table, summary), or None when no batch completed."""
-    from ...experiments import aggregate
-
     return (table, aggregate(table, table.attrs.get("knobs"))) if len(table) else None
 
 
@@ -195,16 +212,16 @@ class SweepTabState(TabState):
     URL_PARAMS = ("strategies", "schedules", "temperatures", "thresholds", "include_ar", "steps_grid", "samples",
                   "x", "metric")
 
-    def __init__(self, explorer, **params):
-        super().__init__(explorer, **params)
+    def __init__(self, session, **params):
+        super().__init__(session, **params)
         dispatch = lambda callback: self.session.dispatch(callback)  # noqa: E731  read when called
-        device = explorer.device
+        device = session.device
         self.main = SweepTask("sweep", device, dispatch, self.start_sweep)
         self.grid = SweepTask("quality grid", device, dispatch, self.start_grid)
         self.temps = SweepTask("temperature comparison", device, dispatch, self.start_temps)
         self._judge = None
         # the sidebar's knobs are part of every sweep's base config: new estimate, maybe a cached result
-        explorer.param.watch(lambda *events: self.refresh_all(), list(SIDEBAR_KNOBS))
+        session.param.watch(lambda *events: self.refresh_all(), list(SIDEBAR_KNOBS))
         self.on_model_changed()
 
     # ------------------------------------------------------------------ plans (UI thread, cheap)
@@ -216,8 +233,6 @@ class SweepTabState(TabState):
 
     def _plan(self, vary, n: int, base, tag: str, with_ar: bool) -> Plan:
         """A validated Plan (ValueError with a readable message otherwise)."""
-        from ...experiments import sweep_cells
-
         model = self.session.model
         if model is None:
             raise ValueError("no model is loaded yet")
@@ -233,12 +248,10 @@ class SweepTabState(TabState):
         key = (name, mtime, tag, tuple(tuple(sorted(c.items())) for c in cells), n,
                tuple(sorted(base.to_dict().items())), canvas.length, template, self._judge, with_ar)
         calls, seconds = expected_cost(self.session.model_info.get("n_params", 0), cells, n, canvas.length,
-                                       with_ar, self._judge is not None, _RATE.get(name), base.steps)
+                                       with_ar, self._judge is not None, cache.SWEEP_RATES.get(name), base.steps)
         return Plan(model, cells, n, base, canvas.length, template, self._judge, with_ar, key, calls, seconds)
 
     def sweep_plan(self) -> Plan:
-        from ...cli.sweep import cells_from_vary
-
         if not self.strategies or not self.schedules:
             raise ValueError("pick at least one strategy and one schedule")
         steps = parse_list(self.steps_grid, int, "Steps grid")
@@ -328,8 +341,8 @@ class SweepTabState(TabState):
     def on_model_changed(self) -> None:
         for task in (self.main, self.grid, self.temps):
             task.clear()
-        model = self.session.model
-        self._judge = checkpoints.find_judge(model, self.session.param.checkpoint.objects) if model is not None else None
+        model, names = self.session.model, self.session.param.checkpoint.objects
+        self._judge = checkpoints.find_judge(model, names) if model is not None else None
         self.refresh_all()
 
     def _note(self) -> str:
@@ -341,8 +354,6 @@ class SweepTabState(TabState):
         if self._judge is not None:
             return ("A template is set: the AR baseline cannot fill one and is left out."
                     if self.include_ar and self.session.template.strip() else "")
-        from ...experiments import sample_kind
-
         text = "" if sample_kind(model) == "patterns" else ", and text is scored without gen-PPL"
         return f"No AR checkpoint with this model's alphabet in checkpoints/: no AR baseline{text}."
 
@@ -357,9 +368,3 @@ class SweepTabState(TabState):
         for task in (self.main, self.grid, self.temps):
             task.cancel("closed")
 
-
-def build(state):
-    from ..views.sweep_tab import SweepTabView
-
-    tab = SweepTabState(state)
-    return tab, SweepTabView(tab=tab)
