@@ -1,13 +1,14 @@
-"""The dashboard (issue 5): a Panel app over explorer.sampling / explorer.experiments.
+"""The dashboard: a Panel app over explorer.sampling and explorer.experiments, one session per browser tab.
 
     from explorer.dashboard import create_app
     create_app()                     # in Jupyter: shown inline
     panel serve explorer/dashboard/app.py
 
-Files: state.py (all knobs and results, one Parameterized), sweeps.py (quality vs steps in the
-background, cached), runtime/ (threads, device queues, caches, checkpoint lookup: the only place with
-process-wide state), frames.py (a run as display rows, numpy), palette.py (colours, type sizes),
-views/ (one Viewer per panel), tabs/ (the tabs after Explore), app.py (layout and template).
+Layout: session.py (one browser session: model, device, sampler knobs), tabs/<tab>/ (each tab's
+state.py without Panel, its view.py, and build() pairing them), ui/ (palette, the one heatmap figure,
+shared views), runtime/ (the only place with threads or process-wide state: dispatcher, background
+tasks bound to a device, device queues, caches, checkpoint lookup), frames.py (a run as display rows,
+numpy), urlstate.py (shareable links), app.py (layout and template). tests/test_layering.py keeps it so.
 Importing this package is cheap: Panel, Bokeh and torch load on first use.
 """
 
