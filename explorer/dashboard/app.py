@@ -17,10 +17,11 @@ from explorer.dashboard.session import Session
 from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, build_tab
 from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.header import HeaderView
+from explorer.dashboard.ui.internals import session_document
+from explorer.dashboard.ui.palette import ACCENT
 from explorer.dashboard.urlstate import UrlState, query_args
 
 TITLE = "mdlm-explorer"
-ACCENT = "#0072B2"
 APP_CSS = """
 .dashboard-header .hdr { color: white; }
 """
@@ -29,9 +30,7 @@ APP_CSS = """
 def served_doc():
     """The Bokeh document of the live server session being built, else None (a script, a notebook,
     or a stale document left current by a server that already ended that session)."""
-    # Panel's context variable, not pn.state.curdoc: that falls back to Bokeh's process-wide current
-    # document, which a server running in another thread of this process leaves set.
-    doc = pn.state._curdoc.get()
+    doc = session_document()
     context = getattr(doc, "session_context", None)
     if context is None or getattr(context, "destroyed", False):
         return None

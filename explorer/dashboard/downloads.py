@@ -6,8 +6,6 @@ tabs, the CLI and the tests share it. Files are made only when a button is click
 """
 from __future__ import annotations
 
-import functools
-
 import asyncio
 import io
 import json
@@ -16,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from .ui.internals import quiet_file_download
 
 log = logging.getLogger(__name__)
 
@@ -197,24 +197,10 @@ class LazyDownload:
                                  description=reason or None)
 
 
-@functools.lru_cache(maxsize=1)
-def _file_download_class():
-    """pn.widgets.FileDownload that ignores a callback's None (failure: the button says why) instead
-    of raising; made on first use (once) so importing this module does not import Panel."""
-    import panel as pn
-
-    class FileDownload(pn.widgets.FileDownload):
-        def _sync_data(self, fileobj):
-            if fileobj is not None:
-                super()._sync_data(fileobj)
-
-    return FileDownload
-
-
 def download_button(label: str, filename: str, make, **kwargs):
     """A FileDownload button that calls `make()` (-> str or bytes) only when clicked. A failure shows
     its reason on the button (a notice, no traceback); the next click tries again."""
-    button = _file_download_class()(label=label, filename=filename, color="default", **kwargs)
+    button = quiet_file_download()(label=label, filename=filename, color="default", **kwargs)
     handler = LazyDownload(button, label, make)
 
     async def callback():  # a coroutine function, so Panel awaits it on the event loop

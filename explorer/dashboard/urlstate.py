@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 import param
 
 from .session import KNOBS, start_canvas
+from .ui.internals import validate
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def _check(p: param.Parameter, value) -> None:
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             raise ValueError(f"{value} is outside {_range(lo, hi)}")
     try:
-        p._validate(value)
+        validate(p, value)
     except (ValueError, TypeError) as e:
         raise ValueError(re.sub(r"\w+ parameter '[\w.]+' ", "", str(e))) from None
 

@@ -14,7 +14,12 @@ from __future__ import annotations
 import math
 import threading
 
-from ...checkpoint import list_checkpoints, load_checkpoint, read_metadata, resolve_checkpoint
+from ...checkpoint import (
+    list_checkpoints,
+    load_checkpoint,
+    read_metadata,
+    resolve_checkpoint,
+)
 
 _CACHE: dict[tuple, object] = {}
 _VAL_CACHE: dict[tuple, object] = {}

@@ -1,6 +1,8 @@
 """What every view shares: the state it draws, pushing raw Bokeh changes in a notebook, throttling."""
 from __future__ import annotations
 
+import html
+
 import time
 
 import panel as pn
@@ -75,6 +77,18 @@ def watch_presentation(explorer, figures=(), panes=(), text_panes=()) -> None:
 
     fonts()
     explorer.param.watch(fonts, "presentation")
+
+
+def notice(kind: str = "danger", **kwargs):
+    """An empty, hidden notice (pn.pane.Alert of `kind`: danger, warning, info, success); show_notice
+    fills it. Every notice of the dashboard is one of these."""
+    return pn.pane.Alert("", alert_type=kind, visible=False, sizing_mode="stretch_width", **kwargs)
+
+
+def show_notice(alert, text: str) -> None:
+    """Show `text` in a notice ('' hides it). Escaped: a notice may quote what a user typed or put in a
+    link, and the Alert renders Markdown, which passes raw HTML through."""
+    alert.object, alert.visible = html.escape(text, quote=False), bool(text)
 
 
 def rule():

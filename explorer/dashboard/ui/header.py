@@ -6,8 +6,8 @@ import html
 import panel as pn
 import param
 
-from .palette import FONT
 from .base import StateView
+from .palette import FONT
 
 
 def _size(n: int) -> str:

@@ -9,12 +9,30 @@ hover and the zoomed-in character labels read in the browser. Only new rows are 
 from __future__ import annotations
 
 import numpy as np
-from bokeh.models import (BoxAnnotation, ColumnDataSource, CustomJS, CustomJSHover, HoverTool, Legend, LegendItem,
-                          Range1d)
+from bokeh.models import (
+    BoxAnnotation,
+    ColumnDataSource,
+    CustomJS,
+    CustomJSHover,
+    HoverTool,
+    Legend,
+    LegendItem,
+    Range1d,
+)
 from bokeh.plotting import figure
 
 from ..frames import CODE, Frames, glyph_table
-from .palette import DARK_CONF, STATE_COLORS, STATE_LABELS, STATE_MARK, STATES, confidence_alpha
+from .palette import (
+    DARK_CONF,
+    EDGE,
+    INK,
+    PAPER,
+    STATE_COLORS,
+    STATE_LABELS,
+    STATE_MARK,
+    STATES,
+    confidence_alpha,
+)
 
 CELL_COLUMNS = ("x", "y", "state", "token", "proposal", "committed_at", "conf", "score")
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible in cells and tooltips
@@ -126,7 +144,7 @@ class HeatmapFigure:
         self.figure = self._make_figure(x_range or Range1d(-0.5, 255.5), labels, figure_args)
         self.marker = None
         if marker:
-            self.marker = BoxAnnotation(top=-0.5, bottom=0.5, fill_alpha=0.0, line_color="#000000",
+            self.marker = BoxAnnotation(top=-0.5, bottom=0.5, fill_alpha=0.0, line_color=INK,
                                         line_width=2, line_alpha=0.9)
             self.figure.add_layout(self.marker)
         self._image = np.zeros((1, 1), np.uint32)  # the full bitmap, kept to regrow it if needed
@@ -144,7 +162,7 @@ class HeatmapFigure:
                 "y_axis_label": "progress (step / steps)" if self.progress else "step", **args}
         p = figure(x_range=x_range, y_range=Range1d(1, 0) if self.progress else Range1d(32.5, -0.5), **args)
         image = p.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.grid)
-        p.scatter("x", "y", source=self.marks, marker="x", size=7, line_color="#ffffff", line_width=1.5)
+        p.scatter("x", "y", source=self.marks, marker="x", size=7, line_color=PAPER, line_width=1.5)
         args = dict(cells=self.cells, grid=self.grid, vocab=self.vocab)
         formatters = {k: CustomJSHover(args=args, code=HOVER_LOOKUP + v) for k, v in FORMATTERS.items()}
         p.add_tools(HoverTool(renderers=[image], tooltips=TOOLTIPS, formatters=formatters))
@@ -233,6 +251,6 @@ def _state_key(p) -> None:
     items = []
     for s in STATES:
         marker = "square_x" if s in STATE_MARK else "square"
-        r = p.scatter([-1e6], [-1e6], marker=marker, size=12, fill_color=STATE_COLORS[s], line_color="#888888")
+        r = p.scatter([-1e6], [-1e6], marker=marker, size=12, fill_color=STATE_COLORS[s], line_color=EDGE)
         items.append(LegendItem(label=STATE_LABELS[s], renderers=[r]))
     p.add_layout(Legend(items=items, location="top_left", title="cell"), "right")

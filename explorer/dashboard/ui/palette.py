@@ -20,6 +20,15 @@ BAR_MEAN = "#009E73"
 
 # Per-sampler lines of quality-vs-steps are drawn by explorer.plots; nothing here.
 
+ACCENT = "#0072B2"  # the header bar
+INK, PAPER, EDGE = "#000000", "#FFFFFF", "#888888"  # marks on cells, the step marker, swatch edges
+MASKED_TEXT = "#9A9A9A"  # not-yet-generated characters in text views
+MASKED_BG = "#4D4D4D"  # Inspect's masked characters (the heatmap's "fixed" grey)
+CORRECT, WRONG = "#0072B2", "#D55E00"  # Inspect's candidates: the right character or not
+DIFF_COLOR = "#F0E442"  # Compare: characters that differ between columns (also bold, underlined)
+SAME_COLOR, SAME_BG = "#009E73", "#B9E3D6"  # Compare: agreeing characters (double underline)
+TRAIN_COLOR, VAL_COLOR, LR_COLOR, PLAN_COLOR = "#0072B2", "#D55E00", "#009E73", "#999999"  # Model tab curves
+
 # Type sizes: normal and presentation (projector) mode.
 FONT = {False: {"base": "14px", "plot": "12px", "title": "14px", "text": "15px"},
         True: {"base": "20px", "plot": "18px", "title": "22px", "text": "24px"}}

@@ -19,19 +19,24 @@ from bokeh.models import Range1d
 
 from ....experiments import METRIC_DIRECTION
 from ...downloads import download_button, trajectory_csv, trajectory_json
-from ...ui.base import watch_presentation
+from ...ui.base import notice, show_notice, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
-from ...ui.palette import STATE_COLORS
-from .state import MAX_COLUMNS, METRIC_LABELS, PRESETS, CompareState, differing, split_columns
+from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
+from .state import (
+    MAX_COLUMNS,
+    METRIC_LABELS,
+    PRESETS,
+    CompareState,
+    differing,
+    split_columns,
+)
 
-DIFF_COLOR = "#F0E442"  # Okabe-Ito yellow; differing characters are also bold and underlined
-SAME_COLOR = "#009E73"  # Okabe-Ito bluish green, double underline: agreeing characters (mostly-different texts)
 TEXT_CSS = f"""
 .canvas {{ font-family: ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap; word-break: break-all;
           line-height: 1.45; margin: 0; font-size: var(--text-size, 14px); }}
 .d {{ background: {DIFF_COLOR}; font-weight: bold; text-decoration: underline; }}
-.s {{ background: #B9E3D6; text-decoration: underline double {SAME_COLOR}; }}
-.m {{ color: #9a9a9a; }}
+.s {{ background: {SAME_BG}; text-decoration: underline double {SAME_COLOR}; }}
+.m {{ color: {MASKED_TEXT}; }}
 .f {{ color: {STATE_COLORS['fixed']}; text-decoration: underline dotted #777; }}
 .caption {{ margin: 0 0 0.3em 0; font-size: var(--caption-size, 13px); color: #333; }}
 table.metrics {{ border-collapse: collapse; font-size: var(--caption-size, 13px); }}
@@ -40,7 +45,7 @@ table.metrics td {{ padding: 1px 10px 1px 0; }}
 """
 LEGEND_TEXTS = (" · differing characters in the texts: "
                 f'<span style="background:{DIFF_COLOR}"><b><u>bold, underlined</u></b></span> '
-                f'(or, where most differ, the agreeing ones: <span style="background:#B9E3D6; '
+                f'(or, where most differ, the agreeing ones: <span style="background:{SAME_BG}; '
                 f'text-decoration: underline double {SAME_COLOR}">double underlined</span>)')
 
 
@@ -193,8 +198,7 @@ class CompareView(pn.viewable.Viewer):
         self._toolbar()
         self.status = pn.pane.HTML("", css_classes=["compare-status"], margin=(5, 10))
         self.info = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
-        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
-                                    css_classes=["compare-notice"])
+        self.notice = notice("danger", css_classes=["compare-notice"])
         self.x_range = Range1d(-0.5, 255.5)  # shared: pan and zoom move every heatmap together
         self.columns = [ColumnView(self.x_range, tab=t, index=i) for i in range(MAX_COLUMNS)]
         self.legend = pn.pane.HTML(legend_html() + LEGEND_TEXTS, stylesheets=[LEGEND_CSS],
@@ -244,7 +248,7 @@ class CompareView(pn.viewable.Viewer):
         panes, which lock the document themselves)."""
         t, task = self.tab, self.tab.task
         notice = t.error or task.error
-        self.notice.object, self.notice.visible = html.escape(notice), bool(notice)
+        show_notice(self.notice, notice)
         self.status.object = html.escape(task.status)
         self.stop.disabled = not task.running
         self.info.object = f"<small>Same seed and template in every column: {html.escape(t.base_info)}</small>" \

@@ -7,7 +7,9 @@ from .state import ExploreState
 
 def build(session):
     """(ExploreState, viewable) of the Explore tab of `session`."""
-    from .view import explore_view  # Panel only when a page is built (tests drive the state alone)
+    from .view import (
+        explore_view,  # Panel only when a page is built (tests drive the state alone)
+    )
 
     state = ExploreState(session)
     return state, explore_view(state)

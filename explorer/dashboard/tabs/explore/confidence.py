@@ -9,10 +9,10 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
-from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED
-from .state import CONFIDENCE_VIEWS
-from ...ui.base import StateView, Throttle, apply_fonts
+from ...ui.base import StateView, Throttle, apply_fonts, notice, show_notice
 from ...ui.heatmap import display_glyphs
+from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, INK
+from .state import CONFIDENCE_VIEWS
 
 TOOLTIPS = [("position", "@x"), ("value", "@top{0.000}"), ("confidence", "@conf{0.000}"),
             ("proposal", "@proposal{custom}"), ("committed (1 = yes)", "@done")]
@@ -65,7 +65,7 @@ class ConfidenceView(StateView):
                                                            sizing_mode="stretch_width")
         self.t = pn.widgets.FloatSlider.from_param(self.state.param.confidence_t, throttled=True,
                                                    sizing_mode="stretch_width")
-        self.notice = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
+        self.notice = notice("warning")
         self._draw()
         self._fonts()
         self._show_error()
@@ -75,7 +75,7 @@ class ConfidenceView(StateView):
 
     def _show_error(self):
         error = self.state.confidence.error
-        self.notice.object, self.notice.visible = error, bool(error)
+        show_notice(self.notice, error)
 
     def _make_figure(self):
         # Explicit ranges: an auto range over an empty source makes BokehJS log warnings.
@@ -85,7 +85,7 @@ class ConfidenceView(StateView):
         # colour by `done`: 0 proposed, 1 committed, 2 the validation mean (the marker shape differs too)
         color = linear_cmap("done", [BAR_PROPOSED, BAR_COMMITTED, BAR_MEAN], 0, 2)
         bars = p.vbar(x="x", top="top", width=0.85, fill_color=color, line_color=color, source=self.source)
-        p.scatter(x="x", y="mark", marker="inverted_triangle", size=7, color="#000000", source=self.source)
+        p.scatter(x="x", y="mark", marker="inverted_triangle", size=7, color=INK, source=self.source)
         glyph = CustomJSHover(args=dict(vocab=self.vocab), code=GLYPH)
         p.add_tools(HoverTool(renderers=[bars], tooltips=TOOLTIPS, formatters={"@proposal": glyph}))
         p.toolbar.logo = None

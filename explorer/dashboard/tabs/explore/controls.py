@@ -2,13 +2,13 @@
 parameter (its doc is the hover help)."""
 from __future__ import annotations
 
-import html
 
 import panel as pn
 import param
 
+from ...ui.base import StateView, notice, show_notice
+from ...ui.internals import no_debounce
 from ...ui.palette import FONT
-from ...ui.base import StateView
 
 SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
            "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
@@ -39,15 +39,10 @@ class ControlsView(StateView):
         w["presentation"] = pn.widgets.Checkbox.from_param(p.presentation)
         for name, widget in w.items():
             widget.css_classes = [*widget.css_classes, f"knob-{name.replace('_', '-')}"]  # for browser tests
-            if name not in SLIDERS:
-                # Panel waits 50 ms (Syncable._debounce) before handling a change from the browser,
-                # to merge bursts. Selects, inputs and buttons send one change per edit, and the wait
-                # is a third of the 150 ms knob-to-rows budget. Sliders keep it: arrow keys send a
-                # burst, and unmerged it races the values echoed back to the slider.
-                widget._debounce = 0
+            if name not in SLIDERS:  # (sliders keep Panel's debounce: ui/internals.no_debounce)
+                no_debounce(widget)
         self.widgets = w
-        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
-                                    css_classes=["error-notice"], name="notice")
+        self.notice = notice("danger", css_classes=["error-notice"], name="notice")
         self._show_error()
         self._running()
         self._fonts()
@@ -55,11 +50,7 @@ class ControlsView(StateView):
         self.on(self.state.session, "presentation", self._fonts)
 
     def _show_error(self):
-        # escaped: a notice may quote what a user typed or put in the URL, and the Alert renders
-        # Markdown, which passes raw HTML through (?checkpoint=<img onerror=...> would run)
-        error = self.state.session.error
-        self.notice.object = html.escape(error)
-        self.notice.visible = bool(error)
+        show_notice(self.notice, self.state.session.error)  # escaped (?checkpoint=<img onerror=...>)
 
     @param.depends("state.running", watch=True)
     def _running(self):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from ... import downloads
 from ....experiments import pick_metric
+from ... import downloads
 from ...ui.base import StateView
 from ...ui.heatmap import heatmap_figure
 

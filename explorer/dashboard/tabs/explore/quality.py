@@ -9,9 +9,9 @@ import logging
 import panel as pn
 import param
 
-from ...ui.palette import FONT
 from ....experiments import pick_metric
-from ...ui.base import StateView
+from ...ui.base import StateView, notice, show_notice
+from ...ui.palette import FONT
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class QualityView(StateView):
         self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", height=14,
                                                bar_color="primary", css_classes=["sweep-progress"])
         self.status = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
-        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.notice = notice("danger")
         self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, name="quality-plot")
         self._progress()
         self._draw()
@@ -61,7 +61,7 @@ class QualityView(StateView):
         self.progress.value = task.progress
         self.progress.active = task.running
         self.status.object = f"Quality vs steps: {task.status}" if task.status else "Quality vs steps"
-        self.notice.object, self.notice.visible = task.error, bool(task.error)
+        show_notice(self.notice, task.error)
 
     @param.depends("state.sweep_x", "state.sweep_metric", watch=True)
     def _draw(self):
@@ -72,13 +72,13 @@ class QualityView(StateView):
         summary = result[1]
         metric = pick_metric(summary, self.state.sweep_metric)
         if metric is None:
-            self.notice.object, self.notice.visible = "the sweep measured no quality metric", True
+            show_notice(self.notice, "the sweep measured no quality metric")
             return
         try:
             self.plot.object = quality_figure(summary, metric, self.state.sweep_x, self.state.session.presentation)
         except Exception as e:  # a notice beside the plot; the session must survive a plotting bug
             log.exception("quality plot failed")
-            self.notice.object, self.notice.visible = f"cannot plot: {e}", True
+            show_notice(self.notice, f"cannot plot: {e}")
 
     def __panel__(self):
         return pn.Column(

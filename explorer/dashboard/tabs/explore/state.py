@@ -16,8 +16,8 @@ import threading
 
 import param
 
-from ....names import STRATEGIES
 from ....experiments import QUALITY_METRICS
+from ....names import STRATEGIES
 from ...frames import Frames, glyph_table
 from ...runtime import checkpoints
 from ...runtime.cache import SWEEPS
@@ -287,7 +287,10 @@ class ExploreState(TabState):
 
     def _sweep(self, job, report, model, config, canvas, template, strategies, n_samples, seed, key):
         """The Task's work (on its worker): experiments.sweep over steps x strategies, then cached."""
-        from ....experiments import SweepCancelled, sweep  # the sweep code loads only when one runs
+        from ....experiments import (  # the sweep code loads only when one runs
+            SweepCancelled,
+            sweep,
+        )
 
         grid = [s for s in STEPS_GRID if s <= max(canvas.n_generate, 1)] or [1]
         judge = checkpoints.load(self._judge_name, self.session.device) if self._judge_name else None

@@ -10,15 +10,15 @@ import param
 from bokeh.models import Div
 
 from ...frames import CODE
-from ...ui.palette import FONT, STATE_COLORS
 from ...ui.base import StateView, Throttle
+from ...ui.palette import FONT, MASKED_TEXT, STATE_COLORS
 
 LEVELS = 5  # confidence is shown in this many tint steps: equal classes merge into one <span>
 TEXT_CSS = f"""
 .caption {{ font-size: var(--caption-size, 14px); margin: 0 0 0.3em 0; }}
 .canvas {{ font-size: var(--text-size, 15px); font-family: ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap;
           word-break: break-all; overflow-wrap: anywhere; line-height: 1.45; margin: 0; max-width: 100%; }}
-.m {{ color: #9a9a9a; }}
+.m {{ color: {MASKED_TEXT}; }}
 .f {{ color: #000; text-decoration: underline dotted #777; }}
 .r {{ color: {STATE_COLORS['remasked']}; }}
 .n {{ background: rgba(213, 94, 0, 0.30); outline: 1px solid {STATE_COLORS['new']}; font-weight: bold;

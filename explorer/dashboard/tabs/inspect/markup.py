@@ -6,10 +6,8 @@ import html
 
 import numpy as np
 
-from ...ui.palette import MIN_ALPHA
+from ...ui.palette import CORRECT, MASKED_BG, MIN_ALPHA, WRONG
 
-CORRECT, WRONG = "#0072B2", "#D55E00"  # Okabe-Ito blue / vermillion (palette.py's colour family)
-MASKED_BG = "#4D4D4D"
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible where a candidate is shown
 
 

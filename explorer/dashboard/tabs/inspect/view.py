@@ -22,6 +22,7 @@ from .markup import (
 from .masking import fraction_check
 from .plots import accuracy_plot, fraction_plot, positions_plot
 from .state import InspectState
+from ...ui.base import notice, show_notice
 
 
 class InspectView(pn.viewable.Viewer):
@@ -32,8 +33,8 @@ class InspectView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._controls()
-        self.notice = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
-        self.text_notice = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
+        self.notice = notice("warning")
+        self.text_notice = notice("info")
         self.forward = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-forward"])
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-predictions"])
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -66,7 +67,7 @@ class InspectView(pn.viewable.Viewer):
     def _notices(self):
         tab = self.tab
         warn = "; ".join(m for m in (tab.notice, tab.validation_error) if m)
-        self.notice.object, self.notice.visible = warn, bool(warn)
+        show_notice(self.notice, warn)
         self.text_notice.object, self.text_notice.visible = tab.text_notice, bool(tab.text_notice and not tab.notice)
         loading = tab.validation_task.status if tab.validation_task.running else ""
         self.busy.object = f"<i>{html.escape(loading)}</i>" if loading else ""

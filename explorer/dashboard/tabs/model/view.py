@@ -20,11 +20,18 @@ from bokeh.plotting import figure
 
 from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
-from ...ui.base import apply_fonts, rule, watch_presentation
-from .meta import curves_frame, ema, schedule_columns, stored_config, stored_curves, summary_sections
+from ...ui.base import apply_fonts, notice, rule, watch_presentation
+from ...ui.palette import LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
+from .meta import (
+    curves_frame,
+    ema,
+    schedule_columns,
+    stored_config,
+    stored_curves,
+    summary_sections,
+)
 from .state import ALLOW_ENV, PRESETS, ModelState
 
-TRAIN_COLOR, VAL_COLOR, LR_COLOR, PLAN_COLOR = "#0072B2", "#D55E00", "#009E73", "#999999"
 PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}
 PAGE_CSS = """
 .meta-table { border-collapse: collapse; width: 100%; font-size: 0.92em; }
@@ -186,8 +193,8 @@ class TrainingPanel(ModelView):
         self.stop = pn.widgets.Button.from_param(p.stop_training, color="warning", css_classes=["train-stop"])
         self.sample = pn.widgets.Button.from_param(p.sample_saved, color="success", css_classes=["train-sample"])
         self.status = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["train-status"])
-        self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
-        self.done = pn.pane.Alert("", alert_type="success", visible=False, sizing_mode="stretch_width")
+        self.error = notice("danger")
+        self.done = notice("success")
         fig, self.train_src, self.val_src = loss_figure("Live training loss", height=320)
         lr_fig, self.plan_src, self.used_src = lr_figure("Learning-rate schedule")
         self.loss_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width", css_classes=["train-loss"])

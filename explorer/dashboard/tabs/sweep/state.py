@@ -17,8 +17,15 @@ from dataclasses import dataclass
 
 import param
 
-from ....experiments import (QUALITY_METRICS, SweepCancelled, aggregate, cells_from_vary, sample_kind, sweep,
-                             sweep_cells)
+from ....experiments import (
+    QUALITY_METRICS,
+    SweepCancelled,
+    aggregate,
+    cells_from_vary,
+    sample_kind,
+    sweep,
+    sweep_cells,
+)
 from ....sampling.config import SCHEDULES, STRATEGIES
 from ...runtime import cache, checkpoints
 from ...runtime.tasks import Task, TaskCancelled

@@ -16,7 +16,7 @@ import param
 from ....experiments import METRIC_DIRECTION, pick_metric
 from ....plots import LABELS, quality_speed_plot, speed_plot
 from ...downloads import download_button, plot_html, plot_png, table_csv
-from ...ui.base import rule
+from ...ui.base import notice, rule, show_notice
 from ...ui.palette import FONT
 from .state import SweepTabState, SweepTask
 
@@ -112,7 +112,7 @@ class TaskBar(pn.viewable.Viewer):
         self.progress = pn.indicators.Progress(value=0, max=100, width=220, height=14, bar_color="primary",
                                                css_classes=["sweep-progress"])
         self.status = pn.pane.HTML("", margin=(5, 10), css_classes=[f"{self.css}-status"])
-        self.notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.notice = notice("danger")
         t.param.watch(lambda *e: self._update(), ["progress", "status", "error", "estimate", "running"])
         self._update()
 
@@ -122,7 +122,7 @@ class TaskBar(pn.viewable.Viewer):
         self.stop.disabled = not t.running
         parts = [p for p in (t.status, "" if t.running else t.estimate) if p]
         self.status.object = html.escape(" · ".join(parts))
-        self.notice.object, self.notice.visible = t.error, bool(t.error)
+        show_notice(self.notice, t.error)
 
     def __panel__(self):
         return pn.Column(pn.Row(self.run, self.stop, self.progress, self.status), self.notice,
@@ -137,14 +137,14 @@ class SweepTabView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         tab = self.tab
-        self.note = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
+        self.note = notice("warning")
         self.quality_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380,
                                               css_classes=["sweep-quality-plot"])
         self.speed_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380,
                                             css_classes=["sweep-speed-plot"])
         self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300,
                                          css_classes=["sweep-summary"])
-        self.plot_notice = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
+        self.plot_notice = notice("danger")
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-grid-table"])
         self.temps = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-temps-table"])
         self._figures = {}
@@ -161,7 +161,7 @@ class SweepTabView(pn.viewable.Viewer):
         self._draw_temps()
 
     def _note(self):
-        self.note.object, self.note.visible = self.tab.note, bool(self.tab.note)
+        show_notice(self.note, self.tab.note)
 
     def _draw_main(self):
         result = self.tab.main.result
@@ -176,7 +176,7 @@ class SweepTabView(pn.viewable.Viewer):
             self._figures = self._make_figures(summary, metric)
         except Exception as e:  # a notice beside the plots; the session must survive a plotting bug
             log.exception("sweep plot failed")
-            self.plot_notice.object, self.plot_notice.visible = f"cannot plot: {e}", True
+            show_notice(self.plot_notice, f"cannot plot: {e}")
             return
         self.quality_plot.object = self._figures.get("quality")
         self.speed_plot.object = self._figures.get("speed")
