@@ -30,11 +30,11 @@ PROBE = textwrap.dedent('''
     def report(state):
         state.load(wait=True)
         deadline = time.monotonic() + 60
-        while explore(state).trajectory is None and time.monotonic() < deadline:
+        while state.tabs["Explore"].trajectory is None and time.monotonic() < deadline:
             time.sleep(0.05)
         queue = device_queue(state.device)
         thread = queue._thread
-        line = {"pid": os.getpid(), "ppid": os.getppid(), "ran": explore(state).trajectory is not None,
+        line = {"pid": os.getpid(), "ppid": os.getppid(), "ran": state.tabs["Explore"].trajectory is not None,
                 "queue": id(queue), "requests": queue.stats.requests, "model": id(state.model),
                 "worker_tid": thread.native_id if thread else None,
                 "worker_here": bool(thread) and os.path.isdir(f"/proc/self/task/{thread.native_id}")}

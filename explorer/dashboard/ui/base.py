@@ -62,21 +62,22 @@ def apply_fonts(figure, presentation: bool) -> dict:
     return size
 
 
-def watch_presentation(explorer, figures=(), panes=(), text_panes=()) -> None:
+def watch_presentation(session, figures=(), panes=(), text_panes=()) -> None:
     """Keep views at the session's type size (its presentation toggle), now and on every change:
     `figures` (Bokeh: apply_fonts), `panes` (their font-size), `text_panes` (the --text-size and
-    --caption-size variables their CSS reads)."""
-    def fonts(*events):
-        size = FONT[explorer.presentation]
-        for fig in figures:
-            apply_fonts(fig, explorer.presentation)
+    --caption-size variables their CSS reads). The figures change through the session's dispatch:
+    a raw Bokeh change must happen holding the document, and a param watcher may run without it."""
+    def restyle(*events):
+        size = FONT[session.presentation]
         for pane in panes:
             pane.styles = {"font-size": size["base"]}
         for pane in text_panes:
             pane.styles = {"--text-size": size["text"], "--caption-size": size["base"]}
+        if figures:
+            session.dispatch(lambda: [apply_fonts(fig, session.presentation) for fig in figures])
 
-    fonts()
-    explorer.param.watch(fonts, "presentation")
+    restyle()
+    session.param.watch(restyle, "presentation")
 
 
 def notice(kind: str = "danger", **kwargs):
