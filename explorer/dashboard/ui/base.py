@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import html
 
-import time
 
 import panel as pn
 import param
@@ -30,25 +29,6 @@ class StateView(pn.viewable.Viewer):
         if doc is None or doc.session_context is None:
             pn.io.push_notebook(*panes)
 
-
-
-class Throttle:
-    """Lets a view redraw at most every `interval` seconds while a run streams in.
-
-    The heatmap takes every step; the text and the bars are redrawn at most ~7 times a second during
-    a run (each redraw costs the browser a layout and a repaint, which on a busy CPU slows the
-    sampler itself), and always once more when the run ends."""
-
-    def __init__(self, interval: float = 0.15):
-        self.interval = interval
-        self._last = 0.0
-
-    def due(self, running: bool) -> bool:
-        now = time.monotonic()
-        if running and now - self._last < self.interval:
-            return False
-        self._last = now
-        return True
 
 
 def apply_fonts(figure, presentation: bool) -> dict:

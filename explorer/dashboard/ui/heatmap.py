@@ -200,10 +200,22 @@ class HeatmapFigure:
         self.grid.data = self._placement(image)
 
     def append(self, frames) -> None:
-        """Send only the rows the browser has not seen yet: pixels, cell data, revision marks."""
+        """Send the rows the browser has not seen (pixels, cells for hover and labels, revision marks),
+        as one message (the caller decides how often: Explore's state ticks a live run a few times a
+        second). Only new rows are ever sent."""
         if frames is None or frames.n_rows <= self.shown:
             return
         start, stop = self.shown, frames.n_rows
+        self._draw(frames, start, stop)
+        self.cells.stream(cell_columns(frames, start, stop))
+        re_y, re_x = np.nonzero(np.stack(frames.state[start:stop]) == CODE["remasked"])
+        if len(re_x):
+            y = re_y + start
+            self.marks.stream({"x": re_x, "y": (y + 0.5) / stop if self.progress else y})
+        self.shown = stop
+
+    def _draw(self, frames, start: int, stop: int) -> None:
+        """Patch the pixels of rows [start, stop) into the bitmap (regrown if the run outgrew it)."""
         pixels = image_rows(frames, start, stop)  # (R, L)
         if stop > self._image.shape[0]:  # threshold decoding outgrew the estimate: regrow the bitmap
             grown = np.zeros((stop, frames.length), np.uint32)
@@ -215,21 +227,19 @@ class HeatmapFigure:
         else:
             self._image[start:stop] = pixels
             self.grid.patch({"image": [((0, slice(start, stop), slice(0, frames.length)), pixels.ravel())]})
-        self.cells.stream(cell_columns(frames, start, stop))
-        re_y, re_x = np.nonzero(np.stack(frames.state[start:stop]) == CODE["remasked"])
-        if len(re_x):
-            y = re_y + start
-            self.marks.stream({"x": re_x, "y": (y + 0.5) / stop if self.progress else y})
-        self.shown = stop
 
     def show(self, frames) -> None:
         """A whole run at once (a finished run: Compare's columns, the downloads)."""
         self.start(frames, frames.n_rows if frames is not None else None)
         self.append(frames)
 
-    def mark(self, row: int) -> None:
+    def mark(self, row: int | None) -> None:
+        """Outline `row` (None: no outline; a moving outline repaints the figure every step)."""
         if self.marker is not None:
-            self.marker.update(top=row - 0.5, bottom=row + 0.5)
+            if row is None:
+                self.marker.visible = False
+            else:
+                self.marker.update(top=row - 0.5, bottom=row + 0.5, visible=True)
 
 
 def heatmap_figure(traj, tokenizer, toolbar: bool = True, title: str = "Trajectory: step × position"):

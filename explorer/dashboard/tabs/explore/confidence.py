@@ -9,7 +9,7 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
-from ...ui.base import StateView, Throttle, apply_fonts, notice, show_notice
+from ...ui.base import StateView, apply_fonts, notice, show_notice
 from ...ui.heatmap import display_glyphs
 from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, INK
 from .state import CONFIDENCE_VIEWS
@@ -56,7 +56,6 @@ class ConfidenceView(StateView):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._throttle = Throttle()
         self.source = ColumnDataSource(_empty(), name="confidence-bars")
         self.vocab = ColumnDataSource({"glyph": []})
         self.figure = self._make_figure()
@@ -96,8 +95,6 @@ class ConfidenceView(StateView):
                    watch=True)
     def _draw(self):
         frames, mean = self.state.frames, self.state.confidence_view == CONFIDENCE_VIEWS[1]
-        if not mean and not self._throttle.due(self.state.running):
-            return
         self.t.visible = mean
         p = self.figure
         if mean:

@@ -39,9 +39,11 @@ class HeatmapView(StateView):
         self.heat.append(self.state.frames)
         self.push(self.pane)
 
-    @param.depends("state.step", "state.running", "state.n_rows", watch=True)
+    @param.depends("state.step", "state.running", watch=True)
     def _mark_step(self):
-        self.heat.mark(self.state.shown_step)
+        """The scrubbed step, outlined once the run has ended (while it runs, the newest row is the
+        last drawn one: moving an outline every step would repaint the figure every step)."""
+        self.heat.mark(None if self.state.running else self.state.shown_step)
         self.push(self.pane)
 
     def _fonts(self):

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import threading
+import time
 
 import param
 
@@ -31,6 +32,11 @@ log = logging.getLogger(__name__)
 
 CONFIDENCE_VIEWS = ("this step", "mean at t (validation)")
 AUTO_RUN_MAX_PARAMS = 50_000_000  # auto-run stays on for models up to this size on a CPU
+# A live run is shown at most this often (its first rows and its end at once): every view redraws on
+# the same tick, so the page gets one message per tick. Bokeh lays out and repaints the page after
+# every message; one per step per view kept Chromium busy ~1.5 s of a 32-step run here, on the cores
+# the sampler needs (benchmarks/bench_dashboard.py).
+LIVE_INTERVAL = 0.25
 STEPS_GRID = (1, 2, 4, 8, 16, 32, 64)  # the quality sweep's x axis (steps up to the canvas's length)
 AUTO_SWEEP_ENV = "MDLM_EXPLORER_AUTO_SWEEP"
 
@@ -76,7 +82,7 @@ class ExploreState(TabState):
 
     # Results: set by the state itself (on the UI thread), read by the views.
     run_id = param.Integer(0, doc="Bumped when a run starts: views clear")
-    n_rows = param.Integer(0, doc="Rows of the current run received so far: views draw the new ones")
+    n_rows = param.Integer(0, doc="Rows of the current run shown so far (a live tick): views draw the new ones")
     running = param.Boolean(False)
     trajectory = param.Parameter(default=None, doc="The last finished run (explorer.sampling.Trajectory)")
 
@@ -89,6 +95,7 @@ class ExploreState(TabState):
         self.quality = Task("quality sweep", session.device, session.dispatch)
         self.confidence = Task("mean confidence", session.device, session.dispatch)
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
+        self._shown_at = 0.0  # when n_rows last ticked
         self._judge_name = None
         session.param.watch(lambda *events: self._knob_changed(), list(KNOBS))
         session.param.watch(lambda *events: self._model_loaded(), "loaded")
@@ -153,8 +160,10 @@ class ExploreState(TabState):
             if self._runs.is_current(job) and self.frames is not None:
                 self.frames.add_record(record)
                 added += 1
-        if added:  # views draw the new rows; `step` (the scrubber) is set once, when the run ends
-            self.n_rows = self.frames.n_rows
+        now = time.monotonic()
+        if added and (self.frames.n_rows <= 2 or now - self._shown_at >= LIVE_INTERVAL):
+            # views draw the new rows; `step` (the scrubber) is set once, when the run ends
+            self.n_rows, self._shown_at = self.frames.n_rows, now
 
     def _begin(self, job, frames, config) -> None:
         if not self._runs.is_current(job):
@@ -167,7 +176,8 @@ class ExploreState(TabState):
         self._flush()
         if job is not self._runs.current:
             return
-        self.param.update(running=False, step=self.frames.n_rows - 1 if self.frames is not None else 0)
+        rows = self.frames.n_rows if self.frames is not None else self.n_rows
+        self.param.update(n_rows=rows, running=False, step=max(rows - 1, 0))  # every row shown at the end
         s = self.session
         if traj is None:
             if message == "stopped":

@@ -10,7 +10,7 @@ import param
 from bokeh.models import Div
 
 from ...frames import CODE
-from ...ui.base import StateView, Throttle
+from ...ui.base import StateView
 from ...ui.palette import FONT, MASKED_TEXT, STATE_COLORS
 
 LEVELS = 5  # confidence is shown in this many tint steps: equal classes merge into one <span>
@@ -61,7 +61,6 @@ class TextView(StateView):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._throttle = Throttle()
         self.div = Div(text="", sizing_mode="stretch_width", css_classes=["sample-text"])
         self.pane = pn.pane.Bokeh(self.div, sizing_mode="stretch_width", min_height=80)
         self._fonts()
@@ -74,8 +73,6 @@ class TextView(StateView):
         if frames is None:
             self.div.text = STYLE + '<p class="canvas m">Press Run to sample.</p>'
             return self.push(self.pane)
-        if not self._throttle.due(self.state.running):
-            return
         row = self.state.shown_step
         new = int((frames.state[row] == CODE["new"]).sum())
         left = int((frames.state[row] == CODE["masked"]).sum())

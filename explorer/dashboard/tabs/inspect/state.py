@@ -256,6 +256,8 @@ class InspectState(TabState):
 
     def _next_accuracy(self, done: pd.DataFrame | None) -> None:
         """Measure the next t of ACC_TS and hand in the rows so far, `done` and the new one."""
+        if self.model is None:  # the session closed (or the model is changing) while a row was measured
+            return
         model, tokens, key = self.model, self.tokens, self._accuracy_key()
         n = 0 if done is None else len(done)
         self.accuracy_task.start(lambda job, report: _accuracy_rows(model, tokens, done, key),
