@@ -191,3 +191,19 @@ def test_quality_sweep_takes_the_template_as_typed(state):
     table, _ = explore(state).quality.result
     assert set(table["length"]) == {canvas.length} == {state.length}
     assert (table["text"].str[:2] == "AB").all() and (table["text"].str[7] == "C").all()
+
+
+@pytest.mark.parametrize("interval", [0.0, 3600.0])
+def test_a_live_run_is_shown_on_ticks_first_rows_and_end_at_once(state, monkeypatch, interval):
+    """The views draw on the state's n_rows ticks: every step when the interval is 0; with a long one,
+    only the start canvas, the first sampled row and the end (one message each, not one per step)."""
+    from explorer.dashboard.tabs.explore import state as explore_state
+
+    monkeypatch.setattr(explore_state, "LIVE_INTERVAL", interval)
+    e, ticks = explore(state), []
+    e.param.watch(lambda event: ticks.append(event.new), "n_rows")
+    state.steps = 8
+    assert e.start_run(wait=True)
+    rows = e.trajectory.n_steps + 1
+    assert ticks == (list(range(1, rows + 1)) if interval == 0 else [1, 2, rows])
+    assert e.frames.n_rows == rows and not e.running

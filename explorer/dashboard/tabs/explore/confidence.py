@@ -106,7 +106,9 @@ class ConfidenceView(StateView):
         else:
             row = self.state.shown_step
             data = step_bars(frames, row) if frames is not None and row > 0 else _empty()
-            p.title.text = f"Step {row} proposals (▼ committed)" if row > 0 else "Proposals: pick a step ≥ 1"
+            # one title while a run streams: a title that changes every tick re-lays the figure out
+            p.title.text = ("Proposals at the newest step (▼ committed)" if self.state.running else
+                            f"Step {row} proposals (▼ committed)" if row > 0 else "Proposals: pick a step ≥ 1")
             p.yaxis.axis_label = f"score ({self.state.session.strategy})"
         if frames is not None:
             p.x_range.update(start=-0.5, end=frames.length - 0.5)
@@ -114,7 +116,10 @@ class ConfidenceView(StateView):
             if glyphs != self.vocab.data["glyph"]:
                 self.vocab.data = {"glyph": glyphs}
         self.source.data = data
-        p.y_range.update(**_y_extent(data["top"]))
+        extent = _y_extent(data["top"])
+        if self.state.running and not mean:  # while a run streams the range only grows (fewer re-layouts)
+            extent = {"start": min(extent["start"], p.y_range.start), "end": max(extent["end"], p.y_range.end)}
+        p.y_range.update(**extent)
         self.push(self.pane)
 
     def _fonts(self):
