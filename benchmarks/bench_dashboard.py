@@ -153,7 +153,21 @@ def renderer_busy(cdp) -> float:
     return metrics.get("TaskDuration", float("nan"))
 
 
-def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int) -> list[dict]:
+def start_sweep_and_wait(state, timeout: float = 60.0) -> bool:
+    """--during-sweep: start Explore's quality sweep (on the UI thread) and wait until it is computing,
+    so the knob change below lands while it holds the device between steps."""
+    explore = state.tabs["Explore"]
+    explore.sweep_samples = 8  # long enough to be running when the knob changes
+    state.dispatch(explore.start_sweep)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if explore.quality.running and explore.quality.progress > 0:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, during_sweep: bool = False) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
     out = []
@@ -170,13 +184,15 @@ def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int) -
         time.sleep(1.0)
         work.measuring = True
         for r in range(runs):
+            swept = start_sweep_and_wait(states[-1]) if during_sweep else None
             work.reset()
             busy = renderer_busy(cdp)
             seen = page.evaluate(KNOB_JS, [1000 + r, last_row])
             states[-1].tabs["Explore"]._runs.current.done.wait(60)
             time.sleep(0.3)  # the final callbacks and patches
             traj = states[-1].tabs["Explore"].trajectory
-            out.append({**seen, "sampler_s": traj.seconds, "callbacks_s": work.callbacks,
+            out.append({**seen, **({"sweep_was_running": float(swept)} if during_sweep else {}),
+                        "sampler_s": traj.seconds, "callbacks_s": work.callbacks,
                         "callbacks_cpu_s": work.callbacks_cpu, "serialise_s": work.serialise,
                         "patches": work.patches, "browser_s": renderer_busy(cdp) - busy})
         browser.close()
@@ -191,6 +207,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--during-sweep", action="store_true",
+                    help="change the knob while Explore's quality sweep is computing (it must not delay the run)")
     ap.add_argument("--profile", metavar="N", type=int, default=0,
                     help="print the N costliest functions of the measured runs' dashboard work (cProfile)")
     args = ap.parse_args()
@@ -225,7 +243,7 @@ def report(args, base: float) -> None:
     server, port, states = serve(args.checkpoint, work)
     try:
         url = f"http://localhost:{port}/"
-        rows = browser_runs(url, states, work, args.runs, args.steps)
+        rows = browser_runs(url, states, work, args.runs, args.steps, args.during_sweep)
     finally:
         server.stop()
     med = {k: statistics.median(r[k] for r in rows if k in r) for k in rows[0]}
@@ -239,6 +257,9 @@ def report(args, base: float) -> None:
           f"{med['patches']:.0f} patches = {(med['callbacks_s'] + med['serialise_s']) * 1000:.0f} ms")
     print(f"browser renderer busy per run (receive, draw): {med['browser_s'] * 1000:.0f} ms")
     print(f"whole run in the page minus the sampler alone: {med['done'] - base * 1000:.0f} ms")
+    if args.during_sweep:
+        print(f"(each knob change landed while Explore's quality sweep was computing: "
+              f"{sum(r['sweep_was_running'] for r in rows):.0f} of {len(rows)} runs; it cancels the sweep)")
     for i, r in enumerate(rows):
         print(f"  run {i}: " + ", ".join(f"{k}={v * 1000 if k.endswith('_s') else v:.0f}" for k, v in r.items()))
     if work.profiler is not None:

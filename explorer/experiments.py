@@ -232,7 +232,9 @@ def _execute(jobs: list[_Job], model, ar_model, base, seed: int, length: int, te
         if _is_cancelled(cancel):
             raise _Stopped
         runs = [_packed_run(jobs[i], base, seed, length, template, stop) for i in packed]
-        sample_many(model, runs, on_finish=lambda k, traj: finished(packed[k], traj))
+        # between calls, `cancel` is asked too: a dashboard's cancel check is where it lends the device
+        # to a waiting run (runtime/queue.DeviceTurns.pause), so a run waits one call, not a round
+        sample_many(model, runs, on_finish=lambda k, traj: finished(packed[k], traj), between_calls=stop)
     for i in sorted(set(range(len(jobs))) - set(packed)):
         traj = None if _is_cancelled(cancel) else _run_job(jobs[i], model, ar_model, base, seed, length, template, stop)
         finished(i, traj)

@@ -156,7 +156,8 @@ def _run_tokens(model, run: dict) -> int:
 
 def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PER_CALL,
                 tokens_in_flight: int = TOKENS_IN_FLIGHT,
-                on_finish: Callable[[int, Trajectory | None], None] | None = None) -> list[Trajectory | None]:
+                on_finish: Callable[[int, Trajectory | None], None] | None = None,
+                between_calls: Callable[[], object] | None = None) -> list[Trajectory | None]:
     """Run many sampler runs with shared model calls (see the module docstring); one result per run.
 
     runs: one dict of sample()'s arguments per run ("config" plus any keyword of sample: batch_size,
@@ -166,6 +167,8 @@ def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PE
     stops the pack. tokens_per_call: rows x length per shared model call (calls are never split).
     tokens_in_flight: runs start in order as earlier ones end, so that at most this many rows x
     length are under way (their logits are held meanwhile); the first run always starts.
+    between_calls(): called after each shared model call, e.g. to lend the device to other work
+    between calls (a dashboard's waiting run need not wait for a whole round of calls).
     """
     if getattr(model.config, "kind", "diffusion") != "diffusion":
         raise ValueError(f"sample_many() needs a diffusion model, got kind {model.config.kind!r}")
@@ -175,6 +178,8 @@ def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PE
         while pack.pending:
             for unit in _units(list(pack.pending.values()), tokens_per_call):
                 _serve(model, unit)
+                if between_calls is not None:
+                    between_calls()
             for i in list(pack.pending):
                 pack.advance(i)
             pack.admit()
