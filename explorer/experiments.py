@@ -203,15 +203,16 @@ class _Stopped(Exception):
 
 class _Finished:
     """Rows of the jobs finished so far, scored as each ends and kept in job order (packed jobs end
-    out of order); progress(samples done, total) after each."""
+    out of order); progress(samples done, total) after each. A batch that ends once the sweep is
+    cancelled is not scored (scoring costs judge calls, on a device others may be waiting for)."""
 
-    def __init__(self, jobs: list[_Job], scoring: "_Scoring", seed: int, progress):
-        self.jobs, self.scoring, self.seed, self.progress = jobs, scoring, seed, progress
+    def __init__(self, jobs: list[_Job], scoring: "_Scoring", seed: int, progress, cancel=None):
+        self.jobs, self.scoring, self.seed, self.progress, self.cancel = jobs, scoring, seed, progress, cancel
         self.rows: dict[int, pd.DataFrame] = {}
         self.done, self.total = 0, sum(j.n for j in jobs)
 
     def __call__(self, i: int, traj) -> None:
-        if traj is None:
+        if traj is None or _is_cancelled(self.cancel):
             raise _Stopped
         self.rows[i] = self.scoring.rows(traj.final, _job_columns(self.jobs[i], traj, self.seed))
         self.done += self.jobs[i].n
@@ -329,7 +330,7 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
         raise ValueError("an AR model cannot fill a template; sweep without include_ar")
     scoring = _Scoring.for_model(model, judge, words)
     jobs = _plan(cells, n_samples, batch_size or min(n_samples, 64), ar_model is not None)
-    finished = _Finished(jobs, scoring, seed, progress)
+    finished = _Finished(jobs, scoring, seed, progress, cancel)
     _warm_up(model, ar_model, base, length, template)
     try:
         _execute(jobs, model, ar_model, base, seed, length, template, cancel, finished, pack)
