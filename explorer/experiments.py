@@ -493,8 +493,11 @@ def held_out(model, data: str | None = None):
     return checkpoint_corpus(getattr(model, "meta", None) or {}, model.tokenizer, model.config.block_size, data)
 
 
-# The metrics a quality plot can show, in the order one is picked when none is asked for.
-QUALITY_METRICS = ("pattern_quality", "gen_ppl", "word_validity", "entropy", "distinct_2")
+# The metrics a quality plot can show, in the order one is picked when none is asked for: on patterns
+# the period->=2 quality first, which a one-symbol tiling cannot fool (seed 000's pattern_quality
+# scores it 1.0, and confidence order collapses to it; issue 14).
+QUALITY_METRICS = ("pattern_quality_p2", "pattern_quality", "gen_ppl", "word_validity", "entropy", "distinct_2",
+                   "distinct_symbols")
 
 
 def pick_metric(summary, wanted: str = "auto") -> str | None:

@@ -230,3 +230,16 @@ def test_column_sources_do_not_take_the_live_heatmaps_names(compare):
     doc.add_root(column(live.figure, *(c.figure for c in view.columns)))
     assert doc.get_model_by_name("trajectory-cells") is live.cells
     assert doc.get_model_by_name("compare-2-cells") is view.columns[1].heat.cells
+
+
+def test_best_is_not_given_to_a_collapsed_column():
+    """Seed 000's pattern quality scores a one-symbol tiling 1.0: where the period->=2 reading was
+    measured, only that one marks the best column (the README tour's old 'winner' was EEEE...)."""
+    from explorer.dashboard.tabs.compare.view import best_values
+
+    collapsed = {"metrics": {"pattern_quality": 1.0, "pattern_quality_p2": 0.0, "distinct_symbols": 1.0, "nfe": 8}}
+    varied = {"metrics": {"pattern_quality": 0.8, "pattern_quality_p2": 0.8, "distinct_symbols": 3.0, "nfe": 8}}
+    best = best_values([collapsed, varied])
+    assert best == {"pattern_quality_p2": 0.8}  # not pattern_quality 1.0; symbols and equal NFE unmarked
+    text = {"metrics": {"gen_ppl": 9.0}}, {"metrics": {"gen_ppl": 12.0}}
+    assert best_values(list(text)) == {"gen_ppl": 9.0}  # no reference distance measured: gen-PPL still ranks

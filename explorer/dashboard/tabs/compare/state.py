@@ -39,7 +39,8 @@ OVERRIDES = {"steps": int, "temperature": float, "top_p": float, "top_k": int, "
              "schedule": str, "block_length": int, "threshold": float, "remask": float, "model": str}
 MODELS = ("session", "ar")  # model=session: the model loaded in the sidebar; ar: its AR baseline
 METRIC_LABELS = {"gen_ppl": "gen-PPL", "entropy": "entropy", "word_validity": "word validity",
-                 "pattern_quality": "pattern quality"}
+                 "pattern_quality": "pattern quality", "pattern_quality_p2": "pattern quality (period ≥ 2)",
+                 "distinct_symbols": "distinct symbols"}  # the last two show a one-symbol collapse
 
 
 def parse_overrides(spec: str) -> dict:

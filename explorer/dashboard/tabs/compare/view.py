@@ -17,7 +17,7 @@ import panel as pn
 import param
 from bokeh.models import Range1d
 
-from ....experiments import METRIC_DIRECTION
+from ....experiments import METRIC_DIRECTION, RANKED_BY
 from ...downloads import download_button, trajectory_csv, trajectory_json
 from ...ui.base import notice, show_notice, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
@@ -82,11 +82,16 @@ def differences_html(text: str, texts: list, index: int, fixed: np.ndarray, runn
 
 
 def best_values(results: list) -> dict:
-    """metric -> the best value among the finished columns (only where they differ)."""
+    """metric -> the best value among the finished columns (only where they differ). A metric that a
+    collapse can fool is not marked where its collapse-proof reading was measured (RANKED_BY: a
+    one-symbol pattern scores 1.0 on pattern quality, but not on its period->=2 reading)."""
     best = {}
+    done = [r for r in results if r and not r.get("error")]
     for metric in (*METRIC_LABELS, "nfe", "seconds"):
         sign = METRIC_DIRECTION.get(metric, -1)  # nfe and time: fewer is better
-        values = [r["metrics"][metric] for r in results if r and not r.get("error") and metric in r["metrics"]]
+        if RANKED_BY.get(metric, metric) != metric and any(RANKED_BY[metric] in r["metrics"] for r in done):
+            continue
+        values = [r["metrics"][metric] for r in done if metric in r["metrics"]]
         values = [v for v in values if np.isfinite(v)]
         if sign and len(values) > 1 and max(values) != min(values):
             best[metric] = max(values) if sign > 0 else min(values)
