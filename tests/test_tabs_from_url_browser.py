@@ -148,18 +148,20 @@ def summary_rows(page) -> list[dict]:
 
 
 def check_sweep(page, state, query, ckpts):
-    from explorer.experiments import sweet_spot
+    from explorer.experiments import pick_metric, sweet_spot
 
     summary = state.tabs["Sweep"].main.result[1]
+    metric = pick_metric(summary)  # the tab's "auto": the period->=2 pattern quality (issue 14)
+    assert metric == "pattern_quality_p2"
     rows = summary_rows(page)
     for strategy in ("confidence", "random"):  # the grid of the link is each curve's x values
         assert [int(r["steps"]) for r in rows if r.get("strategy") == strategy] == list(GRID)
     for r in rows:
-        mean = float(r["pattern_quality"].split("±")[0])
+        mean = float(r[metric].split("±")[0])
         assert 0 <= mean <= 1 and int(r["n"]) == int(query["sweep.samples"])
     shown = sorted(int(re.search(r"~(\d+) steps", s)[1]) for s in page.evaluate(SPOTS_JS))
     assert len(shown) == 2 and set(shown) <= set(GRID)  # one star per strategy, on the grid
-    assert shown == sorted(int(v) for v in sweet_spot(summary, "pattern_quality")["steps"])
+    assert shown == sorted(int(v) for v in sweet_spot(summary, metric)["steps"])
 
 
 def check_model(page, state, query, ckpts):
