@@ -16,6 +16,7 @@ from explorer.cli import main as cli_main
 from explorer.experiments import aggregate, ranking_metric, sweep, sweet_spot
 from explorer.sampling import SamplerConfig
 from tests.test_sweep import PeriodicDenoiser, _patterns_model, ckpt_dir  # noqa: F401  (fixture)
+from tests.test_sweep import text_models  # noqa: F401 (a fixture)
 
 ONE_SYMBOL = [4] * 24  # 'EEEE...': a one-symbol tiling
 PERIOD_3 = [0, 1, 2] * 8  # 'ABCABC...'
@@ -156,16 +157,8 @@ def test_no_reference_row_no_ref_distance():
     assert ranking_metric(summary) == "gen_ppl" and sweet_spot(summary)["steps"].item() == 64
 
 
-def test_text_sweep_with_judge_and_reference_carries_ref_distance():
-    from tests.test_sweep import TINY_TEXT, make_model
-    from explorer.data.corpus import TextCorpus
-
-    corpus = TextCorpus(TINY_TEXT, name="tiny")
-    tok = corpus.tokenizer
-    model = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=24)
-    model.tokenizer, model.meta = tok, {"corpus": {"name": "tiny", "kind": "text"}, "words": corpus.words}
-    judge = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=24, kind="ar", seed=1)
-    judge.tokenizer = tok
+def test_text_sweep_with_judge_and_reference_carries_ref_distance(text_models):  # noqa: F811 (the fixture)
+    corpus, model, judge = text_models  # test_sweep's tiny text model and AR judge
     ref = experiments.reference_samples(model, corpus, 24, n=3, seed=0)
     table, summary = sweep(model, SamplerConfig(), {"steps": [2, 4]}, n_samples=2, judge=judge, reference=ref)
     ref_rows = table[table["sampler"] == "reference"]

@@ -82,14 +82,21 @@ def test_ar_column_without_an_ar_checkpoint_says_so(checkpoints):
     assert "no AR judge" in tab.base_info
 
 
-def test_results_arrive_only_through_dispatch(checkpoints):
+def queued_compare():
+    """A loaded session whose dispatcher only queues callbacks (the test runs them, as the UI thread
+    would), and its Compare tab; the load's own callbacks already run."""
     queued = []
     state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
-                          dispatch=queued.append)
+                         dispatch=queued.append)
     state.load(wait=True)
     while queued:
         queued.pop(0)()
     tab, _ = build_tab("Compare", state)
+    return state, tab, queued
+
+
+def test_results_arrive_only_through_dispatch(checkpoints):
+    state, tab, queued = queued_compare()
     assert tab.start()
     tab.task.worker.current.done.wait(30)
     assert not any(tab.results)  # the worker finished; nothing is applied before the dispatched callbacks run
@@ -119,13 +126,7 @@ def test_stop_keeps_the_columns_already_sampled(compare):
 
 
 def test_a_model_change_drops_a_comparison_whose_results_are_still_queued(checkpoints):
-    queued = []
-    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False,
-                          dispatch=queued.append)
-    state.load(wait=True)
-    while queued:
-        queued.pop(0)()
-    tab, _ = build_tab("Compare", state)
+    state, tab, queued = queued_compare()
     assert tab.start()
     tab.task.worker.current.done.wait(30)  # finished; its columns and its end wait for the UI thread
     tab.on_model_changed()  # handled first, as a model change on the UI thread may be
