@@ -135,3 +135,19 @@ def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu"
     model.to(device).eval()
     model.tokenizer, model.meta, model.path = tokenizer, meta, path
     return model
+
+
+def update_metadata(name_or_path: str | Path, changes: dict) -> Path:
+    """Merge `changes` into a checkpoint's metadata (top-level keys; a dict value is merged one level
+    down, so adding a metric keeps the others). The weights are copied as stored, bit for bit."""
+    path = resolve_checkpoint(name_or_path)
+    meta = read_metadata(path)
+    for key, value in changes.items():
+        meta[key] = {**meta[key], **value} if isinstance(value, dict) and isinstance(meta.get(key), dict) else value
+    tensors = _read_weights(path)
+    header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(meta)}
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    save_file(tensors, str(tmp), metadata=header)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return path

@@ -201,12 +201,15 @@ def _choose_defaults():
     return module
 
 
-def test_choose_defaults_marks_the_bars_and_recommends_from_them(ckpt_dir, capsys):  # noqa: F811
+def test_choose_defaults_marks_the_bars_recommends_from_them_and_writes_it(ckpt_dir, capsys):  # noqa: F811
+    from explorer.checkpoint import read_metadata
+
     tool = _choose_defaults()
     out = ckpt_dir / "defaults.csv"
     argv = ["--checkpoint", "txt", "--judge", "ar", "--data", str(ckpt_dir / "tiny.txt"), "--lengths", "24",
             "--prompt", "To be", "--completion", "8", "--steps", "1,2", "--strategies", "confidence,random,nope",
-            "--temperatures", "1.0", "--n", "2", "--n-reference", "4", "--out", str(out)]
+            "--temperatures", "1.0", "--n", "2", "--n-reference", "4", "--out", str(out),
+            "--write", str(ckpt_dir / "txt.safetensors"), "--default-length", "20"]
     assert tool.main(argv) == 0
     printed = capsys.readouterr()
     assert "skipping strategies not in the registry: nope" in printed.err
@@ -223,6 +226,19 @@ def test_choose_defaults_marks_the_bars_and_recommends_from_them(ckpt_dir, capsy
     top = per.sort_values(["p", "d"], ascending=[False, True]).index[0]
     assert f"strategy={top[0]}, temperature={top[1]:g}, steps={int(top[2])}" in printed.out
     assert printed.out.count("held-out text (reference)") == 2
+    # --write stored that setting, and its figures in each block, in the checkpoint
+    meta = read_metadata(ckpt_dir / "txt.safetensors")
+    assert meta["sampler_defaults"] == {"strategy": top[0], "temperature": top[1], "steps": int(top[2]), "length": 20}
+    bars = meta["metrics"]["text_bars"]
+    assert set(bars) == {"24 characters", "1 prompts + 8 masked"}
+    for name, bar in bars.items():
+        block = rows[rows["block"] == name]
+        ref = block[block["sampler"] == "reference"].iloc[0]
+        mine = block[(block["strategy"] == top[0]) & (block["temperature"] == top[1]) & (block["steps"] == top[2])].iloc[0]
+        assert bar["gen_ppl"] == pytest.approx(mine["gen_ppl_pooled"]) and bar["ref_entropy"] == pytest.approx(ref["entropy_mean"])
+        assert bar["passes"] == metrics.passes_reference_bars(bar["gen_ppl"], bar["entropy"], bar["ref_gen_ppl"],
+                                                              bar["ref_entropy"])
+    assert "--write" in meta["metrics"]["text_bars_command"]
 
 
 def test_choose_defaults_bad_input_is_one_error_line(ckpt_dir, capsys):  # noqa: F811

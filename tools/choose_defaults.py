@@ -55,6 +55,11 @@ def parse_args(argv):
     p.add_argument("--prompt", action="append", default=None, help=f"a prompt to complete (repeatable; default {PROMPTS})")
     p.add_argument("--completion", type=int, default=60, help="masked characters after each prompt (0: no prompt block)")
     p.add_argument("--out", default=None, help="CSV of every block's rows")
+    p.add_argument("--write", default=None, metavar="CHECKPOINT",
+                   help="store the recommended setting (sampler_defaults) and its figures (metrics.text_bars) "
+                        "in this checkpoint's metadata; its weights are not touched")
+    p.add_argument("--default-length", type=int, default=0,
+                   help="with --write: the canvas length the checkpoint recommends (0: its context)")
     return p.parse_args(argv)
 
 
@@ -171,13 +176,18 @@ def format_block(name: str, rows: pd.DataFrame, ref: pd.Series) -> str:
     return "\n".join([head, *body])
 
 
-def recommend(blocks: dict[str, pd.DataFrame]) -> str:
-    """The setting passing in the most blocks, then with the lowest mean ref_distance over blocks."""
+def best_setting(blocks: dict[str, pd.DataFrame]) -> tuple[pd.Series, pd.DataFrame]:
+    """The setting passing in the most blocks, then with the lowest mean ref_distance over blocks;
+    and its row in every block."""
     every = pd.concat([rows.assign(block=name) for name, rows in blocks.items()], ignore_index=True)
     per = every.groupby(KNOBS).agg(passes=("passes", "sum"), distance=("ref_distance_mean", "mean")).reset_index()
     top = per.sort_values(["passes", "distance"], ascending=[False, True]).iloc[0]
+    return top, every[(every[KNOBS] == top[KNOBS].values).all(axis=1)]
+
+
+def recommend(blocks: dict[str, pd.DataFrame]) -> str:
+    top, where = best_setting(blocks)
     setting = f"strategy={top['strategy']}, temperature={top['temperature']:g}, steps={int(top['steps'])}"
-    where = every[(every[KNOBS] == top[KNOBS].values).all(axis=1)]
     failed = ", ".join(where.loc[~where["passes"], "block"]) or "none"
     if top["passes"] == 0:
         return f"\nno setting passes the bars in any block; closest to the reference: {setting} " \
@@ -186,12 +196,36 @@ def recommend(blocks: dict[str, pd.DataFrame]) -> str:
             f"(fails in: {failed}), mean ref_distance {top['distance']:.3f}")
 
 
+def bars_of(row: pd.Series, ref: pd.Series, n: int) -> dict:
+    """One block's figures for the checkpoint's metadata: the setting's and the reference's."""
+    return {"gen_ppl": float(row["gen_ppl_pooled"]), "entropy": float(row["entropy_mean"]),
+            "word_validity": float(row["word_validity_mean"]), "distinct_2": float(row["distinct_2_mean"]),
+            "ref_gen_ppl": float(ref["gen_ppl_pooled"]), "ref_entropy": float(ref["entropy_mean"]),
+            "passes": bool(row["passes"]), "samples": n}
+
+
+def write_recommendation(args, blocks: dict[str, pd.DataFrame], refs: dict[str, pd.Series]):
+    """Store the best setting as the checkpoint's `sampler_defaults` (the CLI and the dashboard start
+    from it) and, in its metrics, that setting's figures in every block beside the reference's."""
+    from explorer.checkpoint import update_metadata
+
+    top, where = best_setting(blocks)
+    defaults = {"strategy": str(top["strategy"]), "temperature": float(top["temperature"]),
+                "steps": int(top["steps"])}
+    if args.default_length:
+        defaults["length"] = args.default_length
+    bars = {r.block: bars_of(pd.Series(r._asdict()), refs[r.block], args.n) for r in where.itertuples(index=False)}
+    command = "python tools/choose_defaults.py " + " ".join(args.argv)
+    return update_metadata(args.write, {"sampler_defaults": defaults,
+                                        "metrics": {"text_bars": bars, "text_bars_command": command}})
+
+
 def run(args) -> int:
     vary = grid(args)
     lengths = _numbers(args.lengths, int, "--lengths") if args.lengths else []
     prompts = args.prompt or list(PROMPTS)
     model, judge, corpus = load(args)
-    blocks, out = {}, []
+    blocks, refs, out = {}, {}, []
     jobs = [(f"{L} characters", lambda L=L: length_block(model, judge, corpus, L, vary, args)) for L in lengths]
     if args.completion > 0:
         jobs.append((f"{len(prompts)} prompts + {args.completion} masked",
@@ -199,11 +233,14 @@ def run(args) -> int:
     for name, job in jobs:
         start = time.perf_counter()
         rows, ref = judged(job())
-        blocks[name] = rows
+        blocks[name], refs[name] = rows, ref
         print(format_block(name, rows, ref), flush=True)
         print(f"({name}: {len(rows)} settings x {args.n} samples in {time.perf_counter() - start:.0f} s)", file=sys.stderr)
         out.append(pd.concat([ref.to_frame().T, rows]).assign(block=name))
     print(recommend(blocks))
+    if args.write:
+        path = write_recommendation(args, blocks, refs)
+        print(f"wrote the recommended setting and its bars into {path}")
     if args.out:
         pd.concat(out, ignore_index=True).to_csv(args.out, index=False)
     return 0
@@ -211,7 +248,10 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     try:
-        return run(parse_args(sys.argv[1:] if argv is None else argv))
+        argv = sys.argv[1:] if argv is None else list(argv)
+        args = parse_args(argv)
+        args.argv = argv  # recorded with what --write stores
+        return run(args)
     except CLIError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -18,19 +18,20 @@ from .sweep import add_common_arguments, format_summary, load_models, load_refer
 def add_arguments(p: argparse.ArgumentParser):
     add_common_arguments(p)
     p.set_defaults(n=16)
-    p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the sampler's default)")
-    p.add_argument("--strategy", default=None, help="unmasking strategy (default: the sampler's default)")
+    p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the checkpoint's recommended, else the sampler's)")
+    p.add_argument("--strategy", default=None, help="unmasking strategy (default: the checkpoint's recommended, else the sampler's)")
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--val-sequences", type=int, default=0,
                    help="cap on held-out sequences for NELBO and accuracy (default 0: all of them)")
 
 
-def sampler_config(args):
-    from ..sampling.config import SamplerConfig
+def sampler_config(args, model):
+    """The knobs given over the checkpoint's recommended ones (sampling.config.recommended)."""
+    from ..sampling.config import config_for
 
     knobs = {k: getattr(args, k) for k in ("steps", "strategy", "temperature") if getattr(args, k) is not None}
     try:
-        return SamplerConfig(**knobs)
+        return config_for(model, **knobs)
     except ValueError as e:
         raise CLIError(str(e)) from e
 
@@ -64,7 +65,7 @@ def print_accuracy(model, val, seed: int) -> None:
 def print_quality(model, judge, args, reference) -> None:
     from ..experiments import sample_kind, sweep
 
-    config = sampler_config(args)
+    config = sampler_config(args, model)
     try:
         _, summary = sweep(model, config, {"steps": [config.steps]}, args.n, args.seed, length=args.length,
                            judge=judge, batch_size=args.batch_size, reference=reference)

@@ -45,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser):
         default = None if f.default is MISSING else f.default
         # no argparse `choices`: SamplerConfig names the valid values in a one-line error
         p.add_argument("--" + f.name.replace("_", "-"), type=_knob_type(f), default=None,
-                       metavar=f.name.upper(), help=f"{KNOB_HELP.get(f.name, f.name)} (default {default})")
-    p.add_argument("--length", type=int, default=None, help="canvas length (default: the model's context)")
+                       metavar=f.name.upper(), help=f"{KNOB_HELP.get(f.name, f.name)} (default: the checkpoint's recommended "
+                            f"value, else {default})")
+    p.add_argument("--length", type=int, default=None, help="canvas length (default: the checkpoint's recommended length, else its context)")
     p.add_argument("--template", "--prompt", dest="template", default=None,
                    help="text to continue, or a template with █ / [___] marking positions to generate")
     p.add_argument("-n", "--num-samples", dest="n", type=int, default=1, help="samples to generate (batched)")
@@ -55,11 +56,21 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICE_CHOICES)} (default auto)")
 
 
-def _config(args):
-    from ..sampling import SamplerConfig
+def _config(args, model):
+    """The knobs given on the command line over the checkpoint's recommended ones (config.recommended)."""
+    from ..sampling.config import SamplerConfig, config_for
 
     knobs = {f.name: getattr(args, f.name) for f in fields(SamplerConfig) if getattr(args, f.name) is not None}
-    return SamplerConfig(**knobs)
+    return config_for(model, **knobs)
+
+
+def _length(args, model) -> int | None:
+    """--length, else the checkpoint's recommended length; a template alone sets its own length."""
+    from ..sampling.config import recommended
+
+    if args.length is not None or args.template:
+        return args.length
+    return recommended(model).get("length")
 
 
 def _run(args):
@@ -69,12 +80,12 @@ def _run(args):
     from ..sampling import sample_any
 
     try:
-        config = _config(args)
         if args.n < 1:
             raise ValueError(f"-n must be a positive integer, got {args.n}")
         model = load_checkpoint(args.checkpoint, resolve_device(args.device))
+        config = _config(args, model)
         kwargs = {"use_cache": not args.no_cache} if model.config.kind == "ar" else {}
-        traj = sample_any(model, config, batch_size=args.n, length=args.length, template=args.template,
+        traj = sample_any(model, config, batch_size=args.n, length=_length(args, model), template=args.template,
                           record=False, **kwargs)
     except (ValueError, CheckpointError) as e:  # CheckpointError is a ValueError; listed for clarity
         raise CLIError(str(e)) from e

@@ -210,7 +210,7 @@ def run_sweep(model, judge, ar, vary, args, reference, client=None):
 
     from ..cluster import sweep
     from ..experiments import SweepCancelled, aggregate, cells_from_vary
-    from ..sampling.config import SamplerConfig
+    from ..sampling.config import config_for
 
     bar = tqdm(unit="sample", dynamic_ncols=True, file=sys.stderr)
 
@@ -221,7 +221,7 @@ def run_sweep(model, judge, ar, vary, args, reference, client=None):
     cancel = threading.Event()
     try:
         with _CtrlCCancels(cancel):
-            table, summary = sweep(model, SamplerConfig(), cells_from_vary(vary), args.n, args.seed, length=args.length,
+            table, summary = sweep(model, config_for(model), cells_from_vary(vary), args.n, args.seed, length=args.length,
                                    judge=judge, batch_size=args.batch_size, progress=progress, cancel=cancel,
                                    include_ar=ar, reference=reference, client=client)
         return table, summary, False

@@ -139,6 +139,8 @@ class Session(param.Parameterized):
         from ..devices import describe_device, resolve_device
 
         super().__init__(**params)
+        # knobs given here (a script's, a test's) win over the first model's recommended ones
+        self._pinned = {k: v for k, v in params.items() if k in KNOBS}
         names = checkpoints.available()
         self.param.checkpoint.objects = names
         self.dispatch = dispatch
@@ -162,6 +164,24 @@ class Session(param.Parameterized):
                              block_length=self.block_length,
                              threshold=float(self.threshold) if self.threshold > 0 else None,
                              remask=float(self.remask), seed=self.seed)
+
+    def recommended_knobs(self, model) -> dict:
+        """Every sampler knob at what `model` recommends (its `sampler_defaults`, measured against held-out
+        text), else at the knob's default: a checkpoint opens with the settings it reads best at. A link's
+        own values are applied after these (urlstate.check_model)."""
+        from ..sampling.config import recommended
+
+        try:
+            wanted = recommended(model)
+        except ValueError as e:  # a bad recommendation is the checkpoint's fault: say so, keep defaults
+            log.warning("ignoring the checkpoint's sampler_defaults: %s", e)
+            wanted = {}
+        names = [k for k in KNOBS if k not in ("length", "seed", "template", "top_k")]
+        out = {k: self.param[k].default for k in names}
+        out.update({k: v for k, v in wanted.items() if k in self.param})
+        if out.get("threshold") is None:
+            out["threshold"] = 0.0  # the widget's "off"
+        return out
 
     def canvas(self):
         """The starting canvas (template or blank) for the loaded model; ValueError if the template is bad."""
@@ -209,6 +229,10 @@ class Session(param.Parameterized):
             self.param.top_k.bounds = (0, model.config.mask_id)
             self.length = context
             self.top_k = min(self.top_k, model.config.mask_id)
+            pinned, self._pinned = self._pinned, {}
+            if pinned.get("length", 0) > context:
+                del pinned["length"]
+            self.param.update(**{**self.recommended_knobs(model), **pinned})
             if self.template and model.tokenizer.unknown_chars(self.template.replace("[___]", "").replace("█", "")):
                 self.template = ""  # a template for another model's alphabet
             for hook in list(self.load_hooks):  # e.g. a shared link's length, checked against this model

@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 # (confidence view, quality sweep) go unprefixed too, as they always have; other tabs' as <tab>.<param>.
 URL_KNOBS = (*KNOBS, "presentation")
 UNPREFIXED_TAB = "Explore"
-MODEL_KNOBS = ("length", "block_length", "top_k", "template")  # checked again against the loaded model
 ALWAYS = ("checkpoint", "seed")  # written even at their defaults: a link should not depend on the server's
 HANDLED_ELSEWHERE = ("checkpoint",)  # read by app.served_args (only names in checkpoints/ are opened)
 MAX_CHARS = 2000  # a longer value is an accident or an attack, not a setting
@@ -183,8 +182,8 @@ class UrlState(param.Parameterized):
                     raise ValueError(self._why_unknown(key))
                 else:
                     self._set(targets[key], text)
-                    if key in MODEL_KNOBS:
-                        self._pending[key] = text
+                    if targets[key][0] is self.state and key in KNOBS:
+                        self._pending[key] = text  # again once loaded: over the model's own defaults
             except ValueError as e:
                 problems.append(f"{_shown(key)}={_shown(text)} ({e})")
         self._problems = problems
@@ -210,9 +209,10 @@ class UrlState(param.Parameterized):
                 raise ValueError(str(e)) from None
 
     def check_model(self, model) -> None:
-        """Once the model is loaded (state.load_hooks, before the first run): apply the length,
-        block length, top-k and template of the link again, now checked against this model (its
-        context, vocabulary and alphabet). One-shot: a later checkpoint switch resets them as usual."""
+        """Once the model is loaded (state.load_hooks, before the first run): apply the link's knobs
+        again, over the model's recommended ones, and check the length, block length, top-k and
+        template against this model (its context, vocabulary and alphabet). One-shot: a later
+        checkpoint switch resets them as usual."""
         pending, self._pending = self._pending, {}
         for key, text in pending.items():
             try:
@@ -233,7 +233,8 @@ class UrlState(param.Parameterized):
         self.check_model(model)
 
     def _model_default(self, key: str, model):
-        return model.config.block_size if key == "length" else self.state.param[key].default
+        fallback = model.config.block_size if key == "length" else self.state.param[key].default
+        return self.state.recommended_knobs(model).get(key, fallback)
 
     def _say(self) -> None:
         self.notice = ("Not applied from the link: " + "; ".join(self._problems)) if self._problems else ""
@@ -242,8 +243,8 @@ class UrlState(param.Parameterized):
 
     def _default(self, obj, name: str):
         model = getattr(self.state, "model", None)
-        if obj is self.state and name == "length" and model is not None:
-            return model.config.block_size  # a loaded model starts at its context
+        if obj is self.state and name in KNOBS and model is not None:
+            return self._model_default(name, model)  # a loaded model starts at its context and its knobs
         return obj.param[name].default
 
     def query(self) -> dict[str, str]:

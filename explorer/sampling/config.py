@@ -86,3 +86,28 @@ class SamplerConfig:
 
     def replace(self, **changes) -> "SamplerConfig":
         return replace(self, **changes)
+
+
+def recommended(model) -> dict:
+    """The sampler knobs a checkpoint recommends (its metadata's `sampler_defaults`, chosen by measuring
+    its samples against held-out text, as Hugging Face models ship a generation config), checked.
+
+    Returns SamplerConfig knobs plus, where the checkpoint names one, `length`. A checkpoint without
+    recommendations gives {}: SamplerConfig's own defaults apply. Unknown or invalid entries raise
+    ValueError: a checkpoint that recommends nonsense is a bad checkpoint, not a silent fallback."""
+    meta = getattr(model, "meta", None) or {}
+    wanted = dict(meta.get("sampler_defaults") or {})
+    length = wanted.pop("length", None)
+    SamplerConfig.from_dict(wanted)  # raises on an unknown knob or an invalid value
+    if length is not None:
+        context = model.config.block_size
+        if not _is_int(length) or not 1 <= length <= context:
+            raise ValueError(f"the checkpoint's recommended length must be in [1, {context}], got {length!r}")
+        wanted["length"] = length
+    return wanted
+
+
+def config_for(model, **knobs) -> SamplerConfig:
+    """SamplerConfig of `knobs` over the checkpoint's recommended ones (length is not a config knob)."""
+    base = {k: v for k, v in recommended(model).items() if k != "length"}
+    return SamplerConfig(**{**base, **knobs})
