@@ -41,18 +41,18 @@ KNOB_JS = """async ([seed, lastRow]) => {
   const rows = () => { let n = -1; for (const v of src.data.y) n = Math.max(n, v); return n; };
   const seen = {};
   let t0 = 0, finish = null;
-  const check = () => {  // runs when the data source changes: a reset (new run) or a streamed row
+  const check = () => {  // runs when the data source changes: a reset (new run) or a patched row
     const now = performance.now(), n = src.data.y.length ? rows() : -1;
     if (n === 0 && seen.row0 === undefined) seen.row0 = now - t0;
     if (n >= 1 && seen.row1 === undefined && seen.row0 !== undefined) seen.row1 = now - t0;
     if (n === lastRow && seen.row1 !== undefined && seen.done === undefined) { seen.done = now - t0; finish(); }
   };
-  src.streaming.connect(check);
+  src.patching.connect(check);
   src.change.connect(check);
   const done = new Promise(resolve => { finish = resolve; setTimeout(resolve, 120000); });
   t0 = performance.now(); knob.value = seed;
   await done;
-  src.streaming.disconnect(check); src.change.disconnect(check);
+  src.patching.disconnect(check); src.change.disconnect(check);
   return seen; }"""
 # The seed widget is changed through its Bokeh model, as typing a value does; the times are taken
 # in the page when the heatmap's data source reports the change (no polling).

@@ -120,6 +120,44 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
     assert problems == []
 
 
+# The live heatmap's plot frame in page pixels and its axis ranges, and the hover tooltip's values.
+FRAME_JS = """() => { let found = null; const walk = v => {
+  if (v.model && v.model.title && v.model.title.text === 'Trajectory: step × position' && v.frame) found = v;
+  for (const c of (v.child_views || [])) walk(c); };
+  for (const r of Bokeh.index.roots) walk(r);
+  const f = found.frame, c = found.canvas_view.el.getBoundingClientRect(), m = found.model;
+  return [c.left + f.bbox.left, c.top + f.bbox.top, f.bbox.width, f.bbox.height,
+          m.x_range.start, m.x_range.end, m.y_range.start, m.y_range.end]; }"""
+TOOLTIP_JS = """() => { const out = []; const walk = root => { for (const el of root.querySelectorAll('*')) {
+  if (el.shadowRoot) walk(el.shadowRoot);
+  if (String(el.className).includes('bk-tooltip-row-value')) out.push(el.textContent.trim()); } };
+  walk(document); return out; }"""
+
+
+def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
+    """Issue 15, defect 1: the hover read one step behind the drawn cells (the page had row 0 twice
+    in its cells source). Each hovered cell must report its own position, step, state and commit."""
+    from explorer.dashboard.ui.heatmap import display_glyphs
+    from explorer.dashboard.ui.palette import STATES
+
+    url, states = served
+    page, problems = open_page(browser, url + "?steps=6&seed=42")
+    wait_rows(page, 7, states=states)
+    wait_finished(page, states)
+    frames = explore(states[-1]).frames
+    left, top, width, height, x0, x1, y0, y1 = page.evaluate(FRAME_JS)
+    for x in (2, LENGTH // 2):
+        for step in range(frames.n_rows):
+            page.mouse.move(left + (x - x0) / (x1 - x0) * width, top + (step - y1) / (y0 - y1) * height)
+            expected = f"{step}: {STATES[frames.state[step][x]]}"
+            page.wait_for_function(f"() => ({TOOLTIP_JS})()[1] === {expected!r}", timeout=5_000)
+            position, _, _, committed = page.evaluate(TOOLTIP_JS)
+            assert position == f"{x}: {display_glyphs(frames.chars(step))[x]}"
+            at = frames.committed_at[step][x]
+            assert committed.startswith(f"{at}," if at >= 0 else "–,")
+    assert problems == []
+
+
 def test_bad_template_shows_the_notice(browser, served):
     url, states = served
     page, problems = open_page(browser, url)

@@ -3,8 +3,9 @@ standalone in the downloads (HeatmapFigure).
 
 Drawn as one RGBA image whose rows are patched in as steps arrive: the browser repaints a single
 bitmap per step (8k rect glyphs cost it ~40 ms a step; an invisible text glyph over all cells ~250
-ms). The cells' data (character, state, scores) are streamed to a second, undrawn source that the
-hover and the zoomed-in character labels read in the browser. Only new rows are ever sent.
+ms). The cells' data (character, state, scores) are patched into a second, undrawn source, sized
+with the bitmap, that the hover and the zoomed-in character labels read in the browser. Only new
+rows are ever sent.
 """
 from __future__ import annotations
 
@@ -40,12 +41,12 @@ _RGB = np.array([[int(STATE_COLORS[s][k:k + 2], 16) for k in (1, 3, 5)] for s in
 _JS_STATES = "const STATES = " + repr(list(STATES)) + ";\n"
 
 # Hover: the image only knows pixels, so each line looks its cell up in the cells source (row-major:
-# cell index = step * L + position, since rows are streamed in order, L cells each).
+# cell index = step * L + position; a row not drawn yet has y = -1 and shows nothing).
 HOVER_LOOKUP = _JS_STATES + """
 const L = grid.data.dw[0], R = grid.data.rows[0], x = Math.round(special_vars.x);
 const y = Math.round((special_vars.y - grid.data.y[0]) * R / grid.data.dh[0] - 0.5), i = y * L + x;
 const d = cells.data, g = vocab.data.glyph;
-if (x < 0 || x >= L || y < 0 || y >= R || i >= d.x.length) return "";
+if (x < 0 || x >= L || y < 0 || y >= R || i >= d.x.length || d.y[i] !== y) return "";
 const f = v => (v === null || Number.isNaN(v)) ? "–" : v.toFixed(3);
 """
 TOOLTIPS = [("position", "$x{custom}"), ("step", "$y{custom}"), ("score, confidence", "$sx{custom}"),
@@ -66,7 +67,7 @@ if (w >= 8 && h >= 10) {{
   const y0 = Math.min(yr.start, yr.end), y1 = Math.max(yr.start, yr.end);
   for (let i = 0; i < d.x.length; i++) {{
     const s = STATES[d.state[i]];
-    if (s === "masked" || s === "remasked") continue;
+    if (d.y[i] < 0 || s === "masked" || s === "remasked") continue;  // (y < 0: a row not drawn yet)
     if (d.x[i] < x0 || d.x[i] > x1 || d.y[i] < y0 || d.y[i] > y1) continue;
     const dark = s === "fixed" || (d.conf[i] >= {DARK_CONF});
     out.x.push(d.x[i]); out.y.push(d.y[i]); out.glyph.push(g[d.token[i]]); out.ink.push(dark ? "#fff" : "#000");
@@ -94,6 +95,14 @@ def cell_columns(frames, start: int, stop: int | None = None) -> dict:
     """Cells source columns for rows [start, stop): what hover and labels read, all binary arrays."""
     cells = frames.cells(start, stop)
     return {c: cells[c] for c in CELL_COLUMNS}
+
+
+def blank_cells(rows: int, length: int) -> dict:
+    """Cells source columns for a bitmap of `rows` rows, none drawn yet (x = y = -1)."""
+    n = rows * length
+    out = {c: np.full(n, -1, np.int32) for c in CELL_COLUMNS if c not in ("conf", "score")}
+    out.update(conf=np.full(n, np.nan, np.float32), score=np.full(n, np.nan, np.float32))
+    return out
 
 
 def image_rows(frames, start: int, stop: int) -> np.ndarray:
@@ -174,16 +183,16 @@ class HeatmapFigure:
             fit = CustomJS(args=dict(p=p, cells=self.cells, labels=self.labels, vocab=self.vocab), code=FIT_LABELS)
             for model, attr in ((p.x_range, "start"), (p.x_range, "end"), (p.y_range, "start"),
                                 (p.y_range, "end"), (p, "inner_width"), (p, "inner_height"),
-                                (self.cells, "streaming"), (self.cells, "data")):
+                                (self.cells, "patching"), (self.cells, "data")):
                 model.js_on_change(attr, fit)
         return p
 
     def start(self, frames, rows: int | None = None) -> None:
         """A blank bitmap sized for `rows` rows (default: the rows the run is expected to make), no cells."""
         self.shown = 0
-        self.cells.data = {c: [] for c in CELL_COLUMNS}
         self.marks.data = {"x": [], "y": []}
         if frames is None:
+            self.cells.data = {c: [] for c in CELL_COLUMNS}
             self._set_image(np.zeros((1, 1), np.uint32))
             return
         glyphs = display_glyphs(frames.glyphs)
@@ -191,6 +200,7 @@ class HeatmapFigure:
             self.vocab.data = {"glyph": glyphs}
         rows = rows or max(frames.expected_rows, frames.n_rows)
         self._set_image(np.zeros((rows, frames.length), np.uint32))  # transparent until drawn
+        self.cells.data = blank_cells(rows, frames.length)
         if not self.progress:  # (Compare's columns share one x range, set by the tab)
             self.figure.x_range.update(start=-0.5, end=frames.length - 0.5)
             self.figure.y_range.update(start=rows - 0.5, end=-0.5)
@@ -207,7 +217,6 @@ class HeatmapFigure:
             return
         start, stop = self.shown, frames.n_rows
         self._draw(frames, start, stop)
-        self.cells.stream(cell_columns(frames, start, stop))
         re_y, re_x = np.nonzero(np.stack(frames.state[start:stop]) == CODE["remasked"])
         if len(re_x):
             y = re_y + start
@@ -216,17 +225,24 @@ class HeatmapFigure:
 
     def _draw(self, frames, start: int, stop: int) -> None:
         """Patch the pixels of rows [start, stop) into the bitmap (regrown if the run outgrew it)."""
-        pixels = image_rows(frames, start, stop)  # (R, L)
+        pixels, L = image_rows(frames, start, stop), frames.length  # (R, L)
+        cells = cell_columns(frames, start, stop)
         if stop > self._image.shape[0]:  # threshold decoding outgrew the estimate: regrow the bitmap
-            grown = np.zeros((stop, frames.length), np.uint32)
+            grown = np.zeros((stop, L), np.uint32)
             grown[:start] = self._image[:start]
             grown[start:stop] = pixels
             self._set_image(grown)
+            self.cells.data = {c: np.concatenate([np.asarray(self.cells.data[c])[:start * L], cells[c]])
+                               for c in CELL_COLUMNS}
             if not self.progress:
                 self.figure.y_range.start = stop - 0.5
         else:
+            # Patches, never streams: a patch applied twice is harmless, while a stream sent in the
+            # moment a page first syncs its document reached the browser twice (row 0 doubled, and
+            # every hover one step behind the drawn cells: issue 15).
             self._image[start:stop] = pixels
-            self.grid.patch({"image": [((0, slice(start, stop), slice(0, frames.length)), pixels.ravel())]})
+            self.grid.patch({"image": [((0, slice(start, stop), slice(0, L)), pixels.ravel())]})
+            self.cells.patch({c: [(slice(start * L, stop * L), cells[c])] for c in CELL_COLUMNS})
 
     def show(self, frames) -> None:
         """A whole run at once (a finished run: Compare's columns, the downloads)."""
