@@ -68,6 +68,23 @@ def test_an_ar_checkpoint_runs_left_to_right(state):
     assert not explore(state).start_sweep(wait=True) and "diffusion" in explore(state).quality.status
 
 
+def test_diffusion_only_knobs_are_disabled_while_an_ar_model_is_loaded(state):
+    """Issue 15, defect 4: the AR baseline ignores steps, strategy, schedule, blocks, threshold and
+    revision; their widgets say so by being disabled, and come back with a diffusion model."""
+    from explorer.dashboard.tabs.explore.controls import DIFFUSION_ONLY, ControlsView
+
+    controls = ControlsView(state=explore(state))
+    assert not any(controls.widgets[k].disabled for k in DIFFUSION_ONLY)
+    explore(state).sweep_samples = 2
+    assert explore(state).start_sweep(wait=True) and explore(state).quality.result is not None
+    state.load("tiny-ar", wait=True)
+    assert explore(state).quality.result is None  # the diffusion model's curve is not left on screen
+    assert all(controls.widgets[k].disabled for k in DIFFUSION_ONLY)
+    assert not any(controls.widgets[k].disabled for k in ("temperature", "top_p", "top_k", "length", "seed"))
+    state.load("tiny", wait=True)
+    assert not any(controls.widgets[k].disabled for k in DIFFUSION_ONLY)
+
+
 def test_live_rows_equal_a_replay_of_the_trajectory(state):
     state.param.update(steps=5, remask=0.3, seed=1)
     explore(state).start_run(wait=True)

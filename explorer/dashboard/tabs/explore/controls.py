@@ -13,6 +13,8 @@ from ...ui.palette import FONT
 SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
            "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
            "remask": pn.widgets.FloatSlider, "length": pn.widgets.IntSlider}
+# Knobs only the diffusion sampler reads: disabled while a causal (AR) model is loaded (issue 15, defect 4)
+DIFFUSION_ONLY = ("steps", "strategy", "schedule", "block_length", "threshold", "remask")
 
 
 class ControlsView(StateView):
@@ -46,6 +48,8 @@ class ControlsView(StateView):
         self._show_error()
         self._running()
         self._fonts()
+        self._kind()
+        self.on(self.state.session, "model_info", self._kind)
         self.on(self.state.session, "error", self._show_error)
         self.on(self.state.session, "presentation", self._fonts)
 
@@ -56,6 +60,11 @@ class ControlsView(StateView):
     def _running(self):
         self.widgets["run"].loading = False  # the button stays clickable: a click supersedes the run
         self.widgets["stop"].disabled = not self.state.running
+
+    def _kind(self):
+        causal = self.state.session.model_info.get("kind") == "ar"
+        for name in DIFFUSION_ONLY:
+            self.widgets[name].disabled = causal
 
     def _fonts(self):
         for widget in self.widgets.values():
