@@ -32,6 +32,9 @@ class ModelConfig:
     dropout: float = 0.0
     kind: str = "diffusion"  # "diffusion" (bidirectional) or "ar" (causal)
     time_conditioning: str = "none"  # "none" or "adaln"
+    # Dream's adaptation of an AR model: logits[:, i] is read from position i-1 (where the causal
+    # model it started from predicted token i); position 0 reads its own. Diffusion models only.
+    shift_logits: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -41,6 +44,8 @@ class ModelConfig:
                 f"time_conditioning must be one of {TIME_CONDITIONING}, got {self.time_conditioning!r}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.shift_logits and self.kind != "diffusion":
+            raise ValueError("shift_logits is for diffusion models adapted from an AR one, not for kind 'ar'")
         if not 0 <= self.mask_id < self.vocab_size:
             raise ValueError(f"mask_id {self.mask_id} outside vocabulary of {self.vocab_size}")
 
@@ -202,4 +207,7 @@ class Transformer(nn.Module):
             h = block(h, temb, cache, i)
         if cache is not None:
             cache.length += T
-        return self.head(self.ln_f(h))  # (B, T, V)
+        logits = self.head(self.ln_f(h))  # (B, T, V)
+        if self.config.shift_logits:
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)  # (B, T, V): row i from position i-1
+        return logits

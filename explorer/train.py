@@ -64,6 +64,11 @@ class TrainConfig:
     # with more rows so a step still sees about batch_size * block_size tokens.
     min_length: int = 0  # 0: every step trains full block_size windows
     short_fraction: float = 0.5
+    # AR-to-diffusion adaptation (Dream from Qwen): start from the weights of a checkpoint of the same
+    # shape and tokenizer (the AR baseline), with shift_logits so each position keeps predicting from
+    # where the causal model did.
+    init_from: str | None = None
+    shift_logits: bool = False
 
     def __post_init__(self):
         if self.lr_schedule not in LR_SCHEDULES:
@@ -153,7 +158,7 @@ class Trainer:
         self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **prior.meta.get("curves", {})}
         self.state["resumed_at"] = prior.meta["training_state"].get("resumed_at", []) + [self.state["step"]]
         arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "time_conditioning", "block_size",
-                                              "n_layer", "n_head", "n_embd", "dropout")}
+                                              "n_layer", "n_head", "n_embd", "dropout", "init_from", "shift_logits")}
         return replace(cfg, **arch)
 
     def _check_tokenizer(self, prior):
@@ -164,9 +169,26 @@ class Trainer:
         tok = self.corpus.tokenizer
         c = self.cfg
         torch.manual_seed(c.seed)
-        return Transformer(ModelConfig(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=c.block_size,
-                                       n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, dropout=c.dropout,
-                                       kind=c.kind, time_conditioning=c.time_conditioning))
+        model = Transformer(ModelConfig(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=c.block_size,
+                                        n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, dropout=c.dropout,
+                                        kind=c.kind, time_conditioning=c.time_conditioning,
+                                        shift_logits=c.shift_logits))
+        if c.init_from:
+            self._init_from(model, c.init_from)
+        return model
+
+    def _init_from(self, model: Transformer, source: str) -> None:
+        """Copy every weight of checkpoint `source` (same shapes and tokenizer; its kind may differ)."""
+        src = load_checkpoint(source)
+        if src.tokenizer.chars != self.corpus.tokenizer.chars:
+            raise ValueError(f"--init-from {source}: its vocabulary differs from the corpus's")
+        theirs, mine = src.state_dict(), model.state_dict()
+        wrong = sorted(k for k in mine if k not in theirs or theirs[k].shape != mine[k].shape)
+        if wrong or set(theirs) - set(mine):
+            raise ValueError(f"--init-from {source}: its weights do not fit this architecture "
+                             f"({', '.join((wrong or sorted(set(theirs) - set(mine)))[:3])} ...); "
+                             "give the same --n-layer, --n-embd, --n-head, --block-size and --time-conditioning")
+        model.load_state_dict(theirs)
 
     def _build_optimizer(self):
         # No weight decay on norms, biases and embeddings' 1-D params (nanoGPT's split).
