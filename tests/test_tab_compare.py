@@ -242,5 +242,36 @@ def test_best_is_not_given_to_a_collapsed_column():
     varied = {"metrics": {"pattern_quality": 0.8, "pattern_quality_p2": 0.8, "distinct_symbols": 3.0, "nfe": 8}}
     best = best_values([collapsed, varied])
     assert best == {"pattern_quality_p2": 0.8}  # not pattern_quality 1.0; symbols and equal NFE unmarked
-    text = {"metrics": {"gen_ppl": 9.0}}, {"metrics": {"gen_ppl": 12.0}}
-    assert best_values(list(text)) == {"gen_ppl": 9.0}  # no reference distance measured: gen-PPL still ranks
+    text = [{"metrics": {"gen_ppl": 3.0, "entropy": 1.9}}, {"metrics": {"gen_ppl": 12.0, "entropy": 3.1}}]
+    assert best_values(text) == {}  # no reference distance measured: no winner (the 'the the' column has the lowest gen-PPL)
+    text[0]["metrics"]["ref_distance"], text[1]["metrics"]["ref_distance"] = 4.0, 1.2
+    assert best_values(text) == {"ref_distance": 1.2}
+
+
+def test_a_text_column_is_scored_by_its_distance_to_held_out_text(tmp_path):
+    """Compare's text columns carry metrics.ref_distance against held-out crops of their length (the
+    reading that ranks them); without held-out data on the machine there is none, and no winner."""
+    import numpy as np
+
+    from explorer import metrics
+    from explorer.dashboard.runtime.checkpoints import reference_scores, validation_tokens
+    from explorer.dashboard.tabs.compare.state import score
+    from explorer.sampling import SamplerConfig, sample
+    from tests.conftest import TINY_TEXT
+    from tests.test_sweep import text_models
+
+    corpus, model, judge = text_models.__wrapped__()
+    data = tmp_path / "tiny.txt"
+    data.write_text(TINY_TEXT)
+    model.meta = {**model.meta, "train_config": {"data": str(data)}}
+    traj = sample(model, SamplerConfig(steps=4, seed=1), length=20)
+    scored = score(model, traj, judge)
+    texts = [model.tokenizer.decode(r) for r in validation_tokens(model, 20, 32).tolist()]
+    ref = metrics.text_quality(texts, judge=judge)
+    assert reference_scores(model, judge, 20) == (pytest.approx(ref["gen_nll"].mean()), pytest.approx(ref["entropy"].mean()))
+    mine = metrics.text_quality([model.tokenizer.decode(traj.final[0])], judge=judge)
+    expected = metrics.ref_distance(mine["gen_nll"], mine["entropy"], ref["gen_nll"].mean(), ref["entropy"].mean())
+    assert scored["ref_distance"] == pytest.approx(float(expected[0]))
+    model.meta = {**model.meta, "train_config": {"data": str(tmp_path / "gone.txt")}}
+    model.path = tmp_path / "another"  # (the cache is keyed by the model's path)
+    assert "ref_distance" not in score(model, traj, judge) and np.isfinite(score(model, traj, judge)["gen_ppl"])

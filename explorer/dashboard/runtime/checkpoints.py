@@ -96,6 +96,26 @@ def validation_tokens(model, length: int, n: int = 64):
     return tokens
 
 
+def reference_scores(model, judge, length: int, n: int = 32) -> tuple[float, float]:
+    """(mean gen NLL under `judge`, mean unigram entropy) of `n` held-out crops of `length` characters:
+    the reference row that metrics.ref_distance measures a text sample against. Cached per model,
+    judge and length; ValueError when the checkpoint's held-out data is not on this machine."""
+    import numpy as np
+
+    from ...metrics import text_quality
+
+    key = ("reference", str(getattr(model, "path", id(model))), str(getattr(judge, "path", id(judge))), length, n)
+    with _LOCK:
+        if key in _VAL_CACHE:
+            return _VAL_CACHE[key]
+    texts = [model.tokenizer.decode(row) for row in validation_tokens(model, length, n).tolist()]
+    table = text_quality(texts, judge=judge)
+    scores = (float(np.mean(table["gen_nll"])), float(np.mean(table["entropy"])))
+    with _LOCK:
+        _VAL_CACHE[key] = scores
+    return scores
+
+
 def find_judge(model, names: list[str]):
     """An AR checkpoint with the model's alphabet to score text (gen-PPL) and act as the AR baseline."""
     base = getattr(getattr(model, "path", None), "stem", "")

@@ -19,6 +19,7 @@ import numpy as np
 import param
 
 from ....experiments import sample_kind, score_samples
+from ....metrics import ref_distance
 from ...frames import Frames, glyph_table
 from ...runtime import checkpoints
 from ...runtime.tasks import Task, TaskCancelled
@@ -40,7 +41,8 @@ OVERRIDES = {"steps": int, "temperature": float, "top_p": float, "top_k": int, "
 MODELS = ("session", "ar")  # model=session: the model loaded in the sidebar; ar: its AR baseline
 METRIC_LABELS = {"gen_ppl": "gen-PPL", "entropy": "entropy", "word_validity": "word validity",
                  "pattern_quality": "pattern quality", "pattern_quality_p2": "pattern quality (period ≥ 2)",
-                 "distinct_symbols": "distinct symbols"}  # the last two show a one-symbol collapse
+                 "distinct_symbols": "distinct symbols",  # these two show a one-symbol collapse
+                 "ref_distance": "distance to held-out text"}  # metrics.ref_distance: what ranks text
 
 
 def parse_overrides(spec: str) -> dict:
@@ -125,6 +127,13 @@ def score(model, traj, judge) -> dict:
     table = score_samples(kind, traj.final[:1], [text], judge=judge if kind == "text" else None,
                           words=words or None)
     values = {k: float(table[k].iloc[0]) for k in METRIC_LABELS if k in table}
+    if "gen_nll" in table:  # how far from held-out text: what ranks text columns (gen-PPL alone crowns 'the the')
+        try:
+            ref_nll, ref_entropy = checkpoints.reference_scores(model, judge, traj.length)
+            values["ref_distance"] = float(ref_distance(table["gen_nll"].iloc[0], table["entropy"].iloc[0],
+                                                        ref_nll, ref_entropy))
+        except ValueError:  # no held-out data on this machine: no distance, and no text column is "best"
+            pass
     return {**values, "nfe": int(traj.nfe), "seconds": float(traj.seconds)}
 
 

@@ -62,8 +62,8 @@ def grid_html(table: pd.DataFrame, metric: str) -> str:
 
 
 def temperature_html(table: pd.DataFrame, summary: pd.DataFrame, metric: str) -> str:
-    """Seed 001's temperature comparison: per temperature its samples and mean scores (low: repetitive
-    but coherent; high: diverse but noisy)."""
+    """Seed 001's temperature comparison: per temperature its samples and mean scores, entropy and
+    distinct-2 always beside the chosen metric (what a temperature does is read from them, not said)."""
     extra = [m for m in ("entropy", "distinct_2") if f"{m}_mean" in summary and m != metric]
     head = "".join(f"<th style='white-space: nowrap'>{m.replace('_', '-')}</th>" for m in (metric, *extra))
     rows = []
@@ -254,7 +254,9 @@ class SweepTabView(pn.viewable.Viewer):
                    pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
             TaskBar(task=self.tab.grid, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
         temps = pn.Column(
-            pn.pane.Markdown("### Temperature comparison\nLow: repetitive but coherent; high: diverse but noisy."),
+            pn.pane.Markdown("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
+                             "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
+                             "is repetition, not quality."),
             pn.Row(pn.widgets.TextInput.from_param(p.temp_values, width=190),
                    pn.widgets.IntInput.from_param(p.temp_steps, width=100),
                    pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
