@@ -224,3 +224,32 @@ def test_a_live_run_is_shown_on_ticks_first_rows_and_end_at_once(state, monkeypa
     rows = e.trajectory.n_steps + 1
     assert ticks == (list(range(1, rows + 1)) if interval == 0 else [1, 2, rows])
     assert e.frames.n_rows == rows and not e.running
+
+
+def test_the_header_tells_only_what_is_known_of_a_run(state):
+    """Issue 15, defect 3: a threshold run's model calls are unknown until it ends, so the header does
+    not promise a step count; at the end it reports the real model calls."""
+    from explorer.dashboard.tabs.explore.state import run_status
+
+    frames = Frames(np.full(LENGTH, state.model.config.mask_id), np.zeros(LENGTH, bool), state.model.config.mask_id,
+                    glyph_table(state.model.tokenizer))
+    frames.expected_rows = 9
+    assert run_status(state.model, SamplerConfig(steps=8), frames) == "sampling 8 steps …"
+    assert "threshold 0.9" in run_status(state.model, SamplerConfig(threshold=0.9), frames)
+    assert "8 steps" not in run_status(state.model, SamplerConfig(threshold=0.9), frames)
+    state.threshold = 0.9
+    assert explore(state).start_run(wait=True)
+    traj = explore(state).trajectory
+    assert state.status == f"{traj.n_steps} steps, {traj.nfe} model calls, {traj.seconds * 1000:.0f} ms"
+    state.load("tiny-ar", wait=True)
+    assert "left to right" in run_status(state.model, SamplerConfig(), frames)
+
+
+def test_heatmap_ticks_only_whole_steps_and_positions():
+    """Issue 15, defect 9: a short run's axes showed step -0.5 and 0.5. Compare's progress axis (0..1)
+    keeps fractional ticks."""
+    from explorer.dashboard.ui.heatmap import HeatmapFigure
+
+    live, columns = HeatmapFigure().figure, HeatmapFigure(progress=True).figure
+    assert live.xaxis[0].ticker.min_interval == live.yaxis[0].ticker.min_interval == 1
+    assert columns.xaxis[0].ticker.min_interval == 1 and columns.yaxis[0].ticker.min_interval < 1

@@ -176,6 +176,9 @@ class HeatmapFigure:
         formatters = {k: CustomJSHover(args=args, code=HOVER_LOOKUP + v) for k, v in FORMATTERS.items()}
         p.add_tools(HoverTool(renderers=[image], tooltips=TOOLTIPS, formatters=formatters))
         p.grid.visible = False
+        p.xaxis.ticker.min_interval = 1  # positions and steps are whole: no tick at -0.5 on a short run
+        if not self.progress:
+            p.yaxis.ticker.min_interval = 1
         p.toolbar.logo = None
         if labels and not self.progress:  # (progress rows are too thin to hold a character)
             p.text("x", "y", text="glyph", source=self.labels, text_align="center", text_baseline="middle",

@@ -48,6 +48,17 @@ def auto_sweep_default() -> bool:
     return os.environ.get(AUTO_SWEEP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def run_status(model, config, frames) -> str:
+    """What the header says while a run streams: only what is known before it ends (a threshold run's
+    model calls are not: issue 15 saw "sampling 32 steps" over a 256-call threshold run)."""
+    n = frames.expected_rows - 1
+    if model is not None and model.config.kind == "ar":
+        return f"sampling {n} characters left to right, one model call each …"
+    if config.threshold is not None:
+        return f"sampling until every position clears the threshold {config.threshold:g} (one model call per step) …"
+    return f"sampling {n} steps …"
+
+
 class ExploreState(TabState):
     """The run the session's knobs produced (`frames` while it streams, `trajectory` once finished),
     the confidence view's choice, and quality vs steps; `start_run` and `start_sweep` start them."""
@@ -169,7 +180,7 @@ class ExploreState(TabState):
         if not self._runs.is_current(job):
             return
         self.frames, self.trajectory = frames, None
-        self.session.status = f"sampling {frames.expected_rows - 1} steps …"
+        self.session.status = run_status(self.session.model, config, frames)
         self.param.update(running=True, run_id=self.run_id + 1, n_rows=frames.n_rows, step=0)
 
     def _end(self, job, traj, message: str) -> None:
