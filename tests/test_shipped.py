@@ -75,3 +75,35 @@ def test_patterns_checkpoint_meets_the_quality_bar():
 
     assert mean_quality(10) >= 0.97
     assert mean_quality(1) < 0.5
+
+
+def test_shakespeare_is_right_at_every_length():
+    """Issue 14's length bars, measured on the whole held-out split at the end of training
+    (train.length_metrics): NELBO at 32, 64 and 128 characters no more than 0.10 above the figure at 256;
+    argmax accuracy at t = 0.3 at 64 characters at least 0.9 x that at 256. (Its bar of 1.95 at 256 is
+    not met yet: 1.974; test_shakespeare_diffusion_meets_its_bar keeps issue 2's 2.0.)"""
+    metrics = _require("shakespeare").meta["metrics"]
+    full = metrics["nelbo_nats_per_char"]
+    for L in (32, 64, 128):
+        assert metrics[f"nelbo_nats_per_char_L{L}"] <= full + 0.10, L
+    assert metrics["accuracy_t0.3_L64"] >= 0.9 * metrics["accuracy_t0.3_L256"]
+
+
+def test_shakespeare_recommends_settings_that_read_like_the_reference():
+    """The checkpoint's sampler_defaults (what the CLI and the dashboard start from) were measured by
+    tools/choose_defaults.py --write: 20 samples of 256 and of 64 characters and of seed 004's four prompt
+    completions, each within the issue's bars of held-out text of the same length (gen-PPL under the
+    shakespeare-ar judge at most 4x the reference's, unigram entropy within 0.35 nats)."""
+    from explorer.metrics import ENTROPY_BAR, PPL_BAR
+    from explorer.sampling.config import recommended
+
+    m = _require("shakespeare")
+    defaults = recommended(m)
+    assert {"strategy", "temperature", "steps"} <= set(defaults)
+    bars = m.meta["metrics"]["text_bars"]
+    assert set(bars) == {"256 characters", "64 characters", "4 prompts + 60 masked"}
+    for name, bar in bars.items():
+        assert bar["samples"] >= 20, name
+        assert bar["gen_ppl"] <= PPL_BAR * bar["ref_gen_ppl"], name
+        assert abs(bar["entropy"] - bar["ref_entropy"]) <= ENTROPY_BAR, name
+    assert "--write" in m.meta["metrics"]["text_bars_command"]
