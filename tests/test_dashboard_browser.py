@@ -187,6 +187,9 @@ def test_screenshot(browser, tmp_path, monkeypatch):
     else:
         monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(SHIPPED))
     states = []
+    from explorer.checkpoint import read_metadata, resolve_checkpoint
+
+    steps = (read_metadata(resolve_checkpoint(name)).get("sampler_defaults") or {}).get("steps", 32)
 
     def app():
         template = create_app(checkpoint=name, device="cpu")
@@ -199,7 +202,7 @@ def test_screenshot(browser, tmp_path, monkeypatch):
     try:
         get(f"http://localhost:{port}/")
         page, problems = open_page(browser, f"http://localhost:{port}/")
-        wait_rows(page, 33, timeout=180_000, states=states)
+        wait_rows(page, steps + 1, timeout=180_000, states=states)  # the checkpoint's own steps
         budget = float(os.environ.get("MDLM_EXPLORER_SCREENSHOT_WAIT", "240"))
         page.locator(".quality-view .bk-Canvas, .quality-view canvas").first.wait_for(timeout=budget * 1000)
         page.wait_for_timeout(1500)
