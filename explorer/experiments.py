@@ -496,7 +496,7 @@ def held_out(model, data: str | None = None):
 # The metrics a quality plot can show, in the order one is picked when none is asked for: on patterns
 # the period->=2 quality first, which a one-symbol tiling cannot fool (seed 000's pattern_quality
 # scores it 1.0, and confidence order collapses to it; issue 14).
-QUALITY_METRICS = ("pattern_quality_p2", "pattern_quality", "gen_ppl", "word_validity", "entropy", "distinct_2",
+QUALITY_METRICS = ("pattern_quality_p2", "pattern_quality", "ref_distance", "gen_ppl", "word_validity", "entropy", "distinct_2",
                    "distinct_symbols")
 
 

@@ -275,3 +275,28 @@ def test_a_text_column_is_scored_by_its_distance_to_held_out_text(tmp_path):
     model.meta = {**model.meta, "train_config": {"data": str(tmp_path / "gone.txt")}}
     model.path = tmp_path / "another"  # (the cache is keyed by the model's path)
     assert "ref_distance" not in score(model, traj, judge) and np.isfinite(score(model, traj, judge)["gen_ppl"])
+
+
+def test_explore_quality_sweep_on_text_is_ranked_by_distance_to_held_out_text(tmp_path):
+    """Issue 14, item 3: the Explore sweep of a text model carries a held-out reference row when the data
+    is on the machine, so its curves and sweet spot default to ref_distance, not gen-PPL."""
+    import pandas as pd
+
+    from explorer.dashboard.tabs.explore.state import held_out_reference
+    from explorer.experiments import pick_metric, sweep
+    from explorer.sampling import SamplerConfig
+    from tests.conftest import TINY_TEXT
+    from tests.test_sweep import text_models
+
+    corpus, model, judge = text_models.__wrapped__()
+    data = tmp_path / "tiny.txt"
+    data.write_text(TINY_TEXT)
+    model.meta = {**model.meta, "train_config": {"data": str(data)}}
+    model.path = tmp_path / "text-model"
+    reference = held_out_reference(model, judge, 20, None)
+    assert reference.shape[1] == 20 and 2 <= reference.shape[0] <= 16  # (the tiny corpus holds fewer than 16)
+    assert held_out_reference(model, judge, 20, "To be█████") is None and held_out_reference(model, None, 20, None) is None
+    _, summary = sweep(model, SamplerConfig(), {"steps": [1, 4]}, n_samples=2, seed=0, length=20, judge=judge,
+                       reference=reference)
+    assert pick_metric(summary) == "ref_distance" and summary["ref_distance_mean"].notna().all()
+    assert pick_metric(pd.DataFrame({"gen_ppl_mean": [3.0]})) == "gen_ppl"  # no reference: gen-PPL

@@ -48,6 +48,18 @@ def auto_sweep_default() -> bool:
     return os.environ.get(AUTO_SWEEP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def held_out_reference(model, judge, length: int, template: str | None, n: int = 16):
+    """Held-out text of the canvas's length for the quality sweep's reference row, which gives text its
+    `ref_distance` (what ranks text: gen-PPL alone crowns `the the the`). None for patterns, without a
+    judge, for a template (its given text would be scored too) or without held-out data here."""
+    if judge is None or template or model.config.kind != "diffusion":
+        return None
+    try:
+        return checkpoints.validation_tokens(model, length, n).numpy()
+    except ValueError:
+        return None
+
+
 def run_status(model, config, frames) -> str:
     """What the header says while a run streams: only what is known before it ends (a threshold run's
     model calls are not: issue 15 saw "sampling 32 steps" over a 256-call threshold run)."""
@@ -82,8 +94,9 @@ class ExploreState(TabState):
     sweep_x = param.Selector(default="steps", objects=["steps", "nfe"], label="x axis",
                              doc="Plot against denoising steps or model calls (NFE)")
     sweep_metric = param.Selector(default="auto", objects=["auto", *QUALITY_METRICS], label="Quality metric",
-                                  doc="auto: pattern quality for patterns, gen-PPL with an AR judge, "
-                                      "else the valid-word fraction")
+                                  doc="auto: pattern quality (period >= 2) for patterns; for text the distance "
+                                      "from held-out text when it is on this machine, else gen-PPL with an AR "
+                                      "judge, else the valid-word fraction")
     sweep_samples = param.Integer(4, bounds=(1, 64), label="Samples per point",
                                   doc="Samples per (steps, strategy) point: more = tighter bands, slower")
     sweep_auto = param.Boolean(True, label="Compute after each run",
@@ -315,9 +328,10 @@ class ExploreState(TabState):
 
         grid = [s for s in STEPS_GRID if s <= max(canvas.n_generate, 1)] or [1]
         judge = checkpoints.load(self._judge_name, self.session.device) if self._judge_name else None
+        reference = held_out_reference(model, judge, canvas.length, template)
         try:
             result = sweep(model, config, {"steps": grid, "strategy": strategies}, n_samples=n_samples,
-                           seed=seed, length=canvas.length, template=template, judge=judge,
+                           seed=seed, length=canvas.length, template=template, judge=judge, reference=reference,
                            progress=lambda done, total: report(done, total, f"{done} of {total} samples"),
                            cancel=lambda: job.cancelled, include_ar=judge is not None and template is None)
         except SweepCancelled:
