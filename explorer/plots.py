@@ -192,6 +192,9 @@ def _sweet_spot_stars(diff: pd.DataFrame, metric: str, x: str, xcol: str, by: li
                                                 hover_tooltips="@spot")]
 
 
+LOG_Y = ("gen_ppl", "tokens_per_s", "ms_per_sample")  # metrics drawn on a log axis (positive, over decades)
+
+
 def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", by: Sequence[str] | None = None,
                        speed: bool = True, logx: bool = True, title: str | None = None,
                        width: int | None = None, height: int = 480):
@@ -214,8 +217,11 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     ticks = np.unique(np.round(xs[np.isfinite(xs)], 1))
     extra = {"hooks": [_fixed_xticks([float(v) for v in ticks])]} if len(ticks) <= 12 else {}
     size = {"responsive": True} if width is None else {"width": int(width)}
+    # gen-PPL spans 500 (one step) to 10 (64 steps): on a linear axis every curve past 4 steps is a flat
+    # line at the bottom (issue 15). Its log axis, and the speed axis beside it, show ratios instead.
+    logy = metric in LOG_Y and bool((summary[f"{metric}_mean"].dropna() > 0).all())
     return hv.Overlay(els).opts(
-        multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), height=height, **size, show_grid=True,
+        multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), logy=logy, height=height, **size, show_grid=True,
         padding=0.05, legend_position="right", title=title or f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}",
         **extra)
 

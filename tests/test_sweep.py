@@ -258,6 +258,9 @@ def test_quality_speed_plot_and_html(tmp_path, text_models):
         assert set(ar.dimension_values(1)) == {rows["ar"]["gen_ppl_mean"].iloc[0]}
         assert x == "steps" or ar.dimension_values(0).tolist() == [rows["ar"]["nfe_mean"].iloc[0]]
         assert set(shown["Curve", "held-out text"].dimension_values(1)) == {rows["reference"]["gen_ppl_mean"].iloc[0]}
+    # gen-PPL and speed span decades: log axes (issue 15); bounded scores stay linear
+    assert quality_speed_plot(summary, "gen_ppl").opts.get().kwargs["logy"] is True
+    assert quality_speed_plot(summary, "entropy").opts.get().kwargs["logy"] is False
     path = save_plot(speed_plot(summary), tmp_path / "speed.html", resources="cdn")
     html = path.read_text()
     assert html.startswith("<!DOCTYPE html>") and "tokens / s vs denoising steps" in html and "AR baseline" in html
