@@ -125,7 +125,9 @@ class Session(param.Parameterized):
     seed = param.Integer(0, bounds=(0, 2**31 - 1), label="Seed",
                          doc="Random seed: the same seed and knobs give the same text")
     template = param.String("", label="Prompt / infill template",
-                            doc="Text to keep; █ = one character to generate, [___] = five. "
+                            doc="Text to keep; █ = one character to generate, [___] = five. The canvas is "
+                                "padded with █ up to Length (so text after the template is generated too): "
+                                "to fill only the blanks, set Length to the template's length. "
                                 "Empty = generate everything")
 
     presentation = param.Boolean(False, label="Presentation (large type)", doc="Larger type for projectors")
