@@ -158,6 +158,35 @@ def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
     assert problems == []
 
 
+# Every drawn canvas's horizontal extent, and the widths the page can show (its viewport, its scrollable width).
+CANVASES_JS = """() => { const out = []; const walk = root => { for (const el of root.querySelectorAll('*')) {
+  if (el.shadowRoot) walk(el.shadowRoot);
+  if (el.tagName === 'CANVAS') { const r = el.getBoundingClientRect(); if (r.width > 40 && r.height > 40) out.push([r.left, r.right]); } } };
+  walk(document); return [window.innerWidth, document.documentElement.scrollWidth, out]; }"""
+
+
+def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
+    """Issue 15, defect 2: at 1024x768 the Explore tab's right column (confidence, quality) ran past the
+    window's edge with no scroll. At each projector size, normal and in presentation mode, every plot lies
+    inside the page's width."""
+    url, states = served
+    page, problems = open_page(browser, url)
+    wait_rows(page, 33, states=states)
+    wait_until(lambda: explore(states[-1]).quality.result is not None)
+    for presentation in (False, True):
+        if presentation:
+            page.locator(".knob-presentation input").first.check()
+            wait_until(lambda: states[-1].presentation)
+        for width, height in ((1024, 768), (1280, 720), (1366, 768), (1920, 1080)):
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(700)  # Bokeh lays the plots out again
+            inner, scrollable, canvases = page.evaluate(CANVASES_JS)
+            assert len(canvases) >= 3, (width, presentation)  # heatmap, confidence, quality at least
+            cut = [box for box in canvases if box[1] > max(inner, scrollable) + 1 or box[0] < -1]
+            assert not cut, f"{width}x{height}, presentation={presentation}: plots cut off at {cut} (page {inner} px)"
+    assert problems == []
+
+
 def test_bad_template_shows_the_notice(browser, served):
     url, states = served
     page, problems = open_page(browser, url)

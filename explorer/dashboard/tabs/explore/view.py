@@ -24,4 +24,7 @@ def explore_view(state):
     right = pn.Column(pn.pane.HTML("<b>Per-position confidence</b>", margin=(0, 10)), ConfidenceView(state=state),
                       QualityView(state=state), DownloadsView(state=state, part="sweep"),
                       sizing_mode="stretch_width", styles={"flex": "2 1 0"}, min_width=380)
-    return pn.Row(left, right, sizing_mode="stretch_width")
+    # A wrapping flex row: where the two columns' minimum widths do not fit (a 1024-pixel projector, the
+    # sidebar open) the right column moves under the left one instead of being cut off (issue 15).
+    return pn.FlexBox(left, right, flex_direction="row", flex_wrap="wrap", align_items="flex-start",
+                      sizing_mode="stretch_width")
