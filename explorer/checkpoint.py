@@ -63,7 +63,12 @@ def save_checkpoint(model: Transformer, path: str | Path, meta: dict, dtype=torc
                for k, v in model.state_dict().items() if k != TIED}
     full = dict(meta)
     full["model_config"] = model.config.to_dict()
-    header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(full)}
+    return _write(path, tensors, full)
+
+
+def _write(path: Path, tensors: dict, meta: dict) -> Path:
+    """Weights and JSON metadata into `path`, atomically (tmp file + rename)."""
+    header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(meta)}
     tmp = path.with_suffix(path.suffix + ".tmp")
     save_file(tensors, str(tmp), metadata=header)
     os.chmod(tmp, 0o644)  # readable by every user of a shared lab server
@@ -144,10 +149,4 @@ def update_metadata(name_or_path: str | Path, changes: dict) -> Path:
     meta = read_metadata(path)
     for key, value in changes.items():
         meta[key] = {**meta[key], **value} if isinstance(value, dict) and isinstance(meta.get(key), dict) else value
-    tensors = _read_weights(path)
-    header = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "meta": json.dumps(meta)}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    save_file(tensors, str(tmp), metadata=header)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    return _write(path, _read_weights(path), meta)
