@@ -200,3 +200,25 @@ def test_bokeh_models_change_only_in_the_sessions_dispatch(ckpts):
     assert len(panel.val_src.data["step"]) == len(tab.val_points) > 0
     assert panel.plan_src.data["step"][-1] == 12 and panel.loss_pane.object.title.text_font_size == FONT[True]["title"]
     state.close()
+
+
+def test_the_page_shows_figures_by_length_and_the_recommended_sampler_when_stored():
+    """Issue 14: the checkpoint page says how the model does at each canvas length and which sampler
+    settings it recommends, with their figures against held-out text; sections absent when not stored."""
+    from explorer.dashboard.tabs.model.meta import summary_sections
+
+    meta = {"model_config": {"block_size": 256, "kind": "diffusion"},
+            "metrics": {"nelbo_nats_per_char": 1.97, "nelbo_nats_per_char_L64": 2.01, "accuracy_t0.3_L64": 0.56,
+                        "accuracy_t0.3_L256": 0.58,
+                        "text_bars": {"64 characters": {"gen_ppl": 13.1, "ref_gen_ppl": 4.6, "entropy": 2.86,
+                                                        "ref_entropy": 2.95, "passes": True, "samples": 20}}},
+            "sampler_defaults": {"strategy": "random", "temperature": 0.8}}
+    sections = summary_sections(meta, "m")
+    assert sections["Held-out figures by canvas length"] == [
+        ("64 characters", "NELBO 2.010 nats/char · accuracy at t = 0.3: 0.560"),
+        ("256 characters", "NELBO 1.970 nats/char · accuracy at t = 0.3: 0.580")]
+    rows = dict(sections["Recommended sampler"])
+    assert rows["settings"] == "strategy random, temperature 0.8"
+    assert "gen-PPL 13.1 (held-out 4.6)" in rows["64 characters"] and "passes the bars" in rows["64 characters"]
+    bare = summary_sections({"model_config": {"block_size": 24}}, "m")
+    assert "Held-out figures by canvas length" not in bare and "Recommended sampler" not in bare

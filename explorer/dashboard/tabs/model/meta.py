@@ -111,10 +111,39 @@ def _training(meta: dict) -> list[tuple[str, str]]:
             ("saved", str(meta.get("created", "?")))]
 
 
+def _by_length(meta: dict) -> list[tuple[str, str]]:
+    """NELBO and argmax accuracy (t = 0.3) per canvas length, where the final metrics hold them."""
+    m, mc = meta.get("metrics") or {}, meta.get("model_config") or {}
+    full = mc.get("block_size")
+    rows = []
+    for L in sorted({int(k.rsplit("_L", 1)[1]) for k in m if k.startswith("accuracy_t0.3_L")}):
+        nelbo = m.get("nelbo_nats_per_char" if L == full else f"nelbo_nats_per_char_L{L}")
+        acc = m.get(f"accuracy_t0.3_L{L}")
+        rows.append((f"{L} characters", f"NELBO {nelbo:.3f} nats/char · accuracy at t = 0.3: {acc:.3f}"
+                     if nelbo is not None else f"accuracy at t = 0.3: {acc:.3f}"))
+    return rows
+
+
+def _recommended(meta: dict) -> list[tuple[str, str]]:
+    """The sampler settings the checkpoint recommends and how they measured against held-out text."""
+    wanted, bars = meta.get("sampler_defaults") or {}, (meta.get("metrics") or {}).get("text_bars") or {}
+    if not wanted:
+        return []
+    rows = [("settings", ", ".join(f"{k} {v}" for k, v in wanted.items()))]
+    for block, b in bars.items():
+        rows.append((block, f"gen-PPL {b['gen_ppl']:.1f} (held-out {b['ref_gen_ppl']:.1f}) · entropy "
+                            f"{b['entropy']:.2f} ({b['ref_entropy']:.2f}) · {'passes' if b['passes'] else 'fails'} "
+                            f"the bars · {b['samples']} samples"))
+    return rows
+
+
 def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
-    """Section title -> (label, value) rows of the page (plain strings, escaped when rendered)."""
+    """Section title -> (label, value) rows of the page (plain strings, escaped when rendered); the
+    by-length and recommended-sampler sections only where the metadata has them."""
     corpus = meta.get("corpus") or {}
     data = [("corpus", f"{corpus.get('name', '?')} ({corpus.get('kind', '?')})"),
             ("sha256", (corpus.get("sha256") or "–")[:16]), ("distinct words", f"{len(meta.get('words') or []):,}")]
-    return {f"{name}": [("result", result_line(meta))], "Architecture": _architecture(meta), "Data": data,
-            "Training": _training(meta)}
+    sections = {f"{name}": [("result", result_line(meta))], "Held-out figures by canvas length": _by_length(meta),
+                "Recommended sampler": _recommended(meta), "Architecture": _architecture(meta), "Data": data,
+                "Training": _training(meta)}
+    return {title: rows for title, rows in sections.items() if rows}
