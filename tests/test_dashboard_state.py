@@ -253,3 +253,25 @@ def test_heatmap_ticks_only_whole_steps_and_positions():
     live, columns = HeatmapFigure().figure, HeatmapFigure(progress=True).figure
     assert live.xaxis[0].ticker.min_interval == live.yaxis[0].ticker.min_interval == 1
     assert columns.xaxis[0].ticker.min_interval == 1 and columns.yaxis[0].ticker.min_interval < 1
+
+
+def test_confidence_view_shows_every_committed_position_by_default(state):
+    """Issue 15, defect 6: by default the confidence plot has a bar for every position decided by the
+    shown step (its confidence when committed), ▼ on that step's commits, even when steps > length."""
+    from explorer.dashboard.tabs.explore.confidence import ConfidenceView
+
+    state.param.update(steps=LENGTH + 8, template="AB█")  # more steps than positions; two given positions
+    assert explore(state).start_run(wait=True), state.error
+    view = ConfidenceView(state=explore(state))
+    assert explore(state).confidence_view == "when committed"
+    frames = explore(state).frames
+    for row in (1, frames.n_rows // 2, frames.n_rows - 1):
+        explore(state).step = row
+        data = view.source.data
+        decided = np.flatnonzero(~np.isnan(frames.conf[row]))
+        assert data["x"].tolist() == decided.tolist() and 0 not in decided and 1 not in decided  # not the template's
+        np.testing.assert_allclose(data["top"], frames.conf[row][decided])
+        assert np.isfinite(data["mark"]).sum() == frames.committed[row].sum()
+    assert len(view.source.data["x"]) == LENGTH - 2  # at the end every generated position has a bar
+    explore(state).confidence_view = "this step"  # the old view: only the last step's proposals
+    assert len(view.source.data["x"]) < LENGTH - 2

@@ -1,5 +1,6 @@
-"""Per-position confidence: the scores of the proposals at the selected step, committed ones marked;
-or the model's mean per-position confidence at masking ratio t over validation text (metrics.py)."""
+"""Per-position confidence: every decided position's confidence when it was committed (by default),
+the scores of the proposals at the selected step with committed ones marked, or the model's mean
+per-position confidence at masking ratio t over validation text (metrics.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ from bokeh.transform import linear_cmap
 from ...ui.base import StateView, apply_fonts, notice, show_notice
 from ...ui.heatmap import display_glyphs
 from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, INK
-from .state import CONFIDENCE_VIEWS
+from .state import CONFIDENCE_VIEWS, MEAN_VIEW
 
 TOOLTIPS = [("position", "@x"), ("value", "@top{0.000}"), ("confidence", "@conf{0.000}"),
             ("proposal", "@proposal{custom}"), ("committed (1 = yes)", "@done")]
@@ -33,6 +34,18 @@ def step_bars(frames, row: int) -> dict:
     return {"x": np.flatnonzero(keep).astype(np.int32), "top": top, "conf": conf[keep].astype(np.float64),
             "done": done.astype(np.int8), "proposal": frames.proposals[row][keep].astype(np.int32),
             "mark": np.where(done, top, np.nan)}
+
+
+def committed_bars(frames, row: int) -> dict:
+    """Bars for every position decided by `row`, at the confidence it was committed with (issue 15: the
+    proposals of one step are a few bars, and none once steps exceed the length); ▼ marks the positions
+    that `row` committed. Template positions are given, not committed: no bar."""
+    conf = frames.conf[row]
+    keep = ~np.isnan(conf)
+    done = frames.committed[row][keep]
+    top = conf[keep].astype(np.float64)
+    return {"x": np.flatnonzero(keep).astype(np.int32), "top": top, "conf": top, "done": done.astype(np.int8),
+            "proposal": frames.tokens[row][keep].astype(np.int32), "mark": np.where(done, top, np.nan)}
 
 
 def mean_bars(table) -> dict:
@@ -94,7 +107,8 @@ class ConfidenceView(StateView):
     @param.depends("state.step", "state.n_rows", "state.run_id", "state.running", "state.confidence_view",
                    watch=True)
     def _draw(self):
-        frames, mean = self.state.frames, self.state.confidence_view == CONFIDENCE_VIEWS[1]
+        frames, view = self.state.frames, self.state.confidence_view
+        mean = view == MEAN_VIEW
         self.t.visible = mean
         p = self.figure
         if mean:
@@ -103,6 +117,13 @@ class ConfidenceView(StateView):
             p.title.text = (f"Validation mean, t = {self.state.confidence_t:.2f}"
                             if table is not None else "Computing the validation mean …")
             p.yaxis.axis_label = "mean max-probability"
+        elif view == CONFIDENCE_VIEWS[0]:
+            row = self.state.shown_step
+            data = committed_bars(frames, row) if frames is not None and row > 0 else _empty()
+            p.title.text = ("Confidence when committed (▼ newest step)" if self.state.running else
+                            f"Confidence when committed, step {row} (▼ this step)" if row > 0 else
+                            "Confidence when committed: pick a step ≥ 1")
+            p.yaxis.axis_label = "confidence when committed"
         else:
             row = self.state.shown_step
             data = step_bars(frames, row) if frames is not None and row > 0 else _empty()

@@ -30,7 +30,11 @@ from ..base import TabState
 
 log = logging.getLogger(__name__)
 
-CONFIDENCE_VIEWS = ("this step", "mean at t (validation)")
+# Per-position confidence: every decided position at the shown step, with the confidence it was committed
+# at (the default: it fills as the run goes, whatever the steps); the proposals of that one step; or
+# the model's mean over validation text at ratio t.
+CONFIDENCE_VIEWS = ("when committed", "this step", "mean at t (validation)")
+MEAN_VIEW = CONFIDENCE_VIEWS[2]
 AUTO_RUN_MAX_PARAMS = 50_000_000  # auto-run stays on for models up to this size on a CPU
 # A live run is shown at most this often (its first rows and its end at once): every view redraws on
 # the same tick, so the page gets one message per tick. Bokeh lays out and repaints the page after
@@ -276,7 +280,7 @@ class ExploreState(TabState):
         """The model's mean per-position confidence at ratio t on held-out text (one computation and
         one cache for the whole dashboard: runtime/confidence.py)."""
         model = self.session.model
-        if self.confidence_view != CONFIDENCE_VIEWS[1] or model is None:
+        if self.confidence_view != MEAN_VIEW or model is None:
             return
         if model.config.kind != "diffusion":
             self.confidence.error = "the validation mean is measured on masked text: pick a diffusion model"
