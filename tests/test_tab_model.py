@@ -80,6 +80,7 @@ def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
     assert "mine" in state.param.checkpoint.objects  # choosable in the sidebar and every tab
     assert tab.new_name == "my-patterns"
     tab.param.trigger("sample_saved")  # "Sample from it"
+    assert state.show_tab == "Explore"  # asks the app to bring its samples to the front (no app here)
     wait_for(lambda: state.model_info.get("name") == "mine", message="the new checkpoint was not loaded")
     assert tab.meta["training_state"]["step"] == 12  # the page now describes it
     state.close()

@@ -115,6 +115,12 @@ def link_url(state: Session, tabs) -> UrlState:
     tabs.param.watch(lambda event: setattr(url, "tab", titles[event.new]), "active")
     watch_shown(state, tabs, titles)
     url.param.watch(lambda event: setattr(tabs, "active", titles.index(event.new)), "tab")
+
+    def show_tab(event):  # a tab's action asked for another tab (Model's "Sample from it": Explore)
+        if event.new in titles:
+            url.tab = event.new
+            state.show_tab = ""
+    state.param.watch(show_tab, "show_tab")
     location = pn.state.location
     if location is not None and served_doc() is not None:
         url.watch(lambda: setattr(location, "search", url.search()))

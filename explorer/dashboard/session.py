@@ -131,6 +131,8 @@ class Session(param.Parameterized):
                                 "Empty = generate everything")
 
     presentation = param.Boolean(False, label="Presentation (large type)", doc="Larger type for projectors")
+    show_tab = param.String("", doc="A tab a tab's action brings to the front (Model's 'Sample from it': "
+                                     "Explore); the app shows it and resets this to ''")
     status = param.String("", doc="What the session is doing (loading, sampling ...), in the header")
     error = param.String("", doc="A readable notice for the last failed action ('' = none)")
     model_info = param.Dict(default={})

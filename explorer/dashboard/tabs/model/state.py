@@ -251,6 +251,7 @@ class ModelState(TabState):
     def _sample_clicked(self):
         if self.saved and self.saved in self.session.param.checkpoint.objects:
             self.session.checkpoint = self.saved  # the session loads it; every tab samples from it
+            self.session.show_tab = "Explore"  # where its samples appear (issue 15, defect 7)
 
     @param.depends("preset", watch=True)
     def _preset_chosen(self):
