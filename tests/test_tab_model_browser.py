@@ -84,6 +84,8 @@ def test_page_then_live_training_stop_and_sample(browser, model_tab_only, served
     wait_until(lambda: "saved checkpoints/browser-run.safetensors" in page.locator(".train-status-text").inner_text())
     page.locator(".train-sample button").click()
     wait_until(lambda: states[-1].model_info.get("name") == "browser-run")
+    page.locator(".heatmap-view").first.wait_for(state="visible", timeout=30_000)  # Explore, where it samples
+    page.locator(".bk-tab").get_by_text("Model", exact=True).click()
     wait_until(lambda: "browser-run" in summary.inner_text())  # the page now describes the new model
     page.screenshot(path=str(shots / "model-saved.png"), full_page=True)
     # Known, not this tab's: switching the checkpoint while any tab but Explore is shown makes Panel
