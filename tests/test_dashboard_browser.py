@@ -165,18 +165,30 @@ CANVASES_JS = """() => { const out = []; const walk = root => { for (const el of
   walk(document); return [window.innerWidth, document.documentElement.scrollWidth, out]; }"""
 
 
+# Font sizes (px) of the sidebar's Run button, checkpoint select and seed input, read inside their shadow DOMs.
+SIDEBAR_SIZES_JS = """() => { const size = (cls, tag) => { let found = 0; const walk = root => {
+  for (const el of root.querySelectorAll('*')) { if (el.shadowRoot) walk(el.shadowRoot);
+    if (!found && String(el.className).includes(cls)) { const t = (el.shadowRoot || el).querySelector(tag);
+      if (t) found = parseFloat(getComputedStyle(t).fontSize); } } };
+  walk(document); return found; };
+  return [size('knob-run', 'button'), size('knob-checkpoint', 'select'), size('knob-seed', 'input')]; }"""
+
+
 def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
     """Issue 15, defect 2: at 1024x768 the Explore tab's right column (confidence, quality) ran past the
-    window's edge with no scroll. At each projector size, normal and in presentation mode, every plot lies
-    inside the page's width."""
+    window's edge with no scroll, and presentation mode left the sidebar's values and buttons small. At
+    each projector size, normal and in presentation mode, every plot lies inside the page's width."""
     url, states = served
     page, problems = open_page(browser, url)
     wait_rows(page, 33, states=states)
     wait_until(lambda: explore(states[-1]).quality.result is not None)
+    sizes = {}
     for presentation in (False, True):
         if presentation:
             page.locator(".knob-presentation input").first.check()
             wait_until(lambda: states[-1].presentation)
+            page.wait_for_function(f"() => ({SIDEBAR_SIZES_JS})()[0] > {sizes[False][0]}", timeout=10_000)
+        sizes[presentation] = page.evaluate(SIDEBAR_SIZES_JS)
         for width, height in ((1024, 768), (1280, 720), (1366, 768), (1920, 1080)):
             page.set_viewport_size({"width": width, "height": height})
             page.wait_for_timeout(700)  # Bokeh lays the plots out again
@@ -184,6 +196,8 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
             assert len(canvases) >= 3, (width, presentation)  # heatmap, confidence, quality at least
             cut = [box for box in canvases if box[1] > max(inner, scrollable) + 1 or box[0] < -1]
             assert not cut, f"{width}x{height}, presentation={presentation}: plots cut off at {cut} (page {inner} px)"
+    # presentation mode enlarges the sidebar's widget values and buttons too (they live in shadow DOMs)
+    assert all(big >= 1.4 * small for big, small in zip(sizes[True], sizes[False])), sizes
     assert problems == []
 
 

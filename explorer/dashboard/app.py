@@ -16,6 +16,7 @@ from explorer.dashboard.runtime.dispatch import call_now, document_dispatcher
 from explorer.dashboard.session import Session
 from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, build_tab
 from explorer.dashboard.tabs.explore.controls import ControlsView
+from explorer.dashboard.ui.base import watch_presentation
 from explorer.dashboard.ui.header import HeaderView
 from explorer.dashboard.ui.internals import session_document
 from explorer.dashboard.ui.palette import ACCENT
@@ -147,6 +148,7 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     # Bootstrap rather than the Fast templates: Fast always links a Google web font, which fails
     # (a console error) on an offline machine; every Bootstrap asset is bundled with Panel.
     tabs = build_tabs(state)
+    watch_presentation(state, panes=[tabs])  # every tab's widgets and the tab titles at the type size
     url = link_url(state, tabs)
     template = pn.template.BootstrapTemplate(
         title=TITLE, sidebar=[ControlsView(state=state.tabs["Explore"])], main=[url_notice(url), tabs],

@@ -42,6 +42,24 @@ def apply_fonts(figure, presentation: bool) -> dict:
     return size
 
 
+def type_size(presentation: bool) -> dict:
+    """Styles that set a view's type size (its host element; see widget_type_size for the inside)."""
+    base = FONT[presentation]["base"]
+    return {"font-size": base, "--bokeh-font-size": base}
+
+
+def widget_type_size(widget, presentation: bool) -> None:
+    """A widget at the session's type size, its value, buttons and segments included: those are drawn
+    in a shadow DOM whose theme sets their own sizes, so the host's font-size never reaches them (issue
+    15: presentation mode left them small). A stylesheet inside the shadow root does."""
+    widget.styles = type_size(presentation)
+    base = FONT[presentation]["base"]
+    css = (f":host {{ --font-size: {base}; }} .bk-btn, .bk-input, select, input, textarea, .bk-label, "
+           f".noUi-tooltip {{ font-size: {base} !important; }}")
+    ours = [s for s in widget.stylesheets if not (isinstance(s, str) and s.startswith(":host { --font-size:"))]
+    widget.stylesheets = ours + ([css] if presentation else [])
+
+
 def watch_presentation(session, figures=(), panes=(), text_panes=()) -> None:
     """Keep views at the session's type size (its presentation toggle), now and on every change:
     `figures` (Bokeh: apply_fonts), `panes` (their font-size), `text_panes` (the --text-size and
@@ -50,7 +68,7 @@ def watch_presentation(session, figures=(), panes=(), text_panes=()) -> None:
     def restyle(*events):
         size = FONT[session.presentation]
         for pane in panes:
-            pane.styles = {"font-size": size["base"]}
+            pane.styles = type_size(session.presentation)
         for pane in text_panes:
             pane.styles = {"--text-size": size["text"], "--caption-size": size["base"]}
         if figures:

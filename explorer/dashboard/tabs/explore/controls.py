@@ -6,9 +6,8 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from ...ui.base import StateView, notice, show_notice
+from ...ui.base import StateView, notice, show_notice, widget_type_size
 from ...ui.internals import no_debounce
-from ...ui.palette import FONT
 
 SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
            "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
@@ -68,7 +67,7 @@ class ControlsView(StateView):
 
     def _fonts(self):
         for widget in self.widgets.values():
-            widget.styles = {"font-size": FONT[self.state.session.presentation]["base"]}
+            widget_type_size(widget, self.state.session.presentation)
 
     def __panel__(self):
         w = self.widgets
