@@ -217,15 +217,15 @@ def main() -> int:
 
     from explorer.dashboard.runtime import checkpoints
     from explorer.devices import describe_device, resolve_device
-    from explorer.sampling import SamplerConfig
+    from explorer.sampling.config import config_for
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device("auto")
     model = checkpoints.load(args.checkpoint, device)
-    config = SamplerConfig(steps=args.steps)
-    print(f"{args.checkpoint}: {args.length} chars, {args.steps} steps, device {describe_device(device)}, "
-          f"torch threads {torch.get_num_threads()}")
+    config = config_for(model, steps=args.steps)  # the page runs the checkpoint's recommended knobs too
+    print(f"{args.checkpoint}: {args.length} chars, {args.steps} steps, {config.strategy} order, temperature "
+          f"{config.temperature:g}, device {describe_device(device)}, torch threads {torch.get_num_threads()}")
     base = sampler_baseline(model, config, args.length, args.runs)
     print(f"sampler alone (explorer.sampling.sample, recorded): {base * 1000:.0f} ms per run (median of {args.runs})")
     if args.no_browser:
@@ -242,7 +242,7 @@ def report(args, base: float) -> None:
     work.patch_protocol()
     server, port, states = serve(args.checkpoint, work)
     try:
-        url = f"http://localhost:{port}/"
+        url = f"http://localhost:{port}/?steps={args.steps}&length={args.length}"  # over the recommended ones
         rows = browser_runs(url, states, work, args.runs, args.steps, args.during_sweep)
     finally:
         server.stop()

@@ -1,6 +1,7 @@
 """Device and precision choice shared by training, sampling and the dashboard."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -17,6 +18,16 @@ def resolve_device(name: str = "auto") -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)
+
+
+def serving_threads(cores: int | None = None) -> int:
+    """Torch threads for a dashboard server when none are asked for: one fewer than the cores this
+    process may use, so its browser (on a laptop, the same machine) and the server's own work keep a
+    core. On this 2-core machine, with one core held by another job, a 256-character 32-step run took
+    1.48 s in the page with 1 thread and 1.74 s with 2 (benchmarks/bench_dashboard.py)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores - 1)
 
 
 def describe_device(device: torch.device | str) -> str:

@@ -304,3 +304,25 @@ def test_serve_refuses_a_bad_precision_in_the_environment(checkpoints, fresh_def
     assert main(["serve", "--no-show", "--port", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: MDLM_EXPLORER_PRECISION must be one of auto, fp32, bf16, got 'fp16'"]
+
+
+def test_a_server_leaves_a_core_for_the_browser_unless_told(monkeypatch):
+    """Issue 15, item 3: `serve` without --threads runs torch on one fewer thread than the cores (a
+    2-core laptop also runs the browser); --threads N is taken as given."""
+    import torch
+
+    from explorer.cli.serve import main as serve_main
+    from explorer.devices import serving_threads
+
+    assert [serving_threads(n) for n in (1, 2, 4, 16)] == [1, 1, 3, 15]
+    assert serving_threads() >= 1
+    seen = []
+    monkeypatch.setattr(torch, "set_num_threads", seen.append)
+    monkeypatch.setattr("explorer.cli.serve.session_defaults", lambda args: (_ for _ in ()).throw(SystemExit(0)))
+    from explorer.cli import build_parser
+
+    for argv, expected in ((["serve"], serving_threads()), (["serve", "--threads", "3"], 3)):
+        args = build_parser().parse_args(argv)
+        with pytest.raises(SystemExit):
+            serve_main(args)
+        assert seen[-1] == expected

@@ -23,8 +23,9 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--device", default="auto", choices=DEVICES, help="where the sampler runs; default auto")
     p.add_argument("--no-show", action="store_true", help="do not open a browser")
     p.add_argument("--threads", type=int, default=0,
-                   help="torch CPU threads (0 = torch's default). Use 1 when other jobs keep every core busy: "
-                        "oversubscribed threads can make each model call many times slower")
+                   help="torch CPU threads (0 = one fewer than the cores: 1 on a 2-core laptop, leaving a core "
+                        "for the browser). Use 1 when other jobs keep every core busy: oversubscribed threads "
+                        "can make each model call many times slower")
     p.add_argument("--no-auto-sweep", action="store_true",
                    help="sessions start with 'compute quality vs steps after each run' off (a user can still "
                         "press Compute): each sweep costs many runs, so turn it off for a class on one CPU "
@@ -172,8 +173,9 @@ def main(args) -> int:
 
     from ..dashboard.app import TITLE, create_app, served_args
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    from ..devices import serving_threads
+
+    torch.set_num_threads(args.threads or serving_threads())
     session_defaults(args)
     opts = server_options(args)
     login = " (login required)" if args.basic_auth else ""
