@@ -275,3 +275,29 @@ def test_confidence_view_shows_every_committed_position_by_default(state):
     assert len(view.source.data["x"]) == LENGTH - 2  # at the end every generated position has a bar
     explore(state).confidence_view = "this step"  # the old view: only the last step's proposals
     assert len(view.source.data["x"]) < LENGTH - 2
+
+
+def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeypatch):
+    """Issue 15, item 3: after a run the sweep starts only if its estimated model time (the run's time
+    per call x the rows the sweep computes) is under AUTO_SWEEP_SECONDS; otherwise the panel says what it
+    would cost and waits for Compute. A cached sweep is always shown."""
+    from explorer.dashboard.tabs.explore import state as explore_state
+
+    e = explore(state)
+    e.param.update(sweep_auto=True, sweep_samples=2)
+    assert e.start_run(wait=True)
+    traj = e.trajectory
+    grid = [n for n in explore_state.STEPS_GRID if n <= LENGTH]
+    expected = 2 * len(e.sweep_strategies) * sum(grid) * traj.seconds / traj.nfe
+    assert e.sweep_estimate(traj) == pytest.approx(expected)
+    monkeypatch.setattr(explore_state, "AUTO_SWEEP_SECONDS", 0.0)
+    state.seed = 5  # a new run whose sweep is not cached
+    assert e.start_run(wait=True)
+    assert not e.quality.running and e.quality.result is None
+    assert "press Compute" in e.quality.status and "s of model calls" in e.quality.status
+    assert e.start_sweep(wait=True) and e.quality.result is not None  # Compute still works
+    state.seed = 6
+    monkeypatch.setattr(explore_state, "AUTO_SWEEP_SECONDS", 1e9)
+    assert e.start_run(wait=True)
+    e.quality.worker.current.done.wait(60)
+    assert e.quality.result is not None  # cheap enough: computed after the run

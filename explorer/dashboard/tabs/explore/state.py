@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 # the model's mean over validation text at ratio t.
 CONFIDENCE_VIEWS = ("when committed", "this step", "mean at t (validation)")
 MEAN_VIEW = CONFIDENCE_VIEWS[2]
+AUTO_SWEEP_SECONDS = 10.0  # the quality sweep starts by itself after a run only when estimated cheaper
 AUTO_RUN_MAX_PARAMS = 50_000_000  # auto-run stays on for models up to this size on a CPU
 # A live run is shown at most this often (its first rows and its end at once): every view redraws on
 # the same tick, so the page gets one message per tick. Bokeh lays out and repaints the page after
@@ -216,7 +217,33 @@ class ExploreState(TabState):
         self.trajectory = traj
         s.status = f"{traj.n_steps} steps, {traj.nfe} model calls, {traj.seconds * 1000:.0f} ms"
         if self.sweep_auto:
+            self._auto_sweep(traj)
+
+    def sweep_estimate(self, traj) -> float:
+        """Seconds of model calls the quality sweep would take, from the run that just ended: its time
+        per row-call times the rows the sweep computes. On a CPU a batched row costs about what a single
+        one does (shakespeare, 256 characters: 38 ms per call alone, 38 ms per row in the sweep)."""
+        frames = self.frames
+        generate = int((frames.tokens[0] == frames.mask_id).sum()) if frames is not None else traj.length
+        grid = [n for n in STEPS_GRID if n <= max(generate, 1)] or [1]  # as _sweep's grid
+        rows = self.sweep_samples * len(self.sweep_strategies) * sum(grid)
+        return rows * traj.seconds / max(traj.nfe * traj.batch_size, 1)
+
+    def _auto_sweep(self, traj) -> None:
+        """After a run: the sweep if it is cached or cheap (AUTO_SWEEP_SECONDS), else say what it
+        would cost and leave it to the Compute button (issue 15: a 60-sample sweep kept a 2-core
+        laptop busy for 50 s after every run)."""
+        try:
+            cached = SWEEPS.get(self.sweep_key()) is not None
+        except ValueError:
+            cached = False
+        estimate = self.sweep_estimate(traj)
+        if cached or estimate <= AUTO_SWEEP_SECONDS or not self.sweep_strategies:
             self.start_sweep()
+            return
+        self.quality.clear()
+        self.quality.status = (f"not computed after this run: about {estimate:.0f} s of model calls on this "
+                               f"device; press Compute")
 
     @property
     def shown_step(self) -> int:
