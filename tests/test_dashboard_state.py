@@ -301,3 +301,16 @@ def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeyp
     assert e.start_run(wait=True)
     e.quality.worker.current.done.wait(60)
     assert e.quality.result is not None  # cheap enough: computed after the run
+
+
+def test_the_scrubber_follows_a_live_run(state):
+    """Issue 15, defect 9: while a run streams the scrubber sat at step 0 under "step 13 of 13"; it
+    now moves to the newest row on every live tick, in the same update as the rows."""
+    e = explore(state)
+    seen = []
+    e.param.watch(lambda *events: seen.append((e.n_rows, e.step, e.running)), ["n_rows", "step"])
+    state.steps = 12
+    assert e.start_run(wait=True)
+    live = [(rows, step) for rows, step, running in seen if running and rows > 1]
+    assert live and all(step == rows - 1 for rows, step in live), seen
+    assert e.step == e.frames.n_rows - 1 == 12

@@ -191,8 +191,10 @@ class ExploreState(TabState):
                 added += 1
         now = time.monotonic()
         if added and (self.frames.n_rows <= 2 or now - self._shown_at >= LIVE_INTERVAL):
-            # views draw the new rows; `step` (the scrubber) is set once, when the run ends
-            self.n_rows, self._shown_at = self.frames.n_rows, now
+            # views draw the new rows, and the scrubber follows on the same tick (one update for both:
+            # issue 15 saw it at step 0 while the text said "step 13 of 13")
+            self._shown_at = now
+            self.param.update(n_rows=self.frames.n_rows, step=self.frames.n_rows - 1)
 
     def _begin(self, job, frames, config) -> None:
         if not self._runs.is_current(job):
@@ -247,8 +249,8 @@ class ExploreState(TabState):
 
     @property
     def shown_step(self) -> int:
-        """The row the text and confidence views show: the newest while a run streams in (moving the
-        scrubber every step would cost a widget update per step), else the scrubber's step."""
+        """The row the text and confidence views show: the newest while a run streams in (the scrubber
+        follows it on the live tick), else the scrubber's step."""
         if self.frames is None:
             return 0
         last = self.frames.n_rows - 1
