@@ -287,7 +287,8 @@ def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeyp
     e.param.update(sweep_auto=True, sweep_samples=2)
     assert e.start_run(wait=True)
     traj = e.trajectory
-    grid = [n for n in explore_state.STEPS_GRID if n <= LENGTH]
+    grid = [n for n in explore_state.STEPS_GRID if n <= LENGTH]  # (written out: the test checks sweep_grid too)
+    assert explore_state.sweep_grid(LENGTH) == grid
     expected = 2 * len(e.sweep_strategies) * sum(grid) * traj.seconds / traj.nfe
     assert e.sweep_estimate(traj) == pytest.approx(expected)
     monkeypatch.setattr(explore_state, "AUTO_SWEEP_SECONDS", 0.0)

@@ -53,6 +53,11 @@ def auto_sweep_default() -> bool:
     return os.environ.get(AUTO_SWEEP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def sweep_grid(n_generate: int) -> list[int]:
+    """The quality sweep's step counts: STEPS_GRID up to the positions the canvas generates."""
+    return [n for n in STEPS_GRID if n <= max(n_generate, 1)] or [1]
+
+
 def held_out_reference(model, judge, length: int, template: str | None, n: int = 16):
     """Held-out text of the canvas's length for the quality sweep's reference row, which gives text its
     `ref_distance` (what ranks text: gen-PPL alone crowns `the the the`). None for patterns, without a
@@ -227,8 +232,7 @@ class ExploreState(TabState):
         one does (shakespeare, 256 characters: 38 ms per call alone, 38 ms per row in the sweep)."""
         frames = self.frames
         generate = int((frames.tokens[0] == frames.mask_id).sum()) if frames is not None else traj.length
-        grid = [n for n in STEPS_GRID if n <= max(generate, 1)] or [1]  # as _sweep's grid
-        rows = self.sweep_samples * len(self.sweep_strategies) * sum(grid)
+        rows = self.sweep_samples * len(self.sweep_strategies) * sum(sweep_grid(generate))
         return rows * traj.seconds / max(traj.nfe * traj.batch_size, 1)
 
     def _auto_sweep(self, traj) -> None:
@@ -359,7 +363,7 @@ class ExploreState(TabState):
             sweep,
         )
 
-        grid = [s for s in STEPS_GRID if s <= max(canvas.n_generate, 1)] or [1]
+        grid = sweep_grid(canvas.n_generate)
         judge = checkpoints.load(self._judge_name, self.session.device) if self._judge_name else None
         reference = held_out_reference(model, judge, canvas.length, template)
         try:
