@@ -15,16 +15,13 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from .data.tokenizer import CharTokenizer
+from .errors import CheckpointError
 from .model import ModelConfig, Transformer
 
 FORMAT = "mdlm-explorer"
 FORMAT_VERSION = 1
 SUFFIX = ".safetensors"
 TIED = "head.weight"  # tied to tok_emb.weight: stored once, re-tied on load
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, unreadable, or not one of ours; the message says which."""
 
 
 def checkpoints_dir() -> Path:
@@ -120,9 +117,31 @@ def _check_weights(path: Path, expected: dict, weights: dict) -> None:
         raise CheckpointError(f"{path}: weights do not fit the stored config ({'; '.join(problems)})")
 
 
+def _is_hf(name_or_path, allow_paths: bool, hf) -> bool:
+    """A Hugging Face model: `hf:ORG/NAME`, a transformers model directory (paths allowed), or a spec
+    the server's operator listed (hf.allowed). A served dashboard (allow_paths=False) opens no other."""
+    from .hf import is_hf_spec
+
+    s = str(name_or_path).strip()
+    if hf is not None and hf.allowed is not None and s in hf.allowed:
+        return True
+    # any directory: a shipped checkpoint is a file, so a directory can only mean a transformers model
+    # (and one that is not gets explorer.hf's message saying so)
+    return s.startswith("hf:") or (allow_paths and (is_hf_spec(s) or Path(s).expanduser().is_dir()))
+
+
 def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu", *,
-                    allow_paths: bool = True) -> Transformer:
-    """Rebuild the model in eval mode with `.tokenizer`, `.config`, `.meta` and `.path` attached."""
+                    allow_paths: bool = True, hf=None):
+    """Rebuild the model in eval mode with `.tokenizer`, `.config`, `.meta` and `.path` attached.
+    A Hugging Face model (explorer.hf; `hf` is its HFOptions) comes back behind the same contract."""
+    if _is_hf(name_or_path, allow_paths, hf):
+        from .hf import HFOptions, load_hf_model
+
+        options = hf or HFOptions()
+        if not allow_paths and options.allowed is None:
+            raise CheckpointError(f"{str(name_or_path)!r}: this server opens only the models its operator "
+                                  f"listed (serve --models)")
+        return load_hf_model(name_or_path, device, options)
     path = resolve_checkpoint(name_or_path, allow_paths)
     meta = read_metadata(path)
     try:

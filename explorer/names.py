@@ -12,3 +12,5 @@ PRECISIONS = ("auto", "fp32", "bf16")
 # names; they check it when imported, so a name cannot be offered here that the sampler cannot build.
 STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
 SCHEDULES = ("seed", "linear", "cosine")
+HF_FAMILIES = ("mlm", "llada", "dream")  # BERT-family masked LMs; LLaDA-style; Dream-style (shifted logits)
+HF_DTYPES = ("bf16", "fp16", "fp32")

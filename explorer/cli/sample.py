@@ -11,6 +11,7 @@ import sys
 from dataclasses import MISSING, fields
 
 from . import CLIError
+from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
 from ..devices import DEVICE_CHOICES
 
 DEFAULT_CHECKPOINT = "shakespeare"
@@ -39,8 +40,7 @@ def _knob_type(f):
 def add_arguments(p: argparse.ArgumentParser):
     from ..sampling import SamplerConfig
 
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
-                   help=f"checkpoint name in checkpoints/ or a .safetensors path (default {DEFAULT_CHECKPOINT})")
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help=f"{CHECKPOINT_HELP} (default {DEFAULT_CHECKPOINT})")
     for f in fields(SamplerConfig):
         default = None if f.default is MISSING else f.default
         # no argparse `choices`: SamplerConfig names the valid values in a one-line error
@@ -54,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--no-cache", action="store_true", help="AR models: recompute the prefix for every token")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of plain text")
     p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICE_CHOICES)} (default auto)")
+    add_model_arguments(p)
 
 
 def _config(args, model):
@@ -82,7 +83,7 @@ def _run(args):
     try:
         if args.n < 1:
             raise ValueError(f"-n must be a positive integer, got {args.n}")
-        model = load_checkpoint(args.checkpoint, resolve_device(args.device))
+        model = load_checkpoint(args.checkpoint, resolve_device(args.device), hf=hf_options(args))
         config = _config(args, model)
         kwargs = {"use_cache": not args.no_cache} if model.config.kind == "ar" else {}
         traj = sample_any(model, config, batch_size=args.n, length=_length(args, model), template=args.template,
@@ -97,13 +98,16 @@ def main(args) -> int:
     texts = traj.texts()
     if args.json:
         print(json.dumps({"checkpoint": str(args.checkpoint), "kind": traj.kind, "texts": texts,
-                          "tokens": traj.final.tolist(), "nfe": traj.nfe, "steps": traj.n_steps,
+                          "tokens": traj.final.tolist(), "token_strings": traj.token_strings(),
+                          "nfe": traj.nfe, "tokens_per_forward": round(traj.tokens_per_forward, 3), "steps": traj.n_steps,
                           "config": config.to_dict(), "seconds": round(traj.seconds, 4)}))
         return 0
     for i, text in enumerate(texts):
         if len(texts) > 1:
             print(f"--- sample {i + 1} ---")
         print(text)
-    print(f"[{args.checkpoint}: {traj.kind}, {traj.batch_size} x {traj.length} chars, "
-          f"{traj.n_steps} steps, NFE {traj.nfe}, {traj.seconds:.2f} s on {model.device}]", file=sys.stderr)
+    unit = "tokens" if getattr(model.tokenizer, "kind", "chars") == "tokens" else "chars"
+    print(f"[{args.checkpoint}: {traj.kind}, {traj.batch_size} x {traj.length} {unit}, "
+          f"{traj.n_steps} steps, NFE {traj.nfe} ({traj.tokens_per_forward:.2f} {unit} per forward), "
+          f"{traj.seconds:.2f} s on {model.device}]", file=sys.stderr)
     return 0

@@ -4,12 +4,14 @@
     "To [___] or not to [___]"  [___] stands for five of them
     "ROMEO:"                   a plain prompt: a template whose tail is masked
 
-Everything else is a fixed character, never changed and never re-masked. The dashboard calls
+A position is one token of the model: a character for the shipped models, a subword token for a
+Hugging Face model (its tokenizer encodes each run of fixed text). Everything else is a fixed character, never changed and never re-masked. The dashboard calls
 `parse_template` to validate what the user typed before it starts a run, so every error is a
 `ValueError` whose message can be shown as it is.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,13 +90,28 @@ def parse_template(template: str, tokenizer, *, length: int | None = None,
     if bad:
         shown = ", ".join(repr(c) for c in bad[:10]) + (" ..." if len(bad) > 10 else "")
         raise ValueError(f"the template has {len(bad)} character(s) the model does not know: {shown}")
+    ids, fixed = _encode(text, tokenizer)
     if length is None and MASK_GLYPH not in text and context is not None:
-        length = max(context, len(text))  # plain prompt: masked tail up to the context
-    total = _check_length(len(text), length, context)
-    text = text + MASK_GLYPH * (total - len(text))
-    fixed = np.array([c != MASK_GLYPH for c in text], dtype=bool)  # (L,)
-    if fixed.all():
+        length = max(context, len(ids))  # plain prompt: masked tail up to the context
+    total = _check_length(len(ids), length, context)
+    if fixed.all() and total == len(ids):
         raise ValueError("the template leaves nothing to generate; add █ or [___], or raise length")
-    ids = np.full(total, tokenizer.mask_id, dtype=np.int64)
-    ids[fixed] = tokenizer.encode("".join(c for c in text if c != MASK_GLYPH))
+    pad = total - len(ids)
+    ids = np.concatenate([ids, np.full(pad, tokenizer.mask_id, dtype=np.int64)])  # (L,)
+    fixed = np.concatenate([fixed, np.zeros(pad, dtype=bool)])  # (L,)
     return Canvas(ids, fixed)
+
+
+def _encode(text: str, tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, fixed) of an expanded template: each █ one position, each run of fixed text encoded on its
+    own by the model's tokenizer (a character each for the char tokenizer; subword tokens otherwise)."""
+    ids, fixed = [], []
+    for part in re.split(f"({MASK_GLYPH}+)", text):
+        if part.startswith(MASK_GLYPH):
+            ids += [tokenizer.mask_id] * len(part)
+            fixed += [False] * len(part)
+        elif part:
+            encoded = tokenizer.encode(part)
+            ids += encoded
+            fixed += [True] * len(encoded)
+    return np.array(ids, dtype=np.int64), np.array(fixed, dtype=bool)

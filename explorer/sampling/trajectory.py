@@ -114,6 +114,20 @@ class Trajectory:
             temperatures=None if temps is None else temps[:n].copy(),
             row_t=None, row_temperatures=None, row_steps=None)
 
+    @property
+    def tokens_per_forward(self) -> float:
+        """Generated positions per model call: what parallel decoding buys (AR: 1; one-shot: L)."""
+        return float((~self.fixed).sum(axis=1).mean()) / max(1, self.nfe)
+
+    def token_strings(self, tokenizer=None) -> list[list[str]]:
+        """Each row's final tokens as display strings (a character each for the char tokenizer)."""
+        tok = tokenizer or self.tokenizer
+        if tok is None:
+            raise ValueError("token_strings() needs a tokenizer: pass one, or sample from a loaded checkpoint")
+        if hasattr(tok, "token_strings"):
+            return [tok.token_strings(row) for row in self.final]
+        return [list(tok.decode(row)) for row in self.final]
+
     def texts(self, tokenizer=None) -> list[str]:
         tok = tokenizer or self.tokenizer
         if tok is None:

@@ -1,0 +1,12 @@
+"""Hugging Face models (issue 16): masked LMs, LLaDA- and Dream-style diffusion LMs behind the same
+`model(x, t)` contract, tokenizer interface and metadata as a shipped checkpoint."""
+from .source import FAMILIES, HFOptions, HFSource, is_hf_spec, parse_source
+
+__all__ = ["FAMILIES", "HFOptions", "HFSource", "is_hf_spec", "parse_source", "load_hf_model"]
+
+
+def load_hf_model(spec, device="cpu", options=None):
+    """Load `spec` (`hf:ORG/NAME[@rev]` or a local model directory); see explorer.hf.model."""
+    from .model import load_hf_model as _load
+
+    return _load(spec, device, options)

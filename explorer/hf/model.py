@@ -1,0 +1,167 @@
+"""A Hugging Face model behind the project's contract: `model(x, t)` -> logits (B, L, V) with
+logits[:, i] predicting token i, and `.tokenizer`, `.config`, `.meta`, `.path` as a shipped checkpoint
+has them. Nothing downstream knows where a model came from."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from ..errors import CheckpointError
+from .source import LLADA_MASK_ID, HFOptions, HFSource, detect_family, needs_remote_code, parse_source, read_config
+from .tokenizer import HFTokenizer
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DEFAULT_CONTEXT = 512  # when a config names no context length
+
+
+@dataclass(frozen=True)
+class HFModelConfig:
+    """What the sampler and the views read of a model's config (the fields ModelConfig shares)."""
+
+    vocab_size: int
+    mask_id: int
+    block_size: int  # context length in tokens
+    family: str
+    shift_logits: bool = False
+    kind: str = "diffusion"
+    time_conditioning: str = "none"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class HFDenoiser(nn.Module):
+    """The wrapped transformers model; t is accepted and ignored (these models are not time-conditioned)."""
+
+    def __init__(self, net: nn.Module, config: HFModelConfig):
+        super().__init__()
+        self.net, self.config = net, config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.net.parameters()).dtype
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.net.parameters())
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None) -> torch.Tensor:
+        if x.shape[1] > self.config.block_size:
+            raise ValueError(f"sequence of {x.shape[1]} exceeds the model's context of {self.config.block_size}")
+        out = self.net(input_ids=x)
+        logits = out.logits if hasattr(out, "logits") else out[0]  # (B, L, V')
+        logits = logits[..., : self.config.vocab_size]
+        if self.config.shift_logits:
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)  # (B, L, V): row i from position i-1
+        return logits
+
+
+def _context(cfg: dict) -> int:
+    for key in ("max_sequence_length", "max_position_embeddings", "n_positions", "seq_length"):
+        if isinstance(cfg.get(key), int) and cfg[key] > 0:
+            return int(cfg[key])
+    return DEFAULT_CONTEXT
+
+
+def _mask_id(family: str, cfg: dict, tok, options: HFOptions, source: HFSource) -> int:
+    if options.mask_id is not None:
+        return int(options.mask_id)
+    candidates = [cfg.get("mask_token_id"), getattr(tok, "mask_token_id", None)]
+    if family == "llada":
+        candidates.append(LLADA_MASK_ID)
+    for c in candidates:
+        if isinstance(c, int) and c >= 0:
+            return c
+    raise CheckpointError(f"{source.spec}: the model has no mask token (neither its config nor its tokenizer "
+                          f"names one); pass --mask-id ID")
+
+
+def _dtype(options: HFOptions, device: torch.device) -> torch.dtype:
+    if options.dtype is not None:
+        return DTYPES[options.dtype]
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _check_allowed(source: HFSource, options: HFOptions) -> None:
+    if options.allowed is not None and source.spec not in options.allowed:
+        shown = ", ".join(options.allowed) or "none"
+        raise CheckpointError(f"{source.spec!r} is not one of the models this server's operator listed "
+                              f"(serve --models): {shown}")
+
+
+def _check_trust(cfg: dict, source: HFSource, options: HFOptions) -> None:
+    if needs_remote_code(cfg) and not options.trust_remote_code:
+        raise CheckpointError(f"{source.spec} ships its own modelling code (auto_map in config.json); it runs "
+                              f"only if you pass --trust-remote-code, after reading that code")
+
+
+def _from_pretrained(auto_cls, source: HFSource, options: HFOptions, **kwargs):
+    """transformers' own loader, its errors as one CheckpointError line (never a traceback in the UI)."""
+    try:
+        return auto_cls.from_pretrained(source.location, revision=source.revision,
+                                        trust_remote_code=options.trust_remote_code,
+                                        local_files_only=source.is_local, **kwargs)
+    except (OSError, ValueError, KeyError, ImportError, AttributeError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{source.spec}: transformers could not load {auto_cls.__name__} ({first})") from e
+
+
+def _load_net(family: str, source: HFSource, options: HFOptions, dtype: torch.dtype) -> nn.Module:
+    from transformers import AutoModel, AutoModelForMaskedLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a bar per shard on stderr would bury the CLI's own output
+    auto_cls = AutoModelForMaskedLM if family == "mlm" else AutoModel
+    return _from_pretrained(auto_cls, source, options, dtype=dtype)
+
+
+def _load_tokenizer(source: HFSource, options: HFOptions):
+    from transformers import AutoTokenizer
+
+    return _from_pretrained(AutoTokenizer, source, options)
+
+
+def _vocab_size(net: nn.Module, cfg: dict) -> int:
+    emb = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") else None
+    if emb is not None and getattr(emb, "weight", None) is not None:
+        return int(emb.weight.shape[0])
+    return int(cfg.get("vocab_size") or cfg.get("embedding_size"))
+
+
+def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDenoiser:
+    """Rebuild a Hugging Face model as an HFDenoiser in eval mode with .tokenizer, .config, .meta, .path."""
+    options = options or HFOptions()
+    source = parse_source(spec)
+    _check_allowed(source, options)
+    cfg = read_config(source)
+    _check_trust(cfg, source, options)
+    family = options.family or detect_family(cfg, source)
+    device = torch.device(device)
+    dtype = _dtype(options, device)
+    tok = _load_tokenizer(source, options)
+    mask_id = _mask_id(family, cfg, tok, options, source)
+    net = _load_net(family, source, options, dtype)
+    vocab = _vocab_size(net, cfg)
+    if not 0 <= mask_id < vocab:
+        raise CheckpointError(f"{source.spec}: mask id {mask_id} is outside the model's vocabulary of {vocab}")
+    shift = options.shift_logits if options.shift_logits is not None else family == "dream"
+    config = HFModelConfig(vocab, mask_id, _context(cfg), family, shift)
+    model = HFDenoiser(net, config).to(device).eval()
+    model.tokenizer = HFTokenizer(tok, mask_id, vocab)
+    model.meta = _meta(source, config, model, cfg)
+    model.path = source.location
+    return model
+
+
+def _meta(source: HFSource, config: HFModelConfig, model: HFDenoiser, cfg: dict) -> dict:
+    dtype = {v: k for k, v in DTYPES.items()}.get(model.dtype, str(model.dtype))
+    return {"source": source.spec, "location": source.location, "revision": source.revision,
+            "hf_model_type": cfg.get("model_type"), "family": config.family, "dtype": dtype,
+            "parameters": model.n_params, "model_config": config.to_dict(),
+            "tokenizer": model.tokenizer.to_dict()}

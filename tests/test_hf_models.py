@@ -1,0 +1,126 @@
+"""Hugging Face models (issue 16) through the real loader: tiny models written to a temp dir by the
+test, loaded with `--checkpoint DIR` / load_checkpoint, sampled by the project's own sampler."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from explorer import load_checkpoint  # noqa: E402
+from explorer.checkpoint import CheckpointError  # noqa: E402
+from explorer.cli import main as cli_main  # noqa: E402
+from explorer.data.tokenizer import MASK_GLYPH  # noqa: E402
+from explorer.hf import HFOptions  # noqa: E402
+from explorer.sampling import SamplerConfig, sample  # noqa: E402
+from explorer.sampling.template import parse_template  # noqa: E402
+
+from hf_support import bert_dir, modernbert_dir, remote_code_dir  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    return bert_dir(tmp_path_factory.mktemp("bert"))
+
+
+def test_masked_lm_has_the_checkpoint_contract(bert):
+    model = load_checkpoint(str(bert))
+    tok = model.tokenizer
+    assert model.config.family == "mlm" and model.config.kind == "diffusion"
+    assert model.config.mask_id == tok.tok.mask_token_id and model.config.block_size == 64
+    ids = tok.encode("to be or not to be")
+    x = torch.tensor([ids, ids])
+    logits = model(x, torch.full((2,), 0.5))
+    assert logits.shape == (2, len(ids), model.config.vocab_size)
+    assert torch.allclose(logits, model.net(input_ids=x).logits)  # aligned: row i predicts token i
+    assert tok.decode(ids) == "to be or not to be"
+    assert tok.decode([ids[0], model.config.mask_id, ids[1]]) == f"to{MASK_GLYPH}be"
+    assert model.meta["family"] == "mlm" and model.meta["dtype"] == "fp32"
+    assert model.meta["parameters"] == sum(p.numel() for p in model.parameters()) > 0
+    assert model.meta["source"] == str(bert)
+
+
+def test_template_counts_model_tokens(bert):
+    model = load_checkpoint(str(bert))
+    canvas = parse_template("to be [___] that is █", model.tokenizer, context=model.config.block_size)
+    fixed_ids = model.tokenizer.encode("to be ") + model.tokenizer.encode(" that is ")
+    assert canvas.n_generate == 6  # five for [___], one for █: tokens, not characters
+    assert canvas.tokens[canvas.fixed].tolist() == fixed_ids
+    with pytest.raises(ValueError, match="context is 64"):
+        parse_template("to be " * 40 + "█", model.tokenizer, context=model.config.block_size)
+
+
+def test_cli_sample_json_on_a_model_directory(bert, capsys):
+    rc = cli_main(["sample", "--checkpoint", str(bert), "--template", "to be [___] the question",
+                   "-n", "2", "--steps", "3", "--json", "--device", "cpu"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(out["texts"]) == 2
+    assert all(t.startswith("to be") and t.endswith("the question") and MASK_GLYPH not in t for t in out["texts"])
+    assert out["nfe"] == 3 and out["tokens_per_forward"] == pytest.approx(5 / 3, abs=1e-3)
+    assert len(out["token_strings"][0]) == len(out["tokens"][0])
+
+
+def test_modernbert_samples_through_the_same_path(tmp_path):
+    model = load_checkpoint(str(modernbert_dir(tmp_path)))
+    traj = sample(model, SamplerConfig(steps=4, seed=1), batch_size=2, length=12)
+    assert traj.final.shape == (2, 12) and (traj.final != model.config.mask_id).all()
+    assert traj.nfe == 4
+    again = sample(model, SamplerConfig(steps=4, seed=1), batch_size=2, length=12)
+    assert (again.final == traj.final).all()  # same seed, same tokens
+
+
+@pytest.mark.parametrize("style", ["llada", "dream"])
+def test_remote_code_runs_only_with_the_flag(tmp_path, capsys, style):
+    d = remote_code_dir(tmp_path / style, style)
+    rc = cli_main(["sample", "--checkpoint", str(d), "--length", "8", "--steps", "2", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--trust-remote-code" in err and "Traceback" not in err
+    rc = cli_main(["sample", "--checkpoint", str(d), "--length", "8", "--steps", "2", "--device", "cpu",
+                   "--trust-remote-code", "--json"])
+    assert rc == 0 and len(json.loads(capsys.readouterr().out)["tokens"][0]) == 8
+    model = load_checkpoint(str(d), hf=HFOptions(trust_remote_code=True))
+    assert model.config.family == style and model.config.shift_logits == (style == "dream")
+    x = torch.tensor([model.tokenizer.encode("to be or not to be")])
+    raw = model.net(input_ids=x).logits
+    got = model(x)
+    if style == "dream":  # logits[:, i] comes from position i - 1; position 0 reads its own
+        assert torch.allclose(got[:, 1:], raw[:, :-1]) and torch.allclose(got[:, 0], raw[:, 0])
+    else:
+        assert torch.allclose(got, raw)
+
+
+def test_overrides_win_over_the_config(tmp_path):
+    d = remote_code_dir(tmp_path / "m", "llada")
+    model = load_checkpoint(str(d), hf=HFOptions(trust_remote_code=True, family="dream", mask_id=5,
+                                                 shift_logits=False))
+    assert (model.config.family, model.config.mask_id, model.config.shift_logits) == ("dream", 5, False)
+
+
+def test_bad_models_get_clear_messages(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CheckpointError, match="offline"):
+        load_checkpoint("hf:nobody/no-such-model")
+    with pytest.raises(CheckpointError, match="hf:ORG/NAME"):
+        load_checkpoint("hf:just-a-name")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="not a transformers model directory"):
+        load_checkpoint(str(tmp_path / "empty"))
+    no_mask = bert_dir(tmp_path / "nomask", mask_token=False)
+    rc = cli_main(["sample", "--checkpoint", str(no_mask), "--length", "4", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--mask-id" in err and "Traceback" not in err
+    model = load_checkpoint(str(no_mask), hf=HFOptions(mask_id=1))
+    assert model.config.mask_id == 1
+
+
+def test_a_served_dashboard_opens_only_listed_models(bert):
+    with pytest.raises(CheckpointError, match="serve --models"):
+        load_checkpoint("hf:org/name", allow_paths=False)
+    with pytest.raises(CheckpointError, match="not a plain name"):
+        load_checkpoint(str(bert), allow_paths=False)  # a path from a URL is never opened
+    listed = HFOptions(allowed=(str(bert),))
+    assert load_checkpoint(str(bert), allow_paths=False, hf=listed).config.family == "mlm"
+    with pytest.raises(CheckpointError, match="not one of the models"):
+        load_checkpoint("hf:org/other", allow_paths=False, hf=listed)
