@@ -14,3 +14,4 @@ STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
 SCHEDULES = ("seed", "linear", "cosine")
 HF_FAMILIES = ("mlm", "llada", "dream")  # BERT-family masked LMs; LLaDA-style; Dream-style (shifted logits)
 HF_DTYPES = ("bf16", "fp16", "fp32")
+SUPPRESS_EOS = ("off", "logits", "confidence", "both")  # LLaDA: EOS / end-of-turn never proposed, or committed last

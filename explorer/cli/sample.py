@@ -29,6 +29,10 @@ KNOB_HELP = {
     "remask_t_on": "revision window upper end (masked fraction of the block)",
     "remask_t_off": "revision window lower end",
     "seed": "random seed (same seed, same samples)",
+    "cfg_scale": "classifier-free guidance scale (0 = off; a second pass with the prompt masked)",
+    "suppress_eos": "EOS / end-of-turn tokens: off, logits (never proposed), confidence (committed last), both",
+    "alg_temp": "Dream: draw the positions to commit from softmax(score / alg_temp) (0 = the top k)",
+    "factor": "Fast-dLLM factor rule: commit the n best while the n-th scores >= 1 - factor/(n+1)",
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from ..names import SCHEDULES, STRATEGIES  # noqa: F401  (re-exported: the dashboard reads them here too)
+from ..names import SCHEDULES, STRATEGIES, SUPPRESS_EOS  # noqa: F401  (re-exported: the dashboard reads them here too)
 
 MAX_STEPS = 4096
 
@@ -45,6 +45,16 @@ class SamplerConfig:
     remask_t_on: float = 0.55  # revision window [t_off, t_on]: masked fraction of the current block
     remask_t_off: float = 0.05
     seed: int = 0
+    # Knobs real diffusion LMs use (issue 16), with LLaDA's, Dream's and Fast-dLLM's meaning:
+    cfg_scale: float = 0.0  # classifier-free guidance w: l_u + (w + 1)(l_c - l_u), l_u with the prompt masked
+    suppress_eos: str = "off"  # EOS / end-of-turn tokens: "logits" never proposed, "confidence" committed last
+    alg_temp: float = 0.0  # Dream: > 0 draws the positions to commit from softmax(score / alg_temp)
+    factor: float | None = None  # Fast-dLLM's factor rule: commit the n best while score_n >= 1 - f / (n + 1)
+
+    @property
+    def adaptive(self) -> bool:
+        """True when the step count is not fixed: threshold or factor decoding runs until decoded."""
+        return self.threshold is not None or self.factor is not None
 
     def __post_init__(self):
         if not _is_int(self.steps) or not 1 <= self.steps <= MAX_STEPS:
@@ -70,8 +80,23 @@ class SamplerConfig:
         if self.remask_t_off > self.remask_t_on:
             raise ValueError(f"remask window needs remask_t_off <= remask_t_on, got "
                              f"[{self.remask_t_off}, {self.remask_t_on}]")
+        self._check_real_model_knobs()
         if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
             raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
+
+    def _check_real_model_knobs(self) -> None:
+        _check_range("cfg_scale", self.cfg_scale, 0, 100)
+        _check_name("suppress_eos", self.suppress_eos, SUPPRESS_EOS)
+        _check_range("alg_temp", self.alg_temp, 0, 100)
+        _check_range("factor", self.factor, 0, 100, lo_open=True, allow_none=True)
+        if self.factor is not None and self.threshold is not None:
+            raise ValueError("choose one of threshold and factor (both decide how many positions commit per step)")
+        if self.remask > 0 and self.factor is not None:
+            raise ValueError(f"remask must be 0 when factor is set (no step schedule to absorb re-masked "
+                             f"positions), got remask={self.remask}")
+        if self.alg_temp > 0 and self.adaptive:
+            raise ValueError("alg_temp draws how many the schedule asks for; it does not combine with "
+                             "threshold or factor decoding")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -13,6 +13,11 @@ One step (issue 3, rules 1-9):
   9. the model is called only when the canvas changed since the last call: t is a function of the
      canvas, so unchanged input means unchanged logits, and they are reused (no NFE), with or
      without time conditioning. A step with nothing left to commit in its block calls nothing.
+ 10. what real diffusion LMs add (issue 16): classifier-free guidance (cfg_scale: a second pass with the
+     prompt masked, 2 NFE per call), EOS / end-of-turn never proposed or committed last (suppress_eos),
+     Dream's alg_temp (the k positions drawn from softmax(score / alg_temp), Gumbel-top-k), and
+     Fast-dLLM's factor rule beside the threshold rule (commit the n best while the n-th scores
+     >= 1 - factor / (n + 1)).
 
 Blocks (rule 5) partition the positions to generate, in order, into runs of `block_length` (the last
 run may be shorter: any block_length works). For a prompt this is LLaDA's semi-AR layout; for an
@@ -120,7 +125,8 @@ class _Run:
     device: torch.device
     mask_id: int
     n_generate: int  # positions to generate per row
-    total_steps: int | None  # None under threshold decoding
+    total_steps: int | None  # None under threshold / factor decoding
+    fixed: torch.Tensor | None = None  # (L,) bool: the template's given positions (the prompt, for CFG)
     strategy: object = None
     schedule: object = None
     recorder: Recorder | None = None
@@ -131,6 +137,8 @@ class _Run:
         self.schedule = get_schedule(self.config.schedule)
         self.mask_index = torch.tensor([self.mask_id], device=self.device)
         self.per_row = isinstance(self.generator, list)
+        eos = getattr(getattr(self.model, "tokenizer", None), "eos_ids", None) or []
+        self.eos_index = torch.tensor(sorted(eos), dtype=torch.long, device=self.device)  # (E,)
 
 
 @dataclass
@@ -232,11 +240,28 @@ def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor):
     if st.logits is not None and not st.stale:
         return False
     t = masked.float().mean(dim=1)  # (B,) masked fraction of each row's canvas
-    logits = (yield from _ask_model(run, st.x, t)).float()  # (B, L, V)
+    w = run.config.cfg_scale
+    if w > 0 and bool(run.fixed.any()):  # with no prompt the unconditional pass equals the conditional
+        logits = yield from _guided_logits(run, st.x, t, w)
+        st.nfe += 1  # the unconditional half is a second evaluation of every row
+    else:
+        logits = (yield from _ask_model(run, st.x, t)).float()  # (B, L, V)
     logits = logits.index_fill(-1, run.mask_index, float("-inf"))  # [MASK] is never proposed
+    if run.config.suppress_eos in ("logits", "both") and len(run.eos_index):
+        logits = logits.index_fill(-1, run.eos_index, float("-inf"))  # nor EOS / end-of-turn
     st.logits, st.probs = logits, torch.softmax(logits, dim=-1)  # (B, L, V) each
     st.stale, st.nfe = False, st.nfe + 1
     return True
+
+
+def _guided_logits(run: _Run, x: torch.Tensor, t: torch.Tensor, w: float):
+    """Classifier-free guidance as LLaDA does it: one call on the canvas and on the canvas with its
+    prompt (the fixed positions) masked, then l_u + (w + 1) (l_c - l_u)."""
+    uncond = x.masked_fill(run.fixed[None, :], run.mask_id)  # (B, L)
+    t_u = (uncond == run.mask_id).float().mean(dim=1)  # (B,)
+    both = (yield from _ask_model(run, torch.cat([x, uncond]), torch.cat([t, t_u]))).float()  # (2B, L, V)
+    cond, free = both.chunk(2)
+    return free + (w + 1.0) * (cond - free)  # (B, L, V)
 
 
 def _propose(run: _Run, st: _State, masked: torch.Tensor, todo: torch.Tensor, temperature):
@@ -249,8 +274,16 @@ def _propose(run: _Run, st: _State, masked: torch.Tensor, todo: torch.Tensor, te
     drawn = draw(st.logits[where], temperature, run.generator, cfg.top_k, cfg.top_p)  # (M,)
     proposals = st.x.index_put(where, drawn)  # (B, L)
     conf = st.probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
-    scores = run.strategy(st.probs, proposals, run.generator).float()  # (B, L)
+    scores = _last_if_eos(run, run.strategy(st.probs, proposals, run.generator).float(), proposals)  # (B, L)
     return proposals, scores.masked_fill(~masked, NAN), conf.masked_fill(~masked, NAN)
+
+
+def _last_if_eos(run: _Run, scores: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
+    """suppress_eos 'confidence' / 'both': a position proposing EOS / end-of-turn scores -inf, so it
+    commits only when nothing else is left (LLaDA's confidence_eos_eot_inf)."""
+    if run.config.suppress_eos not in ("confidence", "both") or not len(run.eos_index):
+        return scores
+    return scores.masked_fill(torch.isin(proposals, run.eos_index), float("-inf"))
 
 
 def _propose_rows(run: _Run, st: _State, masked, todo, temperatures: list[float]):
@@ -269,6 +302,7 @@ def _propose_rows(run: _Run, st: _State, masked, todo, temperatures: list[float]
     else:  # the strategy sees only the rows that step (random draws nothing for the others)
         scores = torch.full(st.x.shape, NAN, device=st.x.device)
         scores[act] = run.strategy(st.probs[act], proposals[act], [run.generator[i] for i in act]).float()
+    scores = _last_if_eos(run, scores, proposals)
     return proposals, scores.masked_fill(~need, NAN), conf.masked_fill(~need, NAN)
 
 
@@ -281,12 +315,33 @@ def rank_in_row(key: torch.Tensor, descending: bool) -> torch.Tensor:
 
 def _choose(run: _Run, st: _State, todo: torch.Tensor, scores: torch.Tensor, s: int, S: int | None):
     """(B, L) bool: the masked positions of the block that commit at this step."""
-    rank = rank_in_row(scores.masked_fill(~todo, float("-inf")), descending=True)  # (B, L)
-    if run.config.threshold is not None:  # rule 6: all above threshold, at least the best one
-        return todo & ((scores >= run.config.threshold) | (rank == 0))
+    cfg = run.config
+    if cfg.alg_temp > 0:
+        scores = scores / cfg.alg_temp + _gumbel(run, todo)  # (B, L) Dream: k draws from softmax(score / T)
+    # a -inf score (suppress_eos) still ranks above every position outside `todo`
+    key = scores.clamp(min=torch.finfo(scores.dtype).min).masked_fill(~todo, float("-inf"))  # (B, L)
+    rank = rank_in_row(key, descending=True)  # (B, L)
+    if cfg.threshold is not None:  # rule 6: all above threshold, at least the best one
+        return todo & ((scores >= cfg.threshold) | (rank == 0))
+    if cfg.factor is not None:  # Fast-dLLM: the n best while the n-th (1-based) >= 1 - f / (n + 1)
+        return todo & ((scores >= 1.0 - cfg.factor / (rank + 2).float()) | (rank == 0))
     n = todo.sum(dim=1)  # (B,)
     k = run.schedule(n, st.block_start_masked, s, S).clamp(min=0).minimum(n)  # (B,)
     return todo & (rank < k[:, None])
+
+
+def _gumbel(run: _Run, todo: torch.Tensor) -> torch.Tensor:
+    """(B, L) Gumbel noise from the CPU generator(s): top-k of score / T + Gumbel is k draws without
+    replacement from softmax(score / T). One generator per row: only rows that step draw, (1, L) each."""
+    B, L = todo.shape
+    if run.per_row:
+        u = torch.full((B, L), 0.5, dtype=torch.float64)
+        for i in todo.any(dim=1).nonzero().flatten().tolist():
+            u[i] = torch.rand((1, L), generator=run.generator[i], dtype=torch.float64)
+    else:
+        u = torch.rand((B, L), generator=run.generator, dtype=torch.float64)
+    u = u.clamp(1e-12, 1 - 1e-12)
+    return (-torch.log(-torch.log(u))).float().to(todo.device)
 
 
 def _revise(run: _Run, st: _State, block: torch.Tensor) -> torch.Tensor:
@@ -435,9 +490,10 @@ def sample_steps(model, config: SamplerConfig, *, batch_size: int | None = None,
     canvas = make_canvas(model, length, template)
     blocks = plan_blocks(canvas.fixed, config.block_length)
     n_blocks = int(blocks.max()) + 1
-    steps = None if config.threshold is not None else split_steps(config.steps, n_blocks)
+    steps = None if config.adaptive else split_steps(config.steps, n_blocks)
     run = _Run(model, config, rng, model_device(model), model.config.mask_id,
-               canvas.n_generate, None if steps is None else sum(steps))
+               canvas.n_generate, None if steps is None else sum(steps),
+               fixed=torch.as_tensor(canvas.fixed, device=model_device(model)))
     seed = config.seed if generator is None else -1
     return _walk(run, canvas, blocks, steps, batch_size, (record, on_step, should_stop), seed)
 
