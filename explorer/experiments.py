@@ -47,7 +47,10 @@ class SweepCancelled(RuntimeError):
 
 
 def sample_kind(model) -> str:
-    """'patterns' for checkpoints trained on the pattern corpus (scored by pattern quality), else 'text'."""
+    """'patterns' for checkpoints trained on the pattern corpus (scored by pattern quality), 'tokens' for
+    a model whose positions are subword tokens (Hugging Face), else 'text'."""
+    if getattr(getattr(model, "tokenizer", None), "kind", "chars") == "tokens":
+        return "tokens"
     meta = getattr(model, "meta", None) or {}
     return "patterns" if (meta.get("corpus") or {}).get("kind") == "patterns" else "text"
 
@@ -116,6 +119,8 @@ def score_samples(kind: str, final: np.ndarray, texts: list[str], *, judge=None,
     collapse readings (metrics.pattern_scores), text metrics else."""
     if kind == "patterns":
         return metrics.pattern_scores(np.atleast_2d(final))
+    if kind == "tokens":  # a Hugging Face model: entropy and distinct-n over its tokens
+        return metrics.token_quality(np.atleast_2d(final), texts, judge=judge)
     return metrics.text_quality(texts, judge=judge, words=words)
 
 
@@ -133,7 +138,7 @@ class _Scoring:
         kind = sample_kind(model)
         if words is None and kind == "text":  # default: the training corpus word set from the checkpoint
             words = (getattr(model, "meta", None) or {}).get("words")
-        return cls(kind, judge if kind == "text" else None,
+        return cls(kind, judge if kind in ("text", "tokens") else None,
                    frozenset(words) if words is not None and kind == "text" else None,
                    getattr(model, "tokenizer", None))
 

@@ -229,6 +229,26 @@ def text_quality(texts: Sequence[str], *, judge=None, words: Iterable[str] | Non
     return table
 
 
+def distinct_ids(ids: Sequence[int], n: int) -> float:
+    """Share of unique token n-grams among a sample's token n-grams; NaN if it has fewer than n tokens."""
+    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+def token_quality(final: np.ndarray, texts: Sequence[str], *, judge=None, batch_size: int = 32) -> pd.DataFrame:
+    """text_quality for a model whose positions are subword tokens (Hugging Face models): unigram
+    entropy and distinct-2/3 over the token ids of `final` (B, L), gen-PPL of the decoded texts."""
+    rows = [list(map(int, r)) for r in np.atleast_2d(final)]
+    table = pd.DataFrame({"entropy": [char_entropy(r) for r in rows],
+                          "distinct_2": [distinct_ids(r, 2) for r in rows],
+                          "distinct_3": [distinct_ids(r, 3) for r in rows]})
+    if judge is not None:
+        nll = gen_nll(judge, list(texts), batch_size)
+        table["gen_nll"] = nll
+        table["gen_ppl"] = np.exp(nll)
+    return table
+
+
 def ref_distance(gen_nll, entropy, ref_gen_nll: float, ref_entropy: float) -> np.ndarray:
     """How far each text sample sits from held-out text, in units of the issue's bars (lower is better):
 

@@ -124,3 +124,9 @@ def test_a_served_dashboard_opens_only_listed_models(bert):
     assert load_checkpoint(str(bert), allow_paths=False, hf=listed).config.family == "mlm"
     with pytest.raises(CheckpointError, match="not one of the models"):
         load_checkpoint("hf:org/other", allow_paths=False, hf=listed)
+
+
+def test_serve_refuses_a_malformed_models_entry(capsys):
+    rc = cli_main(["serve", "--models", "hf:no-org", "--no-show", "--port", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--models" in err and "hf:ORG/NAME" in err

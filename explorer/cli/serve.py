@@ -10,6 +10,7 @@ import os
 import sys
 
 from . import CLIError
+from .models import add_model_arguments, hf_options
 
 from ..names import DEVICES, PRECISIONS
 
@@ -21,6 +22,11 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--checkpoint", default=None,
                    help="checkpoint name in checkpoints/ to open first (default: shakespeare if present)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="where the sampler runs; default auto")
+    p.add_argument("--models", nargs="+", default=[], metavar="SPEC",
+                   help="Hugging Face models sessions may open besides checkpoints/ (hf:ORG/NAME[@rev] or a model "
+                        "directory); a session can open nothing else, so a student cannot make the server "
+                        "download or run anything")
+    add_model_arguments(p)
     p.add_argument("--no-show", action="store_true", help="do not open a browser")
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (0 = one fewer than the cores: 1 on a 2-core laptop, leaving a core "
@@ -56,6 +62,18 @@ def add_arguments(p: argparse.ArgumentParser):
                         "the server restarts; PANEL_COOKIE_SECRET also works)")
 
 
+def _check_models(specs) -> None:
+    """Each --models entry must name a hub model or a model directory (nothing is downloaded here)."""
+    from ..errors import CheckpointError
+    from ..hf import parse_source
+
+    for spec in specs:
+        try:
+            parse_source(spec)
+        except CheckpointError as e:
+            raise CLIError(f"--models: {e}") from e
+
+
 def check_args(args) -> None:
     """Refuse bad arguments before the server starts, with one readable line each."""
     from ..checkpoint import list_checkpoints
@@ -63,7 +81,8 @@ def check_args(args) -> None:
 
     if args.basic_auth is None:  # pn.serve reads no PANEL_BASIC_AUTH (only `panel serve` does)
         args.basic_auth = os.environ.get("PANEL_BASIC_AUTH")
-    names = list_checkpoints()
+    names = list_checkpoints() + list(args.models)
+    _check_models(args.models)
     if args.checkpoint is not None and args.checkpoint not in names:
         raise CLIError(f"no checkpoint named {args.checkpoint!r} in checkpoints/; available: {names or 'none'}")
     if not names:
@@ -175,8 +194,12 @@ def main(args) -> int:
 
     from ..devices import serving_threads
 
+    from ..dashboard.runtime import checkpoints
+
     torch.set_num_threads(args.threads or serving_threads())
     session_defaults(args)
+    if args.models:
+        checkpoints.list_models(args.models, hf_options(args))
     opts = server_options(args)
     login = " (login required)" if args.basic_auth else ""
     procs = f" from {args.num_procs} processes" if args.num_procs > 1 else ""

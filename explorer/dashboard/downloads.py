@@ -51,6 +51,7 @@ def trajectory_dict(traj, tokenizer=None) -> dict:
            "seed": int(traj.seed), "nfe": int(traj.nfe), "seconds": float(traj.seconds),
            "n_steps": int(traj.n_steps), "batch_size": int(traj.batch_size), "length": int(traj.length),
            "mask_id": int(traj.mask_id), "vocabulary": "".join(getattr(tok, "chars", [])),
+           "token_strings": traj.token_strings(tok),
            "texts": traj.texts(tok), "final": _plain(traj.final), "fixed": _plain(traj.fixed),
            "committed_at": _plain(traj.committed_at), "commit_confidence": _plain(traj.commit_confidence),
            "step_seconds": _plain(traj.step_seconds), "recorded": bool(traj.recorded)}
@@ -98,11 +99,10 @@ def trajectory_table(traj, tokenizer=None):
     that committed the current token (-1: masked or fixed)."""
     import pandas as pd
 
-    from ..data.tokenizer import MASK_GLYPH
     from .ui.palette import STATES
 
     tok = _tokenizer(traj, tokenizer)
-    glyphs = np.array(list(tok.chars) + [MASK_GLYPH], dtype=object)
+    glyphs = tok.glyphs()
     parts = []
     for b in range(traj.batch_size):
         for cols in (_step_frames(traj, tok, b) if traj.recorded else [_final_frame(traj, tok, b)]):

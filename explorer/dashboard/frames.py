@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.tokenizer import MASK_GLYPH
 from .ui.palette import STATES
 
 CODE = {name: i for i, name in enumerate(STATES)}  # heatmap cell state -> int8 code (palette order)
 
 
 def glyph_table(tokenizer) -> np.ndarray:
-    """(V,) str: token id -> character, [MASK] -> the mask glyph; vectorised decoding for every row."""
-    return np.array(list(tokenizer.chars) + [MASK_GLYPH], dtype=object)
+    """(V,) str: token id -> character (or a Hugging Face model's token string), [MASK] -> the mask
+    glyph; vectorised decoding for every row."""
+    return tokenizer.glyphs()
 
 
 class Frames:

@@ -14,7 +14,7 @@ import param
 
 from ..checkpoint import CheckpointError
 from ..data.tokenizer import MASK_GLYPH
-from ..names import SCHEDULES, STRATEGIES
+from ..names import SCHEDULES, STRATEGIES, SUPPRESS_EOS
 from ..sampling.config import SamplerConfig
 from .runtime import checkpoints
 from .runtime.dispatch import call_now
@@ -24,7 +24,7 @@ from .runtime.tasks import Worker
 log = logging.getLogger(__name__)
 
 KNOBS = ("steps", "temperature", "top_p", "top_k", "strategy", "schedule", "block_length", "threshold",
-         "remask", "length", "seed", "template")
+         "remask", "cfg_scale", "suppress_eos", "alg_temp", "factor", "length", "seed", "template")
 
 
 def canvas_template(model, canvas) -> str | None:
@@ -57,7 +57,7 @@ def expected_rows(model, config, canvas) -> int:
 
     if model.config.kind == "ar":
         return canvas.n_generate + 1
-    if config.threshold is not None:
+    if config.adaptive:
         return min(canvas.n_generate, 32) + 1
     n_blocks = int(plan_blocks(canvas.fixed, config.block_length).max()) + 1
     return sum(split_steps(config.steps, n_blocks)) + 1
@@ -120,6 +120,18 @@ class Session(param.Parameterized):
                              doc="Commit every position more confident than this (Fast-dLLM); 0 = off")
     remask = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Revision η",
                           doc="ReMDM revision rate: chance that committed characters are masked again")
+    cfg_scale = param.Number(0.0, bounds=(0.0, 10.0), step=0.25, label="Guidance (CFG) scale",
+                             doc="Classifier-free guidance (LLaDA): push predictions away from what the model "
+                                 "says without the prompt; costs a second model call per step. 0 = off")
+    suppress_eos = param.Selector(default="off", objects=list(SUPPRESS_EOS), label="Suppress EOS",
+                                  doc="End-of-sequence / end-of-turn tokens: never proposed (logits), committed "
+                                      "last (confidence), or both. Needs a tokenizer with EOS tokens")
+    alg_temp = param.Number(0.0, bounds=(0.0, 5.0), step=0.05, label="Position temperature (Dream alg_temp)",
+                            doc="Draw which positions to commit from softmax(score / this) instead of taking "
+                                "the best ones. 0 = off")
+    factor = param.Number(0.0, bounds=(0.0, 10.0), step=0.25, label="Factor (Fast-dLLM)",
+                          doc="Commit the n best positions while the n-th scores >= 1 - factor/(n+1) "
+                              "(replaces the schedule, like Threshold). 0 = off")
     length = param.Integer(256, bounds=(1, 256), label="Length",
                            doc="Canvas length in characters; a template is padded with █ up to it")
     seed = param.Integer(0, bounds=(0, 2**31 - 1), label="Seed",
@@ -167,7 +179,9 @@ class Session(param.Parameterized):
                              top_p=float(self.top_p), strategy=self.strategy, schedule=self.schedule,
                              block_length=self.block_length,
                              threshold=float(self.threshold) if self.threshold > 0 else None,
-                             remask=float(self.remask), seed=self.seed)
+                             remask=float(self.remask), seed=self.seed, cfg_scale=float(self.cfg_scale),
+                             suppress_eos=self.suppress_eos, alg_temp=float(self.alg_temp),
+                             factor=float(self.factor) if self.factor > 0 else None)
 
     def recommended_knobs(self, model) -> dict:
         """Every sampler knob at what `model` recommends (its `sampler_defaults`, measured against held-out
@@ -183,8 +197,9 @@ class Session(param.Parameterized):
         names = [k for k in KNOBS if k not in ("length", "seed", "template", "top_k")]
         out = {k: self.param[k].default for k in names}
         out.update({k: v for k, v in wanted.items() if k in self.param})
-        if out.get("threshold") is None:
-            out["threshold"] = 0.0  # the widget's "off"
+        for off in ("threshold", "factor"):
+            if out.get(off) is None:
+                out[off] = 0.0  # the widget's "off"
         return out
 
     def canvas(self):

@@ -57,6 +57,15 @@ class CharTokenizer:
                 raise ValueError(f"token id {i} outside vocabulary of {self.vocab_size}")
         return "".join(out)
 
+    def glyphs(self):
+        """(V,) object array: id -> its character, [MASK] -> █ (what the views draw at a position)."""
+        import numpy as np
+
+        return np.array(list(self.chars) + [MASK_GLYPH], dtype=object)
+
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
+        return list(self.decode(ids))
+
     def to_dict(self) -> dict:
         return {"type": "char", "chars": "".join(self.chars)}
 

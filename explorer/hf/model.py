@@ -139,7 +139,7 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
     options = options or HFOptions()
     source = parse_source(spec)
     _check_allowed(source, options)
-    cfg = read_config(source)
+    cfg, files = read_config(source)
     _check_trust(cfg, source, options)
     family = options.family or detect_family(cfg, source)
     device = torch.device(device)
@@ -155,7 +155,7 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
     model = HFDenoiser(net, config).to(device).eval()
     model.tokenizer = HFTokenizer(tok, mask_id, vocab)
     model.meta = _meta(source, config, model, cfg)
-    model.path = source.location
+    model.path = files  # a directory (the model's snapshot): what caches key on, with its mtime
     return model
 
 

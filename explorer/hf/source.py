@@ -91,7 +91,8 @@ def fetch_file(source: HFSource, filename: str) -> Path:
         raise CheckpointError(f"{source.spec}: the hub has no such model or file ({type(e).__name__}: {e})") from e
 
 
-def read_config(source: HFSource) -> dict:
+def read_config(source: HFSource) -> tuple[dict, Path]:
+    """The model's config.json as a dict, and the directory it lies in (the model's files on disk)."""
     path = fetch_file(source, "config.json")
     try:
         cfg = json.loads(path.read_text())
@@ -99,7 +100,7 @@ def read_config(source: HFSource) -> dict:
         raise CheckpointError(f"{source.spec}: unreadable config.json ({e})") from e
     if not isinstance(cfg, dict):
         raise CheckpointError(f"{source.spec}: config.json is not a JSON object")
-    return cfg
+    return cfg, path.parent
 
 
 def detect_family(cfg: dict, source: HFSource) -> str:

@@ -12,10 +12,13 @@ from ..data.tokenizer import MASK_GLYPH
 _SPACE_MARKS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
 
 
-def display_token(piece: str) -> str:
-    """A token as text: BPE's and SentencePiece's space marks as spaces, WordPiece's ## dropped."""
-    if piece.startswith("##"):
-        return piece[2:]
+def display_token(piece: str, wordpiece: bool = False) -> str:
+    """A token as text: BPE's and SentencePiece's space marks as spaces; WordPiece's ## continuation
+    dropped and its word starts given the space its decoder puts before them."""
+    if wordpiece:
+        if piece.startswith("##"):
+            return piece[2:]
+        return piece if piece.startswith("[") and piece.endswith("]") else " " + piece
     return "".join(_SPACE_MARKS.get(ch, ch) for ch in piece)
 
 
@@ -64,8 +67,9 @@ class HFTokenizer:
     def glyphs(self) -> np.ndarray:
         """(V,) object array: each id's display string, [MASK] as █ (computed once)."""
         if self._glyphs is None:
-            pieces = self.tok.convert_ids_to_tokens(list(range(min(len(self.tok), self.vocab_size))))
-            g = np.array([display_token(p or "") for p in pieces] + [""] * (self.vocab_size - len(pieces)),
+            pieces = [p or "" for p in self.tok.convert_ids_to_tokens(list(range(min(len(self.tok), self.vocab_size))))]
+            wordpiece = any(p.startswith("##") for p in pieces)
+            g = np.array([display_token(p, wordpiece) for p in pieces] + [""] * (self.vocab_size - len(pieces)),
                          dtype=object)
             g[self.mask_id] = MASK_GLYPH
             self._glyphs = g

@@ -24,10 +24,25 @@ from ...checkpoint import (
 _CACHE: dict[tuple, object] = {}
 _VAL_CACHE: dict[tuple, object] = {}
 _LOCK = threading.Lock()
+_LISTED: dict = {"options": None}  # Hugging Face models the operator listed (serve --models), set once
+
+
+def list_models(specs, options=None) -> None:
+    """Let this server open these Hugging Face models (hub ids or directories) besides checkpoints/,
+    with the operator's options (remote code, overrides). Sessions can open nothing else."""
+    from ...hf import HFOptions
+
+    base = options or HFOptions()
+    _LISTED["options"] = HFOptions(**{**base.__dict__, "allowed": tuple(str(s) for s in specs)})
+
+
+def listed_models() -> list[str]:
+    options = _LISTED["options"]
+    return list(options.allowed) if options is not None else []
 
 
 def available() -> list[str]:
-    return list_checkpoints()
+    return list_checkpoints() + [m for m in listed_models() if m not in list_checkpoints()]
 
 
 def default_checkpoint(names: list[str]) -> str | None:
@@ -40,15 +55,19 @@ def default_checkpoint(names: list[str]) -> str | None:
 
 
 def load(name: str, device) -> object:
-    """The model for checkpoints/<name>.safetensors on `device`, shared by every session."""
-    path = resolve_checkpoint(name, allow_paths=False)
-    key = (name, str(device), path.stat().st_mtime_ns)
+    """The model for checkpoints/<name>.safetensors (or a listed Hugging Face model) on `device`,
+    shared by every session."""
+    hf = _LISTED["options"]
+    if name in listed_models():
+        key = (name, str(device), 0)
+    else:
+        key = (name, str(device), resolve_checkpoint(name, allow_paths=False).stat().st_mtime_ns)
     with _LOCK:
         model = _CACHE.get(key)
         if model is None:
             for old in [k for k in _CACHE if k[:2] == key[:2]]:
                 del _CACHE[old]  # an older save of the same checkpoint
-            model = _CACHE[key] = load_checkpoint(name, device, allow_paths=False)
+            model = _CACHE[key] = load_checkpoint(name, device, allow_paths=False, hf=hf)
     return model
 
 
@@ -65,6 +84,9 @@ def describe(model, name: str) -> dict:
     info = {"name": name, "kind": model.config.kind, "n_params": int(n_params),
             "corpus": (meta.get("corpus") or {}).get("name", "?"), "context": model.config.block_size,
             "step": (meta.get("training_state") or {}).get("step")}
+    if "family" in meta:  # a Hugging Face model: its family, weights' dtype and memory
+        info.update(family=meta["family"], dtype=meta.get("dtype"), corpus=meta["family"],
+                    memory_gb=sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9)
     if "nelbo_bits_per_char" in metrics:
         info["nelbo_bits"] = float(metrics["nelbo_bits_per_char"])
         info["nelbo_nats"] = float(metrics.get("nelbo_nats_per_char", info["nelbo_bits"] * math.log(2)))

@@ -100,8 +100,9 @@ def column_label(overrides: dict) -> str:
     return format_overrides(overrides) or "session knobs"
 
 
-def differing(texts: list[str]) -> list[np.ndarray]:
-    """Per text, (len,) bool: the positions where some other text has another character (or none)."""
+def differing(texts: list) -> list[np.ndarray]:
+    """Per text (a string, or a sequence of one string per position), (len,) bool: the positions where
+    some other text has another character or token (or none)."""
     out = []
     for i, text in enumerate(texts):
         if text is None:  # a column that failed or has not finished
@@ -124,7 +125,7 @@ def score(model, traj, judge) -> dict:
     kind = sample_kind(model)
     text = model.tokenizer.decode(traj.final[0])
     words = (getattr(model, "meta", None) or {}).get("words") if kind == "text" else None
-    table = score_samples(kind, traj.final[:1], [text], judge=judge if kind == "text" else None,
+    table = score_samples(kind, traj.final[:1], [text], judge=judge if kind in ("text", "tokens") else None,
                           words=words or None)
     values = {k: float(table[k].iloc[0]) for k in METRIC_LABELS if k in table}
     if "gen_nll" in table:  # how far from held-out text: what ranks text columns (gen-PPL alone crowns 'the the')
@@ -175,6 +176,7 @@ def run_column(job, plan: Plan, column: Column, judge) -> dict:
     frames = Frames.from_trajectory(traj, glyph_table(model.tokenizer))
     return {"label": column.label, "model": name, "kind": model.config.kind, "config": column.config,
             "traj": traj, "frames": frames, "text": frames.text(), "tokenizer": model.tokenizer,
+            "pieces": tuple(frames.chars(frames.n_rows - 1)),  # one string per position: a char or a token
             "metrics": score(plan.model, traj, judge), "error": ""}
 
 
@@ -265,8 +267,10 @@ class CompareState(TabState):
     def running(self) -> bool:
         return self.task.running
 
-    def texts(self) -> list[str | None]:
-        return [r["text"] if r and not r.get("error") else None for r in self.results]
+    def texts(self) -> list[tuple | None]:
+        """Each finished column's final canvas, one string per position (characters, or a Hugging Face
+        model's tokens), for comparing position by position."""
+        return [r["pieces"] if r and not r.get("error") else None for r in self.results]
 
     # ------------------------------------------------------------------ columns
 

@@ -49,14 +49,14 @@ LEGEND_TEXTS = (" · differing characters in the texts: "
                 f'text-decoration: underline double {SAME_COLOR}">double underlined</span>)')
 
 
-def differences_spans(text: str, marked: np.ndarray, fixed: np.ndarray, mark: str = "d", mask_glyph: str = "█") -> str:
-    """The final text as spans: marked positions in class `mark` (d = differs, s = agrees), template
-    characters underlined dotted."""
+def differences_spans(text, marked: np.ndarray, fixed: np.ndarray, mark: str = "d", mask_glyph: str = "█") -> str:
+    """The final text (a string, or one string per position: tokens) as spans: marked positions in
+    class `mark` (d = differs, s = agrees), template positions underlined dotted."""
     classes = [mark if m else "f" if f else "m" if c == mask_glyph else "" for c, m, f in zip(text, marked, fixed)]
     parts, start = [], 0
     for i in range(1, len(text) + 1):
         if i == len(text) or classes[i] != classes[start]:
-            chunk = html.escape(text[start:i])
+            chunk = html.escape("".join(text[start:i]))
             parts.append(f'<span class="{classes[start]}">{chunk}</span>' if classes[start] else chunk)
             start = i
     return '<p class="canvas">' + "".join(parts) + "</p>"
@@ -175,7 +175,7 @@ class ColumnView(pn.viewable.Viewer):
         frames, cfg = result["frames"], result["config"]
         self.title.object = f'<b>{html.escape(result["label"])}</b> <small>({html.escape(result["model"])})</small>'
         self.heat.show(frames)
-        self.text.object = differences_html(result["text"], texts, self.index, frames.fixed, running)
+        self.text.object = differences_html(result["pieces"], texts, self.index, frames.fixed, running)
         steps = result["traj"].n_steps if result["kind"] == "ar" else cfg.steps
         note = ("<small>gen-PPL here is judged by the model that wrote the text: low by construction</small>"
                 if result["kind"] == "ar" and "gen_ppl" in result["metrics"] else "")

@@ -11,9 +11,12 @@ from ...ui.internals import no_debounce
 
 SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
            "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
-           "remask": pn.widgets.FloatSlider, "length": pn.widgets.IntSlider}
+           "remask": pn.widgets.FloatSlider, "length": pn.widgets.IntSlider, "cfg_scale": pn.widgets.FloatSlider,
+           "alg_temp": pn.widgets.FloatSlider, "factor": pn.widgets.FloatSlider}
+# The knobs real diffusion LMs use (issue 16), in a card of their own: closed until wanted
+REAL_MODEL_KNOBS = ("cfg_scale", "suppress_eos", "alg_temp", "factor")
 # Knobs only the diffusion sampler reads: disabled while a causal (AR) model is loaded (issue 15, defect 4)
-DIFFUSION_ONLY = ("steps", "strategy", "schedule", "block_length", "threshold", "remask")
+DIFFUSION_ONLY = ("steps", "strategy", "schedule", "block_length", "threshold", "remask", *REAL_MODEL_KNOBS)
 
 
 class ControlsView(StateView):
@@ -28,6 +31,7 @@ class ControlsView(StateView):
         w["checkpoint"] = pn.widgets.Select.from_param(p.checkpoint, sizing_mode="stretch_width")
         w["strategy"] = pn.widgets.Select.from_param(p.strategy, sizing_mode="stretch_width")
         w["schedule"] = pn.widgets.Select.from_param(p.schedule, sizing_mode="stretch_width")
+        w["suppress_eos"] = pn.widgets.Select.from_param(p.suppress_eos, sizing_mode="stretch_width")
         w["block_length"] = pn.widgets.IntInput.from_param(p.block_length, sizing_mode="stretch_width")
         w["seed"] = pn.widgets.IntInput.from_param(p.seed, sizing_mode="stretch_width")
         w["template"] = pn.widgets.TextAreaInput.from_param(
@@ -76,4 +80,6 @@ class ControlsView(StateView):
             pn.Row(w["seed"], pn.Column(w["new_seed"], align="end"), sizing_mode="stretch_width"), w["auto_run"],
             w["template"], self.notice, w["length"], w["steps"], w["strategy"], w["schedule"],
             w["temperature"], w["top_p"], w["top_k"], w["block_length"], w["threshold"], w["remask"],
+            pn.Card(*(w[k] for k in REAL_MODEL_KNOBS), title="Guidance & decoding rules", collapsed=True,
+                    sizing_mode="stretch_width", css_classes=["real-model-knobs"]),
             w["presentation"], sizing_mode="stretch_width")

@@ -1,0 +1,82 @@
+"""A Hugging Face model in the dashboard (issue 16): a tiny BERT written to a temp dir, listed by the
+operator (serve --models), opened by a session and run through Explore, Compare and Sweep."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from explorer.dashboard.runtime import checkpoints as runtime_checkpoints  # noqa: E402
+from explorer.dashboard.tabs import build_tab  # noqa: E402
+from explorer.dashboard.tabs.explore import open_session  # noqa: E402
+from explorer.dashboard.ui.header import header_html  # noqa: E402
+from explorer.sampling import sample  # noqa: E402
+
+from hf_support import bert_dir  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    return str(bert_dir(tmp_path_factory.mktemp("bert")))
+
+
+@pytest.fixture
+def listed(checkpoints, bert, monkeypatch):
+    monkeypatch.setitem(runtime_checkpoints._LISTED, "options", None)
+    runtime_checkpoints.list_models([bert])
+    return bert
+
+
+def _session(name, **knobs):
+    s = open_session(checkpoint=name, device="cpu", auto_run=False, sweep_auto=False)
+    s.load(wait=True)
+    s.param.update(**knobs)
+    return s
+
+
+def test_a_listed_model_runs_in_explore_with_token_strings(listed):
+    s = _session(listed, length=12, steps=4, seed=2)
+    assert s.error == "" and s.model.config.family == "mlm"
+    assert listed in s.param.checkpoint.objects
+    explore = s.tabs["Explore"]
+    assert explore.start_run(wait=True)
+    traj, frames = explore.trajectory, explore.frames
+    assert traj.final.shape == (1, 12) and traj.nfe == 4
+    assert (traj.final == sample(s.model, s.sampler_config(), length=12).final).all()  # the real sampler
+    shown = [frames.glyphs[i] for i in frames.tokens[-1]]
+    assert shown == s.model.tokenizer.token_strings(traj.final[0])  # tokens, not characters
+    info = s.model_info
+    assert info["family"] == "mlm" and info["dtype"] == "fp32" and info["memory_gb"] > 0
+    assert "fp32 weights" in header_html(info, s.device_name, "")
+
+
+def test_the_new_knobs_reach_the_sampler_from_the_session(listed):
+    s = _session(listed, length=12, steps=4, cfg_scale=1.5, suppress_eos="both", alg_temp=0.3)
+    cfg = s.sampler_config()
+    assert (cfg.cfg_scale, cfg.suppress_eos, cfg.alg_temp, cfg.factor) == (1.5, "both", 0.3, None)
+    s.param.update(alg_temp=0.0, factor=2.0)
+    assert s.sampler_config().factor == 2.0 and s.sampler_config().adaptive
+
+
+def test_compare_and_sweep_run_on_it(listed):
+    s = _session(listed, length=12, steps=4, seed=1)
+    tab, view = build_tab("Compare", s)
+    assert tab.apply_preset("strategies") is True
+    tab.task.worker.current.done.wait(60)
+    assert tab.error == "" and len(tab.results) == 2
+    assert all(r["error"] == "" and r["traj"].final.shape == (1, 12) for r in tab.results)
+    sweep, _ = build_tab("Sweep", s)
+    sweep.param.update(steps_grid="1,4", samples=2)
+    assert sweep.start_sweep(wait=True)
+    assert sweep.main.error == "", sweep.main.error
+    table, summary = sweep.main.result
+    assert len(table) == 2 * 2 * 2 and set(summary["steps"]) == {1, 4}  # 2 strategies x 2 steps x 2 samples
+    assert {"entropy_mean", "distinct_2_mean", "tokens_per_s_mean"} <= set(summary), list(summary)
+
+
+def test_an_unlisted_model_is_never_opened(checkpoints, bert, monkeypatch):
+    monkeypatch.setitem(runtime_checkpoints._LISTED, "options", None)
+    s = open_session(checkpoint=bert, device="cpu", auto_run=False, sweep_auto=False)
+    s.load(wait=True)
+    assert s.model is not None and s.model.config.kind == "diffusion" and not hasattr(s.model.config, "family")
+    assert "is not one of the checkpoints" in s.error
