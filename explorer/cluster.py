@@ -70,7 +70,7 @@ class ModelRef:
 
     def resolve(self) -> Path:
         path = Path(self.path)
-        return path if path.is_file() else resolve_checkpoint(self.name)
+        return path if path.exists() else resolve_checkpoint(self.name)  # a directory: a Hugging Face model
 
 
 def meta_digest(meta: dict) -> str:

@@ -174,7 +174,8 @@ def _mean_next_nll(judge, x: torch.Tensor) -> torch.Tensor:
     judge.eval()  # dropout off: the same sample always gets the same score
     logits = judge(x[:, :-1]).float()  # (B, L-1, V)
     judge.train(was_training)
-    logits[..., judge.config.mask_id] = float("-inf")
+    if judge.config.mask_id is not None:  # a Hugging Face causal LM has no [MASK]
+        logits[..., judge.config.mask_id] = float("-inf")
     logp = torch.log_softmax(logits, dim=-1)
     nll = -logp.gather(-1, x[:, 1:, None]).squeeze(-1)  # (B, L-1)
     return nll.mean(dim=1)

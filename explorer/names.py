@@ -12,6 +12,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 # names; they check it when imported, so a name cannot be offered here that the sampler cannot build.
 STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
 SCHEDULES = ("seed", "linear", "cosine")
-HF_FAMILIES = ("mlm", "llada", "dream")  # BERT-family masked LMs; LLaDA-style; Dream-style (shifted logits)
+HF_FAMILIES = ("mlm", "llada", "dream", "causal")  # BERT-family masked LMs; LLaDA-style; Dream-style (shifted
+# logits); causal LMs (GPT-2, Llama ...), which judge text (gen-PPL) and are not sampled here
 HF_DTYPES = ("bf16", "fp16", "fp32")
 SUPPRESS_EOS = ("off", "logits", "confidence", "both")  # LLaDA: EOS / end-of-turn never proposed, or committed last

@@ -118,3 +118,15 @@ def remote_code_dir(out: Path, style: str = "llada", seed: int = 0, mask_id: int
     cfg_saved["auto_map"] = cfg["auto_map"]  # save_pretrained may rewrite it with module paths
     (out / "config.json").write_text(json.dumps(cfg_saved))
     return out
+
+
+def gpt2_dir(out: Path, seed: int = 0) -> Path:
+    """A tiny causal LM with the same tokenizer: a judge of text (gen-PPL) for the models above."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = tiny_tokenizer(out)
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64,
+                     bos_token_id=tok.cls_token_id, eos_token_id=tok.eos_token_id)
+    GPT2LMHeadModel(cfg).save_pretrained(out)
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -130,3 +131,32 @@ def test_serve_refuses_a_malformed_models_entry(capsys):
     rc = cli_main(["serve", "--models", "hf:no-org", "--no-show", "--port", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and "--models" in err and "hf:ORG/NAME" in err
+
+
+def test_sweep_scores_tokens_under_a_causal_judge_the_user_names(bert, tmp_path, capsys):
+    from hf_support import gpt2_dir
+
+    judge = gpt2_dir(tmp_path / "gpt")
+    out = tmp_path / "sweep.csv"
+    rc = cli_main(["sweep", "--checkpoint", str(bert), "--judge", str(judge), "--steps", "1,4",
+                   "--strategy", "confidence,random", "--n", "2", "--length", "12", "--device", "cpu",
+                   "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    assert len(table) == 8 and (table["gen_ppl"] > 1).all()
+    rc = cli_main(["sample", "--checkpoint", str(judge), "--length", "4", "--device", "cpu"])
+    assert rc == 2 and "judge" in capsys.readouterr().err  # a causal LM is not sampled here
+
+
+def test_token_models_are_scored_over_their_tokens(bert):
+    from explorer.experiments import sample_kind, score_samples
+
+    model = load_checkpoint(str(bert))
+    assert sample_kind(model) == "tokens"
+    final = np.array([[7, 7, 8, 8], [7, 8, 9, 10]])
+    table = score_samples("tokens", final, ["x", "y"])
+    assert table["entropy"].tolist() == pytest.approx([np.log(2), np.log(4)])  # token ids, not the texts
+    assert table["distinct_2"].tolist() == pytest.approx([1.0, 1.0]) and table["distinct_3"].tolist() == [1.0, 1.0]
+    assert score_samples("tokens", np.array([[5, 5, 5, 5]]), ["z"])["distinct_2"].tolist() == [pytest.approx(1 / 3)]

@@ -32,10 +32,14 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="weights' precision; default bf16 on CUDA, fp32 on CPU")
 
 
-def hf_options(args, allowed=None):
-    """HFOptions from parsed arguments (a served dashboard passes its operator's list as `allowed`)."""
+def hf_options(args, allowed=None, for_judge: bool = False):
+    """HFOptions from parsed arguments (a served dashboard passes its operator's list as `allowed`).
+    A judge takes only --trust-remote-code and --dtype: the overrides describe the diffusion model."""
     from ..hf import HFOptions
 
+    if for_judge:
+        return HFOptions(trust_remote_code=bool(getattr(args, "trust_remote_code", False)),
+                         dtype=getattr(args, "dtype", None))
     return HFOptions(trust_remote_code=bool(getattr(args, "trust_remote_code", False)),
                      family=getattr(args, "hf_family", None), mask_id=getattr(args, "mask_id", None),
                      shift_logits=getattr(args, "shift_logits", None), dtype=getattr(args, "dtype", None),

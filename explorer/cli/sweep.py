@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..names import DEVICES
 from . import CLIError
+from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
 
 # knob -> (parser of one list item, default list or None = not varied)
 KNOB_LISTS = {"steps": (int, "1,2,4,8,16,32"), "strategy": (str, "confidence,random"), "schedule": (str, None),
@@ -46,9 +47,10 @@ def parse_list(text: str, kind, flag: str) -> list:
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     """Options shared with `evaluate`: what to load and how to score text."""
-    p.add_argument("--checkpoint", required=True, help="checkpoint name (in checkpoints/) or path")
+    p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
     p.add_argument("--judge", default=None,
-                   help=f"AR checkpoint scoring gen-PPL of text samples (default {DEFAULT_JUDGE} when it "
+                   help=f"AR checkpoint, or a Hugging Face causal LM (hf:ORG/NAME or a directory), scoring gen-PPL "
+                        f"of text samples (default {DEFAULT_JUDGE} for the shipped character models when it "
                         "exists; 'none' to skip)")
     p.add_argument("--data", default=None, help="the training text file, to rebuild the held-out reference")
     p.add_argument("--n", type=int, default=30, help="samples per cell (default 30)")
@@ -58,6 +60,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=DEVICES)
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (default 0: torch's choice); 1 gives steadier timings on a busy machine")
+    add_model_arguments(p)
 
 
 def add_arguments(p: argparse.ArgumentParser):
@@ -109,13 +112,13 @@ def load_models(args):
         torch.set_num_threads(args.threads)
     try:
         device = resolve_device(args.device)
-        model = load_checkpoint(args.checkpoint, device)
+        model = load_checkpoint(args.checkpoint, device, hf=hf_options(args))
         judge_name = args.judge
         if judge_name is None and sample_kind(model) == "text" and DEFAULT_JUDGE in list_checkpoints():
             judge_name = DEFAULT_JUDGE
         if judge_name is None or judge_name.lower() == "none" or sample_kind(model) == "patterns":
             return model, None, device
-        judge = load_checkpoint(judge_name, device)
+        judge = load_checkpoint(judge_name, device, hf=hf_options(args, for_judge=True))
     except (CheckpointError, ValueError) as e:
         raise CLIError(str(e)) from e
     if judge.config.kind != "ar":

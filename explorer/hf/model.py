@@ -32,6 +32,37 @@ class HFModelConfig:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class HFJudgeConfig:
+    """A causal LM's config as the judge (metrics.gen_nll) reads it: kind 'ar', no [MASK]."""
+
+    vocab_size: int
+    block_size: int
+    family: str = "causal"
+    kind: str = "ar"
+    mask_id: None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class HFCausalJudge(nn.Module):
+    """A Hugging Face causal LM as a judge of text: model(x) -> next-token logits (B, L, V)."""
+
+    def __init__(self, net: nn.Module, config: HFJudgeConfig):
+        super().__init__()
+        self.net, self.config = net, config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+        if kwargs.get("cache") is not None:
+            raise ValueError("a Hugging Face causal LM judges text here; it is not sampled (no KV cache)")
+        return self.net(input_ids=x).logits[..., : self.config.vocab_size]
+
+
 class HFDenoiser(nn.Module):
     """The wrapped transformers model; t is accepted and ignored (these models are not time-conditioned)."""
 
@@ -113,11 +144,11 @@ def _from_pretrained(auto_cls, source: HFSource, options: HFOptions, **kwargs):
 
 
 def _load_net(family: str, source: HFSource, options: HFOptions, dtype: torch.dtype) -> nn.Module:
-    from transformers import AutoModel, AutoModelForMaskedLM
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a bar per shard on stderr would bury the CLI's own output
-    auto_cls = AutoModelForMaskedLM if family == "mlm" else AutoModel
+    auto_cls = {"mlm": AutoModelForMaskedLM, "causal": AutoModelForCausalLM}.get(family, AutoModel)
     return _from_pretrained(auto_cls, source, options, dtype=dtype)
 
 
@@ -145,6 +176,8 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
     device = torch.device(device)
     dtype = _dtype(options, device)
     tok = _load_tokenizer(source, options)
+    if family == "causal":
+        return _judge(source, options, cfg, files, tok, device, dtype)
     mask_id = _mask_id(family, cfg, tok, options, source)
     net = _load_net(family, source, options, dtype)
     vocab = _vocab_size(net, cfg)
@@ -154,14 +187,27 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
     config = HFModelConfig(vocab, mask_id, _context(cfg), family, shift)
     model = HFDenoiser(net, config).to(device).eval()
     model.tokenizer = HFTokenizer(tok, mask_id, vocab)
-    model.meta = _meta(source, config, model, cfg)
+    return _attach(model, source, cfg, files)
+
+
+def _judge(source: HFSource, options: HFOptions, cfg: dict, files, tok, device, dtype) -> HFCausalJudge:
+    net = _load_net("causal", source, options, dtype)
+    vocab = _vocab_size(net, cfg)
+    model = HFCausalJudge(net, HFJudgeConfig(vocab, _context(cfg))).to(device).eval()
+    model.tokenizer = HFTokenizer(tok, -1, vocab)
+    return _attach(model, source, cfg, files)
+
+
+def _attach(model, source: HFSource, cfg: dict, files) -> nn.Module:
+    model.meta = _meta(source, model.config, model, cfg)
     model.path = files  # a directory (the model's snapshot): what caches key on, with its mtime
     return model
 
 
-def _meta(source: HFSource, config: HFModelConfig, model: HFDenoiser, cfg: dict) -> dict:
-    dtype = {v: k for k, v in DTYPES.items()}.get(model.dtype, str(model.dtype))
+def _meta(source: HFSource, config, model: nn.Module, cfg: dict) -> dict:
+    weights_dtype = next(model.parameters()).dtype
+    dtype = {v: k for k, v in DTYPES.items()}.get(weights_dtype, str(weights_dtype))
     return {"source": source.spec, "location": source.location, "revision": source.revision,
             "hf_model_type": cfg.get("model_type"), "family": config.family, "dtype": dtype,
-            "parameters": model.n_params, "model_config": config.to_dict(),
+            "parameters": sum(p.numel() for p in model.parameters()), "model_config": config.to_dict(),
             "tokenizer": model.tokenizer.to_dict()}

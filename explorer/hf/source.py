@@ -104,7 +104,7 @@ def read_config(source: HFSource) -> tuple[dict, Path]:
 
 
 def detect_family(cfg: dict, source: HFSource) -> str:
-    """mlm (BERT-family masked LMs), llada, or dream, from model_type and architectures."""
+    """mlm (BERT-family masked LMs), llada, dream or causal (a judge), from model_type and architectures."""
     model_type = str(cfg.get("model_type", "")).lower()
     archs = [str(a) for a in cfg.get("architectures") or []]
     if "dream" in model_type or any("Dream" in a for a in archs):
@@ -113,6 +113,8 @@ def detect_family(cfg: dict, source: HFSource) -> str:
         return "llada"
     if any(a.endswith("ForMaskedLM") for a in archs):
         return "mlm"
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return "causal"
     raise CheckpointError(f"{source.spec}: cannot tell the model family from its config (model_type "
                           f"{model_type!r}, architectures {archs}); pass --hf-family with one of "
                           f"{', '.join(FAMILIES)}")

@@ -23,8 +23,8 @@ def display_token(piece: str, wordpiece: bool = False) -> str:
 
 
 class HFTokenizer:
-    """mask_id is the model's; vocab_size is the model's logits width (it may exceed the tokenizer's
-    length: ids past it decode to '' and are never a useful proposal)."""
+    """mask_id is the model's (-1 for a causal judge, which has none); vocab_size is the model's logits
+    width (it may exceed the tokenizer's length: ids past it decode to '' and are never a useful proposal)."""
 
     kind = "tokens"  # positions are model tokens, not characters
 
@@ -71,7 +71,8 @@ class HFTokenizer:
             wordpiece = any(p.startswith("##") for p in pieces)
             g = np.array([display_token(p, wordpiece) for p in pieces] + [""] * (self.vocab_size - len(pieces)),
                          dtype=object)
-            g[self.mask_id] = MASK_GLYPH
+            if self.mask_id >= 0:
+                g[self.mask_id] = MASK_GLYPH
             self._glyphs = g
         return self._glyphs
 

@@ -25,6 +25,8 @@ from .trajectory import StepRecord, Trajectory
 def sample_any(model, config: SamplerConfig, **kwargs) -> Trajectory:
     """sample() for diffusion models, sample_ar() for AR ones; `template` is taken as the AR prompt."""
     if getattr(model.config, "kind", "diffusion") == "ar":
+        if getattr(model.config, "family", None) == "causal":
+            raise ValueError("a Hugging Face causal LM is a judge of text here (--judge), not a model to sample")
         if "template" in kwargs:
             if kwargs.get("prompt") is not None:
                 raise ValueError("give either template or prompt, not both")
