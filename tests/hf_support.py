@@ -27,6 +27,9 @@ def tiny_tokenizer(out: Path, vocab_size: int = 80, mask_token: bool = True):
     fast = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                                    sep_token="[SEP]", mask_token="[MASK]" if mask_token else None,
                                    eos_token="<eos>")
+    # an instruct model's chat template, in the form transformers renders (jinja)
+    fast.chat_template = ("{% for m in messages %}[CLS] {{ m['content'] }} [SEP]{% endfor %}"
+                          "{% if add_generation_prompt %} answer{% endif %}")
     fast.save_pretrained(out)
     return fast
 

@@ -80,3 +80,18 @@ def test_an_unlisted_model_is_never_opened(checkpoints, bert, monkeypatch):
     s.load(wait=True)
     assert s.model is not None and s.model.config.kind == "diffusion" and not hasattr(s.model.config, "family")
     assert "is not one of the checkpoints" in s.error
+
+
+def test_a_chat_prompt_runs_from_the_sidebar(listed):
+    s = _session(listed, length=16, steps=2, template="to be or not", chat=True)
+    explore = s.tabs["Explore"]
+    assert explore.start_run(wait=True) and s.error == ""
+    rendered = s.model.tokenizer.encode("[CLS] to be or not [SEP] answer")
+    assert explore.trajectory.final[0, : len(rendered)].tolist() == rendered
+    assert explore.trajectory.fixed[0].sum() == len(rendered)
+
+
+def test_a_chat_prompt_on_a_character_model_is_a_notice(checkpoints):
+    s = _session("tiny", template="ABC", chat=True)
+    assert not s.tabs["Explore"].start_run(wait=True)
+    assert "chat template" in s.error

@@ -160,3 +160,23 @@ def test_token_models_are_scored_over_their_tokens(bert):
     assert table["entropy"].tolist() == pytest.approx([np.log(2), np.log(4)])  # token ids, not the texts
     assert table["distinct_2"].tolist() == pytest.approx([1.0, 1.0]) and table["distinct_3"].tolist() == [1.0, 1.0]
     assert score_samples("tokens", np.array([[5, 5, 5, 5]]), ["z"])["distinct_2"].tolist() == [pytest.approx(1 / 3)]
+
+
+def test_a_chat_prompt_is_rendered_with_the_models_chat_template(bert, capsys):
+    from explorer.sampling.template import as_chat
+
+    model = load_checkpoint(str(bert))
+    rendered = as_chat("to be or not", model.tokenizer)
+    assert rendered == "[CLS] to be or not [SEP] answer"
+    rc = cli_main(["sample", "--checkpoint", str(bert), "--prompt", "to be or not", "--chat", "--length", "16",
+                   "--steps", "2", "--json", "--device", "cpu"])
+    out = json.loads(capsys.readouterr().out)
+    prompt_ids = model.tokenizer.encode(rendered)
+    assert rc == 0 and out["tokens"][0][: len(prompt_ids)] == prompt_ids  # the template's special tokens kept
+    assert len(out["tokens"][0]) == 16
+    with pytest.raises(ValueError, match="takes no"):
+        as_chat("to be █", model.tokenizer)
+    from explorer.data.tokenizer import CharTokenizer
+
+    with pytest.raises(ValueError, match="chat template"):
+        as_chat("hi", CharTokenizer("hi"))

@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--length", type=int, default=None, help="canvas length (default: the checkpoint's recommended length, else its context)")
     p.add_argument("--template", "--prompt", dest="template", default=None,
                    help="text to continue, or a template with █ / [___] marking positions to generate")
+    p.add_argument("--chat", action="store_true",
+                   help="send --prompt as the user's message in the model's chat template (instruct models); "
+                        "the answer is generated after it, up to --length tokens in all")
     p.add_argument("-n", "--num-samples", dest="n", type=int, default=1, help="samples to generate (batched)")
     p.add_argument("--no-cache", action="store_true", help="AR models: recompute the prefix for every token")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of plain text")
@@ -89,6 +92,10 @@ def _run(args):
             raise ValueError(f"-n must be a positive integer, got {args.n}")
         model = load_checkpoint(args.checkpoint, resolve_device(args.device), hf=hf_options(args))
         config = _config(args, model)
+        if args.chat:
+            from ..sampling.template import as_chat
+
+            args.template = as_chat(args.template or "", model.tokenizer)
         kwargs = {"use_cache": not args.no_cache} if model.config.kind == "ar" else {}
         traj = sample_any(model, config, batch_size=args.n, length=_length(args, model), template=args.template,
                           record=False, **kwargs)

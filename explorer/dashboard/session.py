@@ -24,20 +24,28 @@ from .runtime.tasks import Worker
 log = logging.getLogger(__name__)
 
 KNOBS = ("steps", "temperature", "top_p", "top_k", "strategy", "schedule", "block_length", "threshold",
-         "remask", "cfg_scale", "suppress_eos", "alg_temp", "factor", "length", "seed", "template")
+         "remask", "cfg_scale", "suppress_eos", "alg_temp", "factor", "length", "seed", "template", "chat")
 
 
 def canvas_template(model, canvas) -> str | None:
     """The canvas as the sampler's template notation (█ per generated position), None if all blank.
-    Handing the sampler this exact string makes its canvas identical to the one the views drew."""
-    return model.tokenizer.decode(canvas.tokens) if canvas.fixed.any() else None
+    Handing the sampler this exact string makes its canvas identical to the one the views drew: the
+    string the canvas was parsed from where known (a subword tokenizer need not decode and re-encode
+    to the same tokens), else the decoded canvas."""
+    if not canvas.fixed.any():
+        return None
+    if canvas.template is not None:  # the sampler parses it at canvas.length: the same canvas
+        return canvas.template
+    return model.tokenizer.decode(canvas.tokens)
 
 
 def run_template(model, canvas) -> str | None:
     """The template a run on `canvas` hands the sampler (an AR model's is its prompt: no trailing █)."""
     template = canvas_template(model, canvas)
     if model.config.kind == "ar":
-        template = None if template is None else template.rstrip(MASK_GLYPH)
+        from ..sampling.template import expand_blanks
+
+        template = None if template is None else expand_blanks(template).rstrip(MASK_GLYPH)
     return template
 
 
@@ -142,6 +150,9 @@ class Session(param.Parameterized):
                                 "to fill only the blanks, set Length to the template's length. "
                                 "Empty = generate everything")
 
+    chat = param.Boolean(False, label="Chat prompt (instruct models)",
+                         doc="Send the prompt as the user's message in the model's chat template (Hugging Face "
+                             "instruct models such as LLaDA-Instruct); the answer is generated after it")
     presentation = param.Boolean(False, label="Presentation (large type)", doc="Larger type for projectors")
     show_tab = param.String("", doc="A tab a tab's action brings to the front (Model's 'Sample from it': "
                                      "Explore); the app shows it and resets this to ''")
@@ -194,7 +205,7 @@ class Session(param.Parameterized):
         except ValueError as e:  # a bad recommendation is the checkpoint's fault: say so, keep defaults
             log.warning("ignoring the checkpoint's sampler_defaults: %s", e)
             wanted = {}
-        names = [k for k in KNOBS if k not in ("length", "seed", "template", "top_k")]
+        names = [k for k in KNOBS if k not in ("length", "seed", "template", "top_k", "chat")]
         out = {k: self.param[k].default for k in names}
         out.update({k: v for k, v in wanted.items() if k in self.param})
         for off in ("threshold", "factor"):
@@ -206,7 +217,17 @@ class Session(param.Parameterized):
         """The starting canvas (template or blank) for the loaded model; ValueError if the template is bad."""
         if self.model is None:
             raise ValueError("no model is loaded yet")
-        return start_canvas(self.model, self.template.strip(), self.length, self.seed)
+        return start_canvas(self.model, self.prompt_template(), self.length, self.seed)
+
+    def prompt_template(self) -> str:
+        """The template as the sampler gets it: as typed (stripped), or the user's message in the model's
+        chat template when `chat` is on (ValueError, shown as a notice, where the model has none)."""
+        from ..sampling.template import as_chat
+
+        text = self.template.strip()
+        if self.chat and text and self.model is not None:
+            return as_chat(text, self.model.tokenizer)
+        return text
 
     def load(self, name: str | None = None, *, wait: bool = False) -> None:
         """Load `name` (default: the chosen / default checkpoint) in the background, then run."""

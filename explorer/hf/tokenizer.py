@@ -76,6 +76,14 @@ class HFTokenizer:
             self._glyphs = g
         return self._glyphs
 
+    def render_chat(self, message: str) -> str:
+        """The user's `message` in the model's chat template, with the assistant's turn opened."""
+        if not getattr(self.tok, "chat_template", None):
+            raise ValueError("this model's tokenizer has no chat template (not an instruct model?); "
+                             "use a plain prompt")
+        return self.tok.apply_chat_template([{"role": "user", "content": message}], tokenize=False,
+                                            add_generation_prompt=True)
+
     def to_dict(self) -> dict:
         return {"type": "hf", "name": getattr(self.tok, "name_or_path", ""), "mask_id": self.mask_id,
                 "vocab_size": self.vocab_size}

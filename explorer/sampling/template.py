@@ -28,6 +28,8 @@ class Canvas:
 
     tokens: np.ndarray  # (L,) int64, mask_id at positions to generate
     fixed: np.ndarray  # (L,) bool, True where the template gives the character
+    template: str | None = None  # what parse_template was given: parsing it again at this length gives
+    # this canvas exactly (decoding the tokens need not, for a subword tokenizer)
 
     @property
     def length(self) -> int:
@@ -44,7 +46,7 @@ class Canvas:
         return not self.fixed[first_gap:].any()
 
 
-def _expand(template: str) -> str:
+def expand_blanks(template: str) -> str:
     """Replace every [___] by five █, so one character is one position."""
     return template.replace(BLANK, MASK_GLYPH * BLANK_WIDTH)
 
@@ -85,7 +87,7 @@ def parse_template(template: str, tokenizer, *, length: int | None = None,
     """
     if not isinstance(template, str) or template == "":
         raise ValueError("the template is empty; type a prompt, or use █ / [___] for positions to generate")
-    text = _expand(template)
+    text = expand_blanks(template)
     bad = tokenizer.unknown_chars(text.replace(MASK_GLYPH, ""))
     if bad:
         shown = ", ".join(repr(c) for c in bad[:10]) + (" ..." if len(bad) > 10 else "")
@@ -99,7 +101,7 @@ def parse_template(template: str, tokenizer, *, length: int | None = None,
     pad = total - len(ids)
     ids = np.concatenate([ids, np.full(pad, tokenizer.mask_id, dtype=np.int64)])  # (L,)
     fixed = np.concatenate([fixed, np.zeros(pad, dtype=bool)])  # (L,)
-    return Canvas(ids, fixed)
+    return Canvas(ids, fixed, template)
 
 
 def _encode(text: str, tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -115,3 +117,15 @@ def _encode(text: str, tokenizer) -> tuple[np.ndarray, np.ndarray]:
             ids += encoded
             fixed += [True] * len(encoded)
     return np.array(ids, dtype=np.int64), np.array(fixed, dtype=bool)
+
+
+def as_chat(prompt: str, tokenizer) -> str:
+    """`prompt` as the user's message in the tokenizer's chat template, ready for the answer (an instruct
+    model's prompt: the generated positions follow it). ValueError where there is no chat template."""
+    render = getattr(tokenizer, "render_chat", None)
+    if render is None:
+        raise ValueError("chat prompts need a Hugging Face model whose tokenizer has a chat template")
+    if MASK_GLYPH in prompt or BLANK in prompt:
+        raise ValueError("a chat prompt is the user's message: the answer after it is generated, so it "
+                         "takes no █ or [___]")
+    return render(prompt)

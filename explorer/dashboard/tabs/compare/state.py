@@ -367,7 +367,7 @@ class CompareState(TabState):
         configs = column_configs(s.sampler_config(), parsed)
         columns = tuple(Column(column_label(o), o, c) for o, c in zip(parsed, configs))
         judge = checkpoints.find_judge(s.model, s.param.checkpoint.objects)
-        return Plan(s.model, s.model_info.get("name", "?"), columns, s.canvas(), judge, s.template.strip(),
+        return Plan(s.model, s.model_info.get("name", "?"), columns, s.canvas(), judge, s.prompt_template(),
                     s.length, s.seed)
 
     def start(self, *, wait: bool = False) -> bool:

@@ -42,6 +42,7 @@ class ControlsView(StateView):
         w["new_seed"] = pn.widgets.Button.from_param(e.new_seed, sizing_mode="stretch_width")
         w["auto_run"] = pn.widgets.Checkbox.from_param(e.auto_run)
         w["presentation"] = pn.widgets.Checkbox.from_param(p.presentation)
+        w["chat"] = pn.widgets.Checkbox.from_param(p.chat)
         for name, widget in w.items():
             widget.css_classes = [*widget.css_classes, f"knob-{name.replace('_', '-')}"]  # for browser tests
             if name not in SLIDERS:  # (sliders keep Panel's debounce: ui/internals.no_debounce)
@@ -80,6 +81,6 @@ class ControlsView(StateView):
             pn.Row(w["seed"], pn.Column(w["new_seed"], align="end"), sizing_mode="stretch_width"), w["auto_run"],
             w["template"], self.notice, w["length"], w["steps"], w["strategy"], w["schedule"],
             w["temperature"], w["top_p"], w["top_k"], w["block_length"], w["threshold"], w["remask"],
-            pn.Card(*(w[k] for k in REAL_MODEL_KNOBS), title="Guidance & decoding rules", collapsed=True,
+            pn.Card(w["chat"], *(w[k] for k in REAL_MODEL_KNOBS), title="Chat, guidance & decoding rules", collapsed=True,
                     sizing_mode="stretch_width", css_classes=["real-model-knobs"]),
             w["presentation"], sizing_mode="stretch_width")

@@ -330,7 +330,7 @@ class ExploreState(TabState):
             cfg.pop(varied)
         path = getattr(s.model, "path", None)
         mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
-        return (s.model_info.get("name"), mtime, tuple(sorted(cfg.items())), s.length, s.template,
+        return (s.model_info.get("name"), mtime, tuple(sorted(cfg.items())), s.length, s.template, s.chat,
                 tuple(self.sweep_strategies), self.sweep_samples, self._judge_name)
 
     def start_sweep(self, *, wait: bool = False) -> bool:
@@ -351,7 +351,7 @@ class ExploreState(TabState):
             self.quality.show(cached, "from cache")
             return True
         # the template as typed (stripped as start_canvas strips it): the sweep parses it as the sampler does
-        args = (s.model, config, canvas, s.template.strip() or None, list(self.sweep_strategies),
+        args = (s.model, config, canvas, s.prompt_template() or None, list(self.sweep_strategies),
                 self.sweep_samples, s.seed, key)
         self.quality.start(lambda job, report: self._sweep(job, report, *args), status="computing …", wait=wait)
         return True

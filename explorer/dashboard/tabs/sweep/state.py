@@ -247,7 +247,7 @@ class SweepTabState(TabState):
             raise ValueError("sweeps compare diffusion samplers: pick a diffusion checkpoint in the sidebar")
         cells = sweep_cells(base, vary)
         canvas = self.session.canvas()
-        template = self.session.template.strip() or None
+        template = self.session.prompt_template() or None
         with_ar = with_ar and self._judge is not None and template is None
         name = self.session.model_info.get("name")
         path = getattr(model, "path", None)
