@@ -378,7 +378,7 @@ def _given_ids(model, text_or_ids) -> torch.Tensor:
     x = torch.tensor(ids, dtype=torch.long)[None]  # (1, L)
     if x.shape[1] > model.config.block_size:
         raise ValueError(f"text of {x.shape[1]} tokens exceeds the model's context of {model.config.block_size}")
-    if ((x < 0) | (x >= model.config.mask_id)).any():
+    if ((x < 0) | (x >= model.config.vocab_size) | (x == model.config.mask_id)).any():
         raise ValueError("ids must be characters of the model's vocabulary (no [MASK] in the clean text)")
     return x
 
@@ -418,13 +418,18 @@ def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k
     logits = model(xt.to(device), tt.to(device))[0].float().cpu()  # (L, V)
     logits[:, model.config.mask_id] = float("-inf")
     probs = torch.softmax(logits, dim=-1)
-    top_p, top_i = probs.topk(min(k, model.config.mask_id), dim=-1)  # (L, k)
+    top_p, top_i = probs.topk(min(k, model.config.vocab_size - 1), dim=-1)  # (L, k): never [MASK]
     return _topk_result(model, x[0], xt[0], masked[0], probs, top_p, top_i)
 
 
 def _topk_result(model, x, xt, masked, probs, top_p, top_i) -> dict:
     tok = getattr(model, "tokenizer", None)
-    name = (lambda i: tok.decode([i])) if tok is not None else (lambda i: int(i))
+    if tok is not None and hasattr(tok, "token_strings"):  # a token's display string (' the'), not decode's
+        name = lambda i: tok.token_strings([i])[0]  # noqa: E731
+    elif tok is not None:
+        name = lambda i: tok.decode([i])  # noqa: E731
+    else:
+        name = lambda i: int(i)  # noqa: E731
     rows = []
     for pos in torch.nonzero(masked).flatten().tolist():
         row = {"position": pos, "true": name(x[pos].item()), "true_id": int(x[pos]),

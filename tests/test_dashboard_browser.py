@@ -152,7 +152,7 @@ def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
             expected = f"{step}: {STATES[frames.state[step][x]]}"
             page.wait_for_function(f"() => ({TOOLTIP_JS})()[1] === {expected!r}", timeout=5_000)
             position, _, _, committed = page.evaluate(TOOLTIP_JS)
-            assert position == f"{x}: {display_glyphs(frames.chars(step))[x]}"
+            assert position == f"{x}: {display_glyphs(frames.chars(step))[x]} (id {frames.tokens[step][x]})"
             at = frames.committed_at[step][x]
             assert committed.startswith(f"{at}," if at >= 0 else "–,")
     assert problems == []

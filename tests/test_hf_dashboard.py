@@ -95,3 +95,20 @@ def test_a_chat_prompt_on_a_character_model_is_a_notice(checkpoints):
     s = _session("tiny", template="ABC", chat=True)
     assert not s.tabs["Explore"].start_run(wait=True)
     assert "chat template" in s.error
+
+
+def test_inspect_shows_a_token_models_view_of_masked_text(listed):
+    from tests.dashboard_support import wait_for
+
+    s = _session(listed)
+    tab, view = build_tab("Inspect", s)
+    tab.param.update(text="to be or not to be that is the question", t=0.5, k=3)
+    tab.on_shown()
+    wait_for(lambda: tab.predictions is not None)
+    ids = s.model.tokenizer.encode("to be or not to be that is the question")
+    result = tab.predictions
+    assert len(result["mask"]) == len(ids)  # one position per token
+    table = result["table"]
+    strings = s.model.tokenizer.token_strings(ids)
+    assert all(row["true"] == strings[row["position"]] for row in table.to_dict("records"))
+    assert view.forward.object.count("█") == int(result["mask"].sum())

@@ -51,9 +51,10 @@ const f = v => (v === null || Number.isNaN(v)) ? "–" : v.toFixed(3);
 """
 TOOLTIPS = [("position", "$x{custom}"), ("step", "$y{custom}"), ("score, confidence", "$sx{custom}"),
             ("committed at, proposal", "$sy{custom}")]
-FORMATTERS = {"$x": "return `${x}: ${g[d.token[i]]}`;", "$y": "return `${y}: ${STATES[d.state[i]]}`;",
+# token ids beside the strings: a Hugging Face model's token is looked up by its id
+FORMATTERS = {"$x": "return `${x}: ${g[d.token[i]]} (id ${d.token[i]})`;", "$y": "return `${y}: ${STATES[d.state[i]]}`;",
               "$sx": "return `${f(d.score[i])}, ${f(d.conf[i])}`;",
-              "$sy": "return `${d.committed_at[i] >= 0 ? d.committed_at[i] : '–'}, ${g[d.proposal[i]]}`;"}
+              "$sy": "return `${d.committed_at[i] >= 0 ? d.committed_at[i] : '–'}, ${g[d.proposal[i]]} (id ${d.proposal[i]})`;"}
 
 # Characters in the cells once a cell is big enough to hold one: copied in the browser from the
 # cells source for the visible window only, into a source that is never synced back to the server.
@@ -78,8 +79,9 @@ if (out.x.length || labels.data.x.length) labels.data = out;
 
 
 def display_glyphs(glyphs) -> list[str]:
-    """The glyph table with whitespace made visible, for tooltips and cell labels."""
-    return [SHOWN_AS.get(c, c) for c in glyphs]
+    """The glyph table with whitespace made visible, for tooltips and cell labels (inside a subword
+    token too: ' the' shows as '␣the')."""
+    return [SHOWN_AS.get(c, c) if len(c) == 1 else "".join(SHOWN_AS.get(ch, ch) for ch in c) for c in glyphs]
 
 
 def cell_rgba(state: np.ndarray, conf: np.ndarray) -> np.ndarray:

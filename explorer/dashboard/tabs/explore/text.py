@@ -23,6 +23,7 @@ TEXT_CSS = f"""
 .r {{ color: {STATE_COLORS['remasked']}; }}
 .n {{ background: rgba(213, 94, 0, 0.30); outline: 1px solid {STATE_COLORS['new']}; font-weight: bold;
       text-decoration: underline; }}
+.t {{ border-right: 1px solid rgba(0, 0, 0, 0.22); }}
 """ + "".join(f".c{i} {{ background: rgba(0, 114, 178, {0.08 + 0.42 * i / (LEVELS - 1):.2f}); }}\n"
               for i in range(LEVELS))
 
@@ -41,9 +42,13 @@ def css_classes(frames, row: int) -> list[str]:
     return names.tolist()
 
 
-def text_html(frames, row: int) -> str:
-    """The canvas at `row` as spans, runs of one class merged into one span."""
+def text_html(frames, row: int, boundaries: bool = False) -> str:
+    """The canvas at `row` as spans, runs of one class merged into one span; with `boundaries` (a
+    model of subword tokens) one span per token, its right edge drawn, so token boundaries show."""
     classes, chars = css_classes(frames, row), frames.chars(row).tolist()
+    if boundaries:
+        spans = (f'<span class="{c} t">{html.escape(ch)}</span>' for c, ch in zip(classes, chars))
+        return '<p class="canvas">' + "".join(spans) + "</p>"
     parts, start = [], 0
     for i in range(1, len(chars) + 1):
         if i == len(chars) or classes[i] != classes[start]:
@@ -78,7 +83,9 @@ class TextView(StateView):
         left = int((frames.state[row] == CODE["masked"]).sum())
         caption = (f'<p class="caption"><b>step {row}</b> of {frames.n_rows - 1}: {new} committed now '
                    f"(highlighted), {left} still masked; tint = confidence when committed</p>")
-        self.div.text = STYLE + caption + text_html(frames, row)
+        tokenizer = getattr(self.state.session.model, "tokenizer", None)
+        boundaries = getattr(tokenizer, "kind", "chars") == "tokens"
+        self.div.text = STYLE + caption + text_html(frames, row, boundaries)
         self.push(self.pane)
 
     def _fonts(self):

@@ -20,8 +20,9 @@ def _plain(c: str) -> str:
     return "&nbsp;" if c == " " else "↵" if c == "\n" else html.escape(c)
 
 
-def forward_html(text: str, mask: np.ndarray) -> str:
-    """The text as the model sees it at t (the forward process): masked characters as █ on a dark cell."""
+def forward_html(text, mask: np.ndarray) -> str:
+    """The text (a string, or one string per position: tokens) as the model sees it at t (the forward
+    process): masked positions as █ on a dark cell."""
     parts = []
     for c, m in zip(text, mask):
         parts.append('<span class="mk">█</span>' if m else html.escape(c))
@@ -50,7 +51,7 @@ def _column(row, k: int) -> str:
     return f'<span class="col" title="{html.escape(tip)}"><span class="mk">█</span>{body}</span>'
 
 
-def predictions_html(text: str, result: dict, k: int) -> str:
+def predictions_html(text, result: dict, k: int) -> str:
     """Seed 003's figure for text: each position a column, masked ones with their top-k candidates.
     Columns are grouped into words (a word never breaks across lines); a newline is a column of its own
     (↵), not a line break: Shakespeare's short lines would otherwise make the grid very tall."""

@@ -23,11 +23,29 @@ def prepare_text(tokenizer, text: str, context: int) -> tuple[str, list[str]]:
         text = "".join(c for c in text if c not in drop)
         names = ", ".join(repr(c) for c in unknown[:12]) + (" …" if len(unknown) > 12 else "")
         notices.append(f"left out {len(unknown)} character(s) this model does not know: {names}")
+    if getattr(tokenizer, "kind", "chars") == "tokens":  # a subword model: its context counts tokens
+        ids = tokenizer.encode(text)
+        if len(ids) > context:
+            notices.append(f"the text has {len(ids)} tokens but the model sees at most {context}: "
+                           f"only the first {context} are used")
+            text = tokenizer.decode(ids[:context])
+        return text, notices
     if len(text) > context:
         notices.append(f"the text has {len(text)} characters but the model sees at most {context}: "
                        f"only the first {context} are used")
         text = text[:context]
     return text, notices
+
+
+def pieces(model, text: str) -> list[str]:
+    """`text` as the model's positions: its characters, or a Hugging Face model's token strings."""
+    tok = model.tokenizer
+    return tok.token_strings(tok.encode(text)) if getattr(tok, "kind", "chars") == "tokens" else list(text)
+
+
+def positions(model, text: str) -> int:
+    """Positions `text` takes on the model's canvas."""
+    return len(pieces(model, text))
 
 
 def draw_mask(length: int, t: float, seed: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from ...runtime.cache import INSPECT, model_key
 from ...runtime.confidence import cached_mean_confidence, mean_confidence_table
 from ...runtime.tasks import Task
 from ..base import TabState
-from .masking import draw_mask, prepare_text
+from .masking import draw_mask, positions, prepare_text
 
 VAL_ROWS = 16  # validation rows for the accuracy curve: ~1 s per t for the Shakespeare model on a busy CPU
 ACC_TS = tuple(round(0.1 * i, 1) for i in range(1, 10))
@@ -228,7 +228,7 @@ class InspectState(TabState):
             self.predictions_task.clear()
             return False
         model, t, k = self.model, float(self.t), self.k
-        mask = self.mask(len(text))  # drawn here, so the prediction is at the mask the forward view draws
+        mask = self.mask(positions(model, text))  # drawn here: the prediction is at the mask the forward view draws
         key = ("preds", model_key(model), text, t, self.mask_seed, k)
         cached = INSPECT.get(key)
         if cached is not None:

@@ -19,7 +19,7 @@ from .markup import (
     predictions_table,
     style,
 )
-from .masking import fraction_check
+from .masking import fraction_check, pieces, positions
 from .plots import accuracy_plot, fraction_plot, positions_plot
 from .state import InspectState
 from ...ui.base import notice, show_notice
@@ -84,9 +84,10 @@ class InspectView(pn.viewable.Viewer):
         if not text:
             self.forward.object = ""
             return
-        mask = tab.mask(len(text))
-        caption = forward_caption(tab.t, int(mask.sum()), len(text), tab.mask_seed)
-        self.forward.object = style(self._size()) + caption + forward_html(text, mask)
+        shown = pieces(tab.model, text)  # characters, or a Hugging Face model's tokens
+        mask = tab.mask(len(shown))
+        caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed)
+        self.forward.object = style(self._size()) + caption + forward_html(shown, mask)
 
     @param.depends("tab.predictions_task.result", "tab.session.presentation", watch=True)
     def _predictions(self):
@@ -95,7 +96,7 @@ class InspectView(pn.viewable.Viewer):
             self.grid.object, self.table.object, self.legend.object = "", None, ""
             return
         self.grid.object = style(size) + predictions_caption(result) + predictions_html(
-            result["text"], result, result["k"])
+            pieces(self.tab.model, result["text"]), result, result["k"])
         self.legend.object = legend_html(size)
         self.table.object = predictions_table(result, result["k"])
         self.table.styles = {"overflow-y": "auto", "font-size": size["base"]}
@@ -122,8 +123,9 @@ class InspectView(pn.viewable.Viewer):
         worker thread)."""
         tab = self.tab
         text = tab.shown_text(update=False) if tab.model is not None else ""
-        length = len(text) or (tab.model.config.block_size if tab.model is not None else 256)
-        actual = float(tab.mask(len(text)).mean()) if text else None
+        n = positions(tab.model, text) if text else 0
+        length = n or (tab.model.config.block_size if tab.model is not None else 256)
+        actual = float(tab.mask(n).mean()) if text else None
         return fraction_plot(fraction_check(length, tab.mask_seed), tab.t, actual, presentation)
 
     # ---------------------------------------------------------------- downloads
