@@ -35,7 +35,10 @@ def test_masked_lm_has_the_checkpoint_contract(bert):
     x = torch.tensor([ids, ids])
     logits = model(x, torch.full((2,), 0.5))
     assert logits.shape == (2, len(ids), model.config.vocab_size)
-    assert torch.allclose(logits, model.net(input_ids=x).logits)  # aligned: row i predicts token i
+    raw = model.net(input_ids=x).logits
+    text = [i for i in range(model.config.vocab_size) if i not in tok.special_ids]
+    assert torch.allclose(logits[..., text], raw[..., text])  # aligned: row i predicts token i
+    assert tok.special_ids and torch.isinf(logits[..., tok.special_ids]).all()  # [CLS], [SEP] ... never text
     assert tok.decode(ids) == "to be or not to be"
     assert tok.decode([ids[0], model.config.mask_id, ids[1]]) == f"to{MASK_GLYPH}be"
     assert model.meta["family"] == "mlm" and model.meta["dtype"] == "fp32"

@@ -120,9 +120,10 @@ def _transfer_counts(n_masked: int, steps: int) -> list[int]:
     return [base + (i < rem) for i in range(steps)]
 
 
-def llada_generate(net, prompt: torch.Tensor, mask_id: int, steps: int, gen_length: int, block_length: int):
+def llada_generate(logits_of, prompt: torch.Tensor, mask_id: int, steps: int, gen_length: int, block_length: int):
     """LLaDA's generate at temperature 0 with low-confidence remasking, written from its paper and
-    published code; [MASK] excluded from the argmax as the explorer's sampler does."""
+    published code (`logits_of(x)` is its `model(x).logits`); [MASK] excluded from the argmax as the
+    explorer's sampler does."""
     x = torch.full((1, len(prompt) + gen_length), mask_id, dtype=torch.long)
     x[0, :len(prompt)] = prompt
     n_blocks = gen_length // block_length
@@ -131,7 +132,7 @@ def llada_generate(net, prompt: torch.Tensor, mask_id: int, steps: int, gen_leng
         counts = _transfer_counts(int((x[0, start:end] == mask_id).sum()), steps // n_blocks)
         for k in counts:
             mask_index = x == mask_id
-            logits = net(input_ids=x).logits.float()
+            logits = logits_of(x).float()
             logits[..., mask_id] = -torch.inf
             x0 = logits.argmax(-1)
             x0_p = F.softmax(logits, dim=-1).gather(-1, x0[..., None]).squeeze(-1)
@@ -152,7 +153,7 @@ def test_greedy_decoding_reproduces_llada_generate(tmp_path_factory, steps, gen_
     prompt = "to be or not"
     ids = torch.tensor(model.tokenizer.encode(prompt))
     with torch.no_grad():
-        want = llada_generate(model.net, ids, model.config.mask_id, steps, gen_length, block_length)
+        want = llada_generate(model, ids, model.config.mask_id, steps, gen_length, block_length)
     cfg = SamplerConfig(steps=steps, temperature=0, strategy="confidence", schedule="linear",
                         block_length=block_length)
     got = sample(model, cfg, template=prompt + "█" * gen_length)

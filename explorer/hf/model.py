@@ -66,9 +66,11 @@ class HFCausalJudge(nn.Module):
 class HFDenoiser(nn.Module):
     """The wrapped transformers model; t is accepted and ignored (these models are not time-conditioned)."""
 
-    def __init__(self, net: nn.Module, config: HFModelConfig):
+    def __init__(self, net: nn.Module, config: HFModelConfig, never: list[int] | None = None):
         super().__init__()
         self.net, self.config = net, config
+        # ids that are never text (a BERT-family model's [CLS], [SEP], [PAD], [UNK]): -inf logits
+        self.register_buffer("never", torch.tensor(sorted(never or []), dtype=torch.long), persistent=False)
 
     @property
     def device(self) -> torch.device:
@@ -88,6 +90,8 @@ class HFDenoiser(nn.Module):
         out = self.net(input_ids=x)
         logits = out.logits if hasattr(out, "logits") else out[0]  # (B, L, V')
         logits = logits[..., : self.config.vocab_size]
+        if len(self.never):
+            logits = logits.index_fill(-1, self.never, float("-inf"))
         if self.config.shift_logits:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)  # (B, L, V): row i from position i-1
         return logits
@@ -185,8 +189,12 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
         raise CheckpointError(f"{source.spec}: mask id {mask_id} is outside the model's vocabulary of {vocab}")
     shift = options.shift_logits if options.shift_logits is not None else family == "dream"
     config = HFModelConfig(vocab, mask_id, _context(cfg), family, shift)
-    model = HFDenoiser(net, config).to(device).eval()
-    model.tokenizer = HFTokenizer(tok, mask_id, vocab)
+    tokenizer = HFTokenizer(tok, mask_id, vocab)
+    # A masked LM's special tokens mark sequence structure, never text: not proposed. LLaDA's and Dream's
+    # EOS / end-of-turn are text (an answer's end) and stay, under the suppress_eos knob.
+    never = tokenizer.special_ids if family == "mlm" else []
+    model = HFDenoiser(net, config, never).to(device).eval()
+    model.tokenizer = tokenizer
     return _attach(model, source, cfg, files)
 
 

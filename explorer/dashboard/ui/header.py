@@ -18,7 +18,9 @@ def quality_text(info: dict) -> str:
     """NELBO when training finished; otherwise the latest validation loss, labelled as such. A Hugging
     Face model: its weights' dtype and memory instead (the NELBO is not ours to know)."""
     if "family" in info:
-        return f"{html.escape(str(info.get('dtype')))} weights, {info['memory_gb']:.2f} GB"
+        gb = info["memory_gb"]
+        memory = f"{gb:.2f} GB" if gb >= 1 else f"{gb * 1e3:.1f} MB"
+        return f"{html.escape(str(info.get('dtype')))} weights, {memory}"
     if "nelbo_bits" in info:
         return f"NELBO {info['nelbo_bits']:.3f} bits/char ({info['nelbo_nats']:.3f} nats)"
     if "ce_bits" in info:
