@@ -111,4 +111,4 @@ def test_inspect_shows_a_token_models_view_of_masked_text(listed):
     table = result["table"]
     strings = s.model.tokenizer.token_strings(ids)
     assert all(row["true"] == strings[row["position"]] for row in table.to_dict("records"))
-    assert view.forward.object.count("█") == int(result["mask"].sum())
+    assert view.forward.object.count("█") == int(result["mask"].sum()) and "tokens masked" in view.forward.object

@@ -107,6 +107,8 @@ def validation_tokens(model, length: int, n: int = 64):
     with _LOCK:
         if key in _VAL_CACHE:
             return _VAL_CACHE[key]
+    if "family" in (getattr(model, "meta", None) or {}):
+        raise ValueError("a Hugging Face model brings no held-out text of its own")
     try:
         meta = getattr(model, "meta", None) or {}
         corpus = checkpoint_corpus(meta, model.tokenizer, length, download=False)

@@ -108,16 +108,17 @@ def legend_html(size: dict) -> str:
             '— the paler, the less probable. Hover a column for the numbers.</p>')
 
 
-def forward_caption(t: float, n: int, length: int, seed: int) -> str:
-    """What the masked text shows: how many characters are masked at t, against the expected share."""
-    return (f'<p class="cap"><b>t = {t:.2f}</b>: {n} of {length} characters masked '
+def forward_caption(t: float, n: int, length: int, seed: int, unit: str = "characters") -> str:
+    """What the masked text shows: how many positions (characters or tokens) are masked at t, against
+    the expected share."""
+    return (f'<p class="cap"><b>t = {t:.2f}</b>: {n} of {length} {unit} masked '
             f"({100 * n / length:.1f}%; expected {100 * t:.0f}%), mask seed {seed}</p>")
 
 
-def predictions_caption(result: dict) -> str:
+def predictions_caption(result: dict, unit: str = "characters") -> str:
     """How many masked characters the model got right at t, and its mean top-1 probability."""
     table = result["table"]
     n, hits = len(table), int(table["correct"].sum()) if len(table) else 0
     mean_conf = float(table["p1"].mean()) if n else float("nan")
-    return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} masked characters '
+    return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} masked {unit} '
             f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}</p>")

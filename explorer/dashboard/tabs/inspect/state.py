@@ -127,7 +127,8 @@ class InspectState(TabState):
             return ""
         text, notices = prepare_text(model.tokenizer, self.text, model.config.block_size)
         if not self.text:
-            notices.append("the validation text is loading …" if self.default_text and self._default is None
+            loading = self.default_text and self._default is None and not self.validation_task.error
+            notices.append("the validation text is loading …" if loading
                            else "the text is empty: type some text, or press 'Use validation text'")
         elif not text:
             notices.append("nothing is left to show the model")

@@ -86,8 +86,12 @@ class InspectView(pn.viewable.Viewer):
             return
         shown = pieces(tab.model, text)  # characters, or a Hugging Face model's tokens
         mask = tab.mask(len(shown))
-        caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed)
+        caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed, self._unit())
         self.forward.object = style(self._size()) + caption + forward_html(shown, mask)
+
+    def _unit(self) -> str:
+        tokenizer = getattr(self.tab.model, "tokenizer", None)
+        return "tokens" if getattr(tokenizer, "kind", "chars") == "tokens" else "characters"
 
     @param.depends("tab.predictions_task.result", "tab.session.presentation", watch=True)
     def _predictions(self):
@@ -95,7 +99,7 @@ class InspectView(pn.viewable.Viewer):
         if result is None:
             self.grid.object, self.table.object, self.legend.object = "", None, ""
             return
-        self.grid.object = style(size) + predictions_caption(result) + predictions_html(
+        self.grid.object = style(size) + predictions_caption(result, self._unit()) + predictions_html(
             pieces(self.tab.model, result["text"]), result, result["k"])
         self.legend.object = legend_html(size)
         self.table.object = predictions_table(result, result["k"])
