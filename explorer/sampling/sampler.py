@@ -149,7 +149,6 @@ class _State:
     committed_at: torch.Tensor  # (B, L) long, -1 until committed (and for fixed positions)
     commit_conf: torch.Tensor  # (B, L) float32, NaN until committed
     logits: torch.Tensor | None = None  # (B, L, V) float32 from the last model call, [MASK] at -inf
-    probs: torch.Tensor | None = None  # (B, L, V) float32 softmax of `logits`
     stale: bool = True  # canvas changed since `logits` were computed
     nfe: int = 0
     step: int = 0  # global step index
@@ -249,7 +248,7 @@ def _refresh_logits(run: _Run, st: _State, masked: torch.Tensor):
     logits = logits.index_fill(-1, run.mask_index, float("-inf"))  # [MASK] is never proposed
     if run.config.suppress_eos in ("logits", "both") and len(run.eos_index):
         logits = logits.index_fill(-1, run.eos_index, float("-inf"))  # nor EOS / end-of-turn
-    st.logits, st.probs = logits, torch.softmax(logits, dim=-1)  # (B, L, V) each
+    st.logits = logits  # (B, L, V); softmax only where a step needs it (_scored): the masked positions
     st.stale, st.nfe = False, st.nfe + 1
     return True
 
@@ -273,9 +272,28 @@ def _propose(run: _Run, st: _State, masked: torch.Tensor, todo: torch.Tensor, te
     where = masked.nonzero(as_tuple=True)  # noise only where a proposal is needed: ~half the cost
     drawn = draw(st.logits[where], temperature, run.generator, cfg.top_k, cfg.top_p)  # (M,)
     proposals = st.x.index_put(where, drawn)  # (B, L)
-    conf = st.probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
-    scores = _last_if_eos(run, run.strategy(st.probs, proposals, run.generator).float(), proposals)  # (B, L)
-    return proposals, scores.masked_fill(~masked, NAN), conf.masked_fill(~masked, NAN)
+    conf, scores = _scored(run, st, proposals, where, run.generator)
+    return proposals, _last_if_eos(run, scores, proposals).masked_fill(~masked, NAN), conf
+
+
+def _scored(run: _Run, st: _State, proposals: torch.Tensor, where: tuple, generator, rows=None):
+    """(conf, scores), each (B, L) and NaN outside `where`: the proposal's probability under the
+    untempered distribution and the strategy's score. The softmax over the vocabulary is taken only at
+    `where` (the masked positions): with a real model's vocabulary (30k-126k tokens) it is a large share
+    of a step, and the decoded positions never need it. `rows`: a position-only strategy (random)
+    scores only these rows, each with its own generator (one generator per row)."""
+    probs = torch.softmax(st.logits[where], dim=-1)  # (M, V)
+    nan = torch.full(st.x.shape, NAN, device=st.x.device)
+    conf = nan.clone()
+    conf[where] = probs.gather(-1, proposals[where].unsqueeze(-1)).squeeze(-1)
+    if not getattr(run.strategy, "position_only", False):
+        scores = nan
+        scores[where] = run.strategy(probs[None], proposals[where][None], generator)[0].float()
+        return conf, scores
+    if rows is None:
+        return conf, run.strategy(None, proposals, generator).float()  # (B, L)
+    nan[rows] = run.strategy(None, proposals[rows], [generator[i] for i in rows]).float()
+    return conf, nan
 
 
 def _last_if_eos(run: _Run, scores: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
@@ -295,13 +313,10 @@ def _propose_rows(run: _Run, st: _State, masked, todo, temperatures: list[float]
     rows, cols = need.nonzero(as_tuple=True)
     drawn = draw_rows(st.logits[rows, cols], rows, temperatures, run.generator, cfg.top_k, cfg.top_p)
     proposals = st.x.index_put((rows, cols), drawn)  # (B, L)
-    conf = st.probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
     act = active.nonzero().flatten().tolist()
-    if len(act) == len(run.generator):
-        scores = run.strategy(st.probs, proposals, run.generator).float()  # (B, L)
-    else:  # the strategy sees only the rows that step (random draws nothing for the others)
-        scores = torch.full(st.x.shape, NAN, device=st.x.device)
-        scores[act] = run.strategy(st.probs[act], proposals[act], [run.generator[i] for i in act]).float()
+    # random draws only for the rows that step (alone, the others would draw nothing)
+    conf, scores = _scored(run, st, proposals, (rows, cols), run.generator,
+                           None if len(act) == len(run.generator) else act)
     scores = _last_if_eos(run, scores, proposals)
     return proposals, scores.masked_fill(~need, NAN), conf.masked_fill(~need, NAN)
 

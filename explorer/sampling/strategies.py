@@ -2,7 +2,8 @@
 
 Every strategy has one signature:
     strategy(probs, proposals, generator) -> scores
-    probs      (B, L, V) float32 softmax of the untempered, unfiltered logits, p([MASK]) = 0
+    probs      (B, L, V) float32 softmax of the untempered, unfiltered logits, p([MASK]) = 0; None for
+               the strategies marked `position_only` (they never read it, so the sampler skips it)
     proposals  (B, L)    long, the token drawn at each position this step
     generator  torch.Generator (CPU) for strategies that need randomness, or a list of them, one per
                row (then row i's noise is exactly what a run of row i alone with generators[i] draws)
@@ -39,15 +40,21 @@ def random(probs, proposals, generator):
     """Uniform noise (seed 000's random remasking); from the CPU generator so devices agree."""
     if isinstance(generator, (list, tuple)):  # one generator per row: each draws a row's (1, L)
         L = proposals.shape[1]
-        return torch.cat([torch.rand((1, L), generator=g) for g in generator]).to(probs.device)
-    return torch.rand(proposals.shape, generator=generator).to(probs.device)  # (B, L)
+        return torch.cat([torch.rand((1, L), generator=g) for g in generator]).to(proposals.device)
+    return torch.rand(proposals.shape, generator=generator).to(proposals.device)  # (B, L)
 
 
 def left_to_right(probs, proposals, generator):
     """Earlier positions first (seed 001's forced left-to-right): score = -position."""
     B, L = proposals.shape
-    pos = torch.arange(L, device=probs.device, dtype=torch.float32)  # (L,)
+    pos = torch.arange(L, device=proposals.device, dtype=torch.float32)  # (L,)
     return (-pos).expand(B, L)
+
+
+# Scores that depend on where a position is, not on the model's distribution: the sampler calls them on
+# the whole (B, L) canvas with probs=None; the others see only the positions that need a score.
+random.position_only = True
+left_to_right.position_only = True
 
 
 STRATEGIES: dict[str, Strategy] = {

@@ -1,0 +1,163 @@
+"""Our sampler on a Hugging Face model vs the model's own reference decoding loop (issue 16), one run.
+
+    python benchmarks/bench_hf.py [--model hf:ORG/NAME | DIR] [--device auto|cpu|cuda] [--length 256]
+                                  [--steps 64] [--block-length 32] [--rounds 3] [--threads N]
+                                  [--trust-remote-code] [--llada-8b-shape]
+
+Without --model it times a randomly initialised BERT-family masked LM built here (BERT's 30,522-token
+vocabulary: the per-step softmax over V is part of what is measured); --llada-8b-shape builds LLaDA-8B's
+published shape (4,096 wide, 32 layers, 126,464 tokens) as a Llama body, in bf16, for a GPU. Speed does
+not depend on the weights.
+
+Both decoders do the same work: greedy (temperature 0), low-confidence (confidence order), LLaDA's
+linear schedule, semi-AR blocks, one model call per step. The reference is LLaDA's published `generate`
+rule written out plainly (argmax, softmax, top-k per block); ours is explorer.sampling.sample, recording
+the whole trajectory as the dashboard does. Printed per configuration: ms per step, generated tokens
+per second, and three ratios measured in the same run (medians over --rounds): ours / model forwards
+alone, reference / model forwards alone, and ours / reference. Goal: ours <= 1.10x the model forwards.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from explorer.devices import describe_device, resolve_device  # noqa: E402
+from explorer.sampling import SamplerConfig, sample  # noqa: E402
+
+
+def sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def random_bert(device, dtype):
+    """A BERT-base-vocabulary masked LM, small body: what a CPU can time in seconds."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from explorer.hf.model import HFDenoiser, HFModelConfig
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                     intermediate_size=1024, max_position_embeddings=1024)
+    net = BertForMaskedLM(cfg).to(device, dtype).eval()
+    return HFDenoiser(net, HFModelConfig(30522, 103, 1024, "mlm")), "random BERT-family (30,522 tokens, 4x256)"
+
+
+def random_llada(device, dtype):
+    """LLaDA-8B's published shape (config.json of GSAI-ML/LLaDA-8B-Base) as a Llama body, bidirectional
+    in effect for timing (attention cost is the same), random weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from explorer.hf.model import HFDenoiser, HFModelConfig
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=126464, hidden_size=4096, intermediate_size=12288, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096)
+    with torch.device(device):
+        net = LlamaForCausalLM(cfg).to(dtype).eval()
+    return HFDenoiser(net, HFModelConfig(126464, 126336, 4096, "llada")), "LLaDA-8B shape, random (bf16)"
+
+
+def load_model(args, device):
+    if args.model:
+        from explorer import load_checkpoint
+        from explorer.hf import HFOptions
+
+        model = load_checkpoint(args.model, device, hf=HFOptions(trust_remote_code=args.trust_remote_code))
+        return model, args.model
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    return (random_llada if args.llada_8b_shape else random_bert)(device, dtype)
+
+
+def reference_generate(model, length: int, steps: int, block_length: int) -> torch.Tensor:
+    """LLaDA's generate at temperature 0, low-confidence remasking, no prompt (the canvas all [MASK])."""
+    mask_id = model.config.mask_id
+    x = torch.full((1, length), mask_id, dtype=torch.long, device=model.device)
+    n_blocks = length // block_length
+    for b in range(n_blocks):
+        end = (b + 1) * block_length
+        per_block = steps // n_blocks
+        base, rem = divmod(block_length, per_block)
+        for i in range(per_block):
+            mask_index = x == mask_id
+            logits = model(x).float()
+            logits[..., mask_id] = -torch.inf
+            x0 = logits.argmax(-1)
+            x0_p = F.softmax(logits, dim=-1).gather(-1, x0[..., None]).squeeze(-1)
+            x0_p[:, end:] = -torch.inf
+            confidence = torch.where(mask_index, x0_p, torch.tensor(-torch.inf, device=x.device))
+            chosen = confidence[0].topk(base + (i < rem)).indices
+            x[0, chosen] = x0[0, chosen]
+    return x
+
+
+def forwards_only(model, length: int, steps: int) -> None:
+    x = torch.full((1, length), model.config.mask_id, dtype=torch.long, device=model.device)
+    for _ in range(steps):
+        x[0, 0] = (x[0, 0] + 1) % model.config.mask_id  # a changed canvas each call, as in decoding
+        model(x)
+
+
+def timed(fn, device) -> float:
+    sync(device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def bench(model, device, length: int, steps: int, block_length: int, rounds: int) -> dict:
+    cfg = SamplerConfig(steps=steps, temperature=0, strategy="confidence", schedule="linear",
+                        block_length=block_length)
+    runs = {"forwards": lambda: forwards_only(model, length, steps),
+            "reference": lambda: reference_generate(model, length, steps, block_length),
+            "ours": lambda: sample(model, cfg, length=length, record=True)}
+    runs["forwards"]()  # warm-up (allocator, kernels)
+    times = {k: [] for k in runs}
+    for _ in range(rounds):  # interleaved: a noisy machine slows all three alike
+        for name, fn in runs.items():
+            times[name].append(timed(fn, device))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--length", type=int, nargs="+", default=[256])
+    p.add_argument("--steps", type=int, default=64)
+    p.add_argument("--block-length", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--llada-8b-shape", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_flush_denormal(True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    model, what = load_model(args, device)
+    print(f"{what} on {describe_device(device)}, {args.steps} steps, blocks of {args.block_length}, "
+          f"greedy low-confidence; medians of {args.rounds} rounds")
+    print(f"{'length':>6} {'forwards ms/step':>17} {'ours ms/step':>13} {'ref ms/step':>12} {'ours tok/s':>11} "
+          f"{'ours/fwd':>9} {'ref/fwd':>8} {'ours/ref':>9}")
+    for length in args.length:
+        t = bench(model, device, length, args.steps, args.block_length, args.rounds)
+        per = {k: 1e3 * v / args.steps for k, v in t.items()}
+        print(f"{length:>6} {per['forwards']:>17.2f} {per['ours']:>13.2f} {per['reference']:>12.2f} "
+              f"{length / t['ours']:>11.1f} {t['ours'] / t['forwards']:>9.3f} {t['reference'] / t['forwards']:>8.3f} "
+              f"{t['ours'] / t['reference']:>9.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
