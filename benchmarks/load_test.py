@@ -18,7 +18,7 @@ reference must see the same weights). Then N real Bokeh websocket clients of the
      through the Python API (explorer.sampling.sample_any on the same snapshot).
 
 Latency: from setting the widget's value in the client document to the header's status showing the
-finished run ("N steps, K model calls, T ms") after the run's own "waiting …" / "sampling …", on
+finished run ("N steps, K model calls (P per call), T ms") after the run's own "waiting …" / "sampling …", on
 this process's clock. It includes the slider debounce, the websocket, queueing behind other
 sessions' runs and the run itself (T, reported separately as "the runs themselves").
 Errors: a notice shown in the page, a "failed"/"stopped" status, no result within --timeout, a
@@ -61,7 +61,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-DONE = re.compile(r"^(\d+) steps, (\d+) model calls, (\d+) ms$")  # the header's status after a run
+DONE = re.compile(r"^(\d+) steps, (\d+) model calls \([\d.]+ per call\), (\d+) ms$")  # the header's status after a run
 STATUS = re.compile(r"<i>(.*?)</i>", re.S)
 TAGS = re.compile(r"<[^>]+>")
 CANVAS = re.compile(r'<p class="canvas[^"]*">(.*?)</p>', re.S)

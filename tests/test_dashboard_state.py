@@ -240,7 +240,9 @@ def test_the_header_tells_only_what_is_known_of_a_run(state):
     state.threshold = 0.9
     assert explore(state).start_run(wait=True)
     traj = explore(state).trajectory
-    assert state.status == f"{traj.n_steps} steps, {traj.nfe} model calls, {traj.seconds * 1000:.0f} ms"
+    per_call = (~traj.fixed).sum() / traj.nfe
+    assert state.status == (f"{traj.n_steps} steps, {traj.nfe} model calls ({per_call:.1f} per call), "
+                            f"{traj.seconds * 1000:.0f} ms")
     state.load("tiny-ar", wait=True)
     assert "left to right" in run_status(state.model, SamplerConfig(), frames)
 

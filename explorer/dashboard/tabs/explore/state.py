@@ -58,6 +58,13 @@ def sweep_grid(n_generate: int) -> list[int]:
     return [n for n in STEPS_GRID if n <= max(n_generate, 1)] or [1]
 
 
+def run_summary(traj) -> str:
+    """What the header says of a finished run: steps, model calls (NFE), positions decoded per call
+    (what parallel decoding buys) and wall time."""
+    return (f"{traj.n_steps} steps, {traj.nfe} model calls ({traj.tokens_per_forward:.1f} per call), "
+            f"{traj.seconds * 1000:.0f} ms")
+
+
 def held_out_reference(model, judge, length: int, template: str | None, n: int = 16):
     """Held-out text of the canvas's length for the quality sweep's reference row, which gives text its
     `ref_distance` (what ranks text: gen-PPL alone crowns `the the the`). None for patterns, without a
@@ -222,7 +229,7 @@ class ExploreState(TabState):
                 s.status, s.error = "failed", message
             return
         self.trajectory = traj
-        s.status = f"{traj.n_steps} steps, {traj.nfe} model calls, {traj.seconds * 1000:.0f} ms"
+        s.status = run_summary(traj)
         if self.sweep_auto:
             self._auto_sweep(traj)
 
