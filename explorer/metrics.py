@@ -422,6 +422,39 @@ def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k
     return _topk_result(model, x[0], xt[0], masked[0], probs, top_p, top_i)
 
 
+NUCLEUS_HEAD = 64  # most likely tokens kept per masked position, for the top-p view (not all V: LLaDA has 126k)
+
+
+def nucleus(head_p: np.ndarray, p: float) -> np.ndarray:
+    """(H,) bool: which of the sorted probabilities `head_p` top-p keeps: the smallest most-likely set
+    with mass >= p (a token stays while the mass strictly before it is < p, as proposals.filter_logits)."""
+    before = np.cumsum(head_p) - head_p
+    return before < p
+
+
+def single_loss(table: pd.DataFrame) -> tuple[float, float, int]:
+    """(mean, sum, n) of -log p(true token) over a text's masked positions: seed 003's loss of a single
+    example (the mean is what F.cross_entropy gives; the worked example adds them up)."""
+    if not len(table):
+        return float("nan"), float("nan"), 0
+    nll = -np.log(np.clip(table["p_true"].to_numpy(dtype=float), 1e-30, None))
+    return float(nll.mean()), float(nll.sum()), len(nll)
+
+
+def training_ratios(length: int = 256, n: int = 2000, seed: int = 0, bert_rate: float = 0.15) -> pd.DataFrame:
+    """Seed 003's BERT-vs-diffusion comparison from real draws: the masked fraction of `n` training rows
+    of `length` under BERT's fixed rate and under diffusion's t ~ U(0, 1) (diffusion.draw_noise, the
+    training loop's own draw). Columns: scheme, masked_fraction."""
+    from .diffusion import draw_noise
+
+    g = torch.Generator().manual_seed(seed)
+    _, bert = forward_mask(torch.zeros(n, length, dtype=torch.long), bert_rate, mask_id=1, generator=g)
+    _, _, diffusion = draw_noise(torch.zeros(n, length, dtype=torch.long), mask_id=1, generator=g)
+    return pd.DataFrame({"scheme": [f"BERT ({bert_rate:.0%} fixed)"] * n + ["diffusion (t ~ U(0, 1))"] * n,
+                         "masked_fraction": np.concatenate([bert.float().mean(dim=1).numpy(),
+                                                            diffusion.float().mean(dim=1).numpy()])})
+
+
 def _topk_result(model, x, xt, masked, probs, top_p, top_i) -> dict:
     tok = getattr(model, "tokenizer", None)
     if tok is not None and hasattr(tok, "token_strings"):  # a token's display string (' the'), not decode's
@@ -439,8 +472,11 @@ def _topk_result(model, x, xt, masked, probs, top_p, top_i) -> dict:
         rows.append(row)
     table = pd.DataFrame(rows, columns=None if rows else ["position", "true", "true_id", "p_true", "correct"])
     filled = torch.where(masked, top_i[:, 0], x)
+    head = probs[masked].topk(min(NUCLEUS_HEAD, probs.shape[-1]), dim=-1)  # (M, H) sorted, for top-p views
     out = {"ids": x.numpy(), "x_t": xt.numpy(), "mask": masked.numpy(), "table": table,
-           "accuracy": float(table["correct"].mean()) if rows else float("nan")}
+           "accuracy": float(table["correct"].mean()) if rows else float("nan"),
+           "head_p": head.values.numpy(), "head_ids": head.indices.numpy(),
+           "head_names": [[name(i) for i in row] for row in head.indices.tolist()]}
     if tok is not None:
         out["masked_text"], out["predicted_text"] = tok.decode(xt.tolist()), tok.decode(filled.tolist())
     return out

@@ -82,7 +82,7 @@ def test_knobs_change_the_mask_and_k_and_a_seed_reproduces_it(inspect):
     wait_for(lambda: not (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all())
     tab.param.update(mask_seed=seed)  # what a shared link does
     assert (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all()  # from the cache, at once
-    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "default_text", "text")
+    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text")
 
 
 def test_edited_text_bad_characters_empty_and_too_long_are_notices(inspect):
@@ -231,3 +231,54 @@ def test_a_failed_prediction_is_a_notice_and_the_next_one_clears_it(inspect, mon
     tab.k = 5
     wait_for(lambda: tab.predictions is not None and tab.predictions["k"] == 5 and not view.notice.visible)
     assert tab.validation_error == ""
+
+
+def test_the_loss_of_this_example_is_in_the_caption(inspect):
+    """Seed 003 TODO 1: the loss of a single example, cross-entropy at its masked positions."""
+    from explorer.dashboard.tabs.inspect.markup import predictions_caption
+
+    _, tab, _ = inspect
+    table = tab.predictions["table"]
+    nll = -np.log(table["p_true"].to_numpy(dtype=float))
+    caption = predictions_caption(tab.predictions)
+    assert f"<b>{nll.mean():.3f}</b> nats on average, {nll.sum():.2f} summed" in caption
+
+
+def test_top_p_figure_keeps_what_the_sampler_keeps(inspect):
+    """Seed 001's top-p exercise: the kept candidates at a masked position are exactly those the
+    sampler's own filter (proposals.filter_logits) leaves finite."""
+    import torch
+
+    from explorer.sampling.proposals import filter_logits
+
+    state, tab, view = inspect
+    result = tab.predictions
+    position = int(result["table"]["position"].iloc[1])
+    tab.param.update(nucleus_p=0.6, nucleus_at=position)
+    assert tab.nucleus_position() == position
+    x_t = torch.as_tensor(result["x_t"])[None]
+    with torch.no_grad():
+        logits = state.model(x_t, torch.tensor([float(tab.t)]))[0, position].float()
+    logits[state.model.config.mask_id] = float("-inf")
+    survivors = set(torch.isfinite(filter_logits(logits, top_p=0.6)).nonzero().flatten().tolist())
+    bars = view.nucleus.object
+    kept = bars.data[bars.data["fate"] == "kept"]
+    assert len(kept) == len(survivors) and f"{len(survivors)} token(s) kept" in bars.opts.get().kwargs["title"]
+    assert set(result["head_ids"][1][: len(survivors)].tolist()) == survivors
+    assert kept["renormalised"].sum() == pytest.approx(1.0)
+    tab.nucleus_at = 10_000  # not a masked position: the first masked one instead
+    assert tab.nucleus_position() == int(result["table"]["position"].iloc[0])
+
+
+def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
+    """Seed 003 §4.4 from real draws: BERT's rows sit at 15%, diffusion's spread over [0, 1]."""
+    from explorer.metrics import training_ratios
+
+    table = training_ratios(length=128, n=1000)
+    bert = table[table["scheme"].str.startswith("BERT")]["masked_fraction"]
+    diffusion = table[table["scheme"].str.startswith("diffusion")]["masked_fraction"]
+    assert abs(bert.mean() - 0.15) < 0.01 and bert.std() < 0.05
+    assert abs(diffusion.mean() - 0.5) < 0.03 and diffusion.std() > 0.25
+    assert diffusion.min() < 0.05 and diffusion.max() > 0.95
+    _, _, view = inspect
+    assert len(view.ratios.object) == 2  # the two histograms drawn

@@ -223,3 +223,22 @@ def test_the_page_shows_figures_by_length_and_the_recommended_sampler_when_store
     assert "gen-PPL 13.1 (held-out 4.6)" in rows["64 characters"] and "passes the bars" in rows["64 characters"]
     bare = summary_sections({"model_config": {"block_size": 24}}, "m")
     assert "Held-out figures by canvas length" not in bare and "Recommended sampler" not in bare
+
+
+def test_time_embedding_heatmap_of_seed_004(ckpts):
+    """The sinusoidal embedding of t at the model's width, saying whether the model uses it."""
+    import numpy as np
+    import torch
+
+    from explorer.dashboard.tabs.model.meta import time_embedding
+    from explorer.model import sinusoidal_embedding
+
+    state, tab, view = session()
+    ts, emb, dim, used = time_embedding(tab.meta)
+    assert dim == tab.meta["model_config"]["n_embd"] == 32 and emb.shape == (101, 32) and not used
+    assert np.allclose(emb[50], sinusoidal_embedding(torch.tensor([0.5]), 32)[0].numpy())  # the model's own
+    assert np.abs(emb).max() <= 1.0 and not np.allclose(emb[0], emb[-1])  # t = 0 and t = 1 differ
+    assert "not used by this model" in view.page.time_emb.object.opts.get().kwargs["title"]
+    adaln = dict(tab.meta, model_config={**tab.meta["model_config"], "time_conditioning": "adaln"})
+    assert time_embedding(adaln)[3]
+    state.close()

@@ -6,6 +6,7 @@ import html
 
 import numpy as np
 
+from ....metrics import single_loss
 from ...ui.palette import CORRECT, MASKED_BG, MIN_ALPHA, WRONG
 
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible where a candidate is shown
@@ -120,5 +121,8 @@ def predictions_caption(result: dict, unit: str = "characters") -> str:
     table = result["table"]
     n, hits = len(table), int(table["correct"].sum()) if len(table) else 0
     mean_conf = float(table["p1"].mean()) if n else float("nan")
+    mean, total, _ = single_loss(table)
+    loss = (f"; loss of this example (cross-entropy at the masked positions) <b>{mean:.3f}</b> nats on average, "
+            f"{total:.2f} summed" if n else "")
     return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} masked {unit} '
-            f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}</p>")
+            f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}{loss}</p>")

@@ -6,7 +6,7 @@ import numpy as np
 
 from ....plots import _hv
 from ...ui.palette import FONT
-from .markup import CORRECT, WRONG
+from .markup import CORRECT, SHOWN_AS, WRONG
 from .masking import FRACTION_DRAWS
 
 
@@ -64,3 +64,45 @@ def positions_plot(table, t: float, presentation: bool = False):
         color=CORRECT, line_color=None, alpha=0.8, title=title, height=260, responsive=True,
         xlim=(-0.5, max(len(conf), 1) - 0.5),
         fontsize=_fontsize(presentation), show_grid=True, toolbar=None, tools=["hover"])
+
+
+def ratios_plot(table, presentation: bool = False):
+    """Seed 003 §4.4: how often each masking ratio is trained on, BERT's fixed 15% against diffusion's
+    t ~ U(0, 1), as histograms of real draws (metrics.training_ratios)."""
+    hv = _hv()
+    edges = np.linspace(0, 1, 41)
+    overlays = []
+    for (scheme, rows), color in zip(table.groupby("scheme", sort=False), (WRONG, CORRECT)):
+        counts, _ = np.histogram(rows["masked_fraction"], bins=edges)
+        share = counts / max(len(rows), 1)
+        overlays.append(hv.Histogram((edges, share), kdims=[hv.Dimension("fraction", label="masking ratio of a training row")],
+                                     vdims=[hv.Dimension("share", label="share of training rows")], label=scheme).opts(
+            color=color, alpha=0.6, line_color=None))
+    return hv.Overlay(overlays).opts(
+        title="Masking ratios trained on: BERT vs diffusion", legend_position="top_right", height=260,
+        responsive=True, fontsize=_fontsize(presentation), show_grid=True, toolbar=None)
+
+
+def nucleus_plot(result: dict | None, position: int | None, p: float, presentation: bool = False, shown: int = 24):
+    """Seed 001's top-p exercise, at one masked position of the text: the model's most likely tokens,
+    sorted, those the nucleus keeps in blue with their renormalised probability, the rest struck off."""
+    from ....metrics import nucleus
+
+    hv = _hv()
+    if result is None or position is None or not len(result["table"]):
+        return hv.Bars([], "token", "p").opts(title="Top-p: no masked position yet", height=280, responsive=True,
+                                             toolbar=None)
+    row = list(result["table"]["position"]).index(position)
+    head_p = result["head_p"][row]
+    kept = nucleus(head_p, p)
+    names = [f"{i + 1}. {SHOWN_AS.get(n, n)}" for i, n in enumerate(result["head_names"][row][:shown])]
+    renorm = np.where(kept, head_p / head_p[kept].sum(), 0.0)
+    data = [(n, float(q), float(r), "kept" if k else "cut") for n, q, r, k in
+            zip(names, head_p[:shown], renorm[:shown], kept[:shown])]
+    more = f" (+{int(kept.sum()) - shown} more kept)" if kept.sum() > shown else ""
+    bars = hv.Bars(data, [hv.Dimension("token", label="candidate (most likely first)")],
+                   [hv.Dimension("p", label="probability"), "renormalised", "fate"]).opts(
+        color="fate", cmap={"kept": CORRECT, "cut": "#bbbbbb"}, tools=["hover"], xrotation=60)
+    return bars.opts(title=f"Top-p = {p:.2f} at position {position}: {int(kept.sum())} token(s) kept, "
+                           f"mass {float(head_p[kept].sum()):.3f}{more}", height=300, responsive=True,
+                     fontsize=_fontsize(presentation), show_grid=True, toolbar=None, show_legend=False)

@@ -29,7 +29,7 @@ class InspectState(TabState):
     """The Inspect tab's knobs and its Tasks; the results are the Tasks' (`predictions`, `accuracy`,
     `positions`), set on the UI thread by them."""
 
-    URL_PARAMS = ("t", "mask_seed", "k", "default_text", "text")  # in this order: see url_carries
+    URL_PARAMS = ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text")  # in this order: see url_carries
 
     text = param.String("", label="Text", doc="The clean text to mask (default: a validation excerpt)")
     default_text = param.Boolean(True, label="Validation text",
@@ -39,6 +39,11 @@ class InspectState(TabState):
     mask_seed = param.Integer(0, bounds=(0, 2**31 - 1), label="Mask seed",
                               doc="Seed of the random mask: the same seed and t give the same mask")
     k = param.Integer(3, bounds=(1, 10), label="Candidates (k)", doc="Candidates shown per masked position")
+    nucleus_p = param.Number(0.9, bounds=(0.05, 1.0), step=0.05, label="Top-p (nucleus)",
+                             doc="Seed 001's top-p: which candidates survive at one masked position, with "
+                                 "their probabilities renormalised")
+    nucleus_at = param.Integer(-1, bounds=(-1, 100_000), label="Top-p position",
+                               doc="The masked position the top-p figure shows (-1 = the first masked one)")
     redraw = param.Event(label="Re-draw mask", doc="Draw a new random mask (a new mask seed)")
     use_default = param.Event(label="Use validation text", doc="Put the validation excerpt back")
     active = param.Boolean(False, doc="The tab has been shown: compute its results from now on")
@@ -135,6 +140,14 @@ class InspectState(TabState):
         if update:
             self.text_notice = "; ".join(notices)
         return text
+
+    def nucleus_position(self) -> int | None:
+        """The masked position the top-p figure shows: `nucleus_at` when it is masked, else the first."""
+        result = self.predictions
+        if result is None or not len(result["table"]):
+            return None
+        masked = list(result["table"]["position"])
+        return self.nucleus_at if self.nucleus_at in masked else masked[0]
 
     def mask(self, length: int) -> np.ndarray:
         return draw_mask(length, self.t, self.mask_seed)

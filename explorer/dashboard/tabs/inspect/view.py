@@ -20,7 +20,8 @@ from .markup import (
     style,
 )
 from .masking import fraction_check, pieces, positions
-from .plots import accuracy_plot, fraction_plot, positions_plot
+from ....metrics import training_ratios
+from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
 from .state import InspectState
 from ...ui.base import notice, show_notice
 
@@ -44,10 +45,14 @@ class InspectView(pn.viewable.Viewer):
         self.busy = pn.pane.HTML("", sizing_mode="stretch_width")
         self.plots = pn.Row(sizing_mode="stretch_width")
         self.positions = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-positions"])
+        self.nucleus = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-nucleus"])
+        self.ratios = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-ratios"])
         self._make_plots()
         self._notices()
         self._forward()
         self._predictions()
+        self._nucleus()
+        self._ratios()
 
     def _controls(self) -> None:
         p = self.tab.param
@@ -58,6 +63,8 @@ class InspectView(pn.viewable.Viewer):
         self.k = pn.widgets.IntSlider.from_param(p.k, width=200)
         self.redraw = pn.widgets.Button.from_param(p.redraw, width=140, css_classes=["inspect-redraw"])
         self.reset = pn.widgets.Button.from_param(p.use_default, width=170)
+        self.nucleus_p = pn.widgets.FloatSlider.from_param(p.nucleus_p, width=220, css_classes=["inspect-nucleus-p"])
+        self.nucleus_at = pn.widgets.IntInput.from_param(p.nucleus_at, width=170)
 
     # ---------------------------------------------------------------- drawing
 
@@ -88,6 +95,21 @@ class InspectView(pn.viewable.Viewer):
         mask = tab.mask(len(shown))
         caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed, self._unit())
         self.forward.object = style(self._size()) + caption + forward_html(shown, mask)
+
+    @param.depends("tab.predictions_task.result", "tab.nucleus_p", "tab.nucleus_at", "tab.session.presentation",
+                   watch=True)
+    def _nucleus(self):
+        """Seed 001's top-p exercise at one masked position (from the predictions: no model call)."""
+        tab = self.tab
+        self.nucleus.object = nucleus_plot(tab.predictions, tab.nucleus_position(), float(tab.nucleus_p),
+                                           tab.session.presentation)
+
+    @param.depends("tab.session.model_info", "tab.session.presentation", watch=True)
+    def _ratios(self):
+        """Seed 003's BERT-vs-diffusion masking ratios at the model's context (no model involved)."""
+        model = self.tab.model
+        length = min(model.config.block_size, 256) if model is not None else 256
+        self.ratios.object = ratios_plot(training_ratios(length), self.tab.session.presentation)
 
     def _unit(self) -> str:
         tokenizer = getattr(self.tab.model, "tokenizer", None)
@@ -166,5 +188,7 @@ class InspectView(pn.viewable.Viewer):
             h("Forward process: the text the model sees at t"), self.forward,
             h("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
             pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
-            h("Masking statistics and accuracy on validation data"), self.plots, self.positions,
+            h("Top-p: which candidates survive at one position"), pn.Row(self.nucleus_p, self.nucleus_at),
+            self.nucleus,
+            h("Masking statistics and accuracy on validation data"), self.plots, self.ratios, self.positions,
             self._downloads(), sizing_mode="stretch_width", css_classes=["inspect-tab"])

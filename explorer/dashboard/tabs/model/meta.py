@@ -147,3 +147,21 @@ def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
                 "Recommended sampler": _recommended(meta), "Architecture": _architecture(meta), "Data": data,
                 "Training": _training(meta)}
     return {title: rows for title, rows in sections.items() if rows}
+
+
+TIME_DIM_FALLBACK = 64  # seed 004's figure's width, for a model that has no embedding width stored
+
+
+def time_embedding(meta: dict, n_t: int = 101) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Seed 004 §6.2: the sinusoidal embedding of t in [0, 1] (explorer.model.sinusoidal_embedding, the
+    one a time-conditioned model feeds to its blocks), at the model's width. Returns (t (n_t,),
+    embedding (n_t, dim), dim, whether this model uses it)."""
+    import torch
+
+    from ....model import sinusoidal_embedding
+
+    cfg = meta.get("model_config") or {}
+    dim = int(cfg.get("n_embd") or TIME_DIM_FALLBACK)
+    ts = np.linspace(0.0, 1.0, n_t)
+    emb = sinusoidal_embedding(torch.tensor(ts, dtype=torch.float32), dim).numpy()
+    return ts, emb, dim, cfg.get("time_conditioning") == "adaln"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
 import panel as pn
 import param
 from bokeh.models import ColumnDataSource, HoverTool
@@ -21,8 +22,9 @@ from bokeh.plotting import figure
 from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
 from ...ui.base import apply_fonts, notice, rule, watch_presentation
-from ...ui.palette import LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
+from ...ui.palette import FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from .meta import (
+    time_embedding,
     curves_frame,
     ema,
     schedule_columns,
@@ -126,6 +128,23 @@ class ModelView(pn.viewable.Viewer):
         session.param.watch(lambda event: self.later(fonts), "presentation")
 
 
+def time_embedding_plot(meta: dict, presentation: bool = False):
+    """Seed 004's heatmap of the sinusoidal time embedding (t down, embedding dimension across), at this
+    model's width, saying whether this model feeds it to its blocks."""
+    from ....plots import _hv
+
+    hv = _hv()
+    ts, emb, dim, used = time_embedding(meta)
+    how = "this model feeds it to every block (adaLN)" if used else "not used by this model (no time conditioning)"
+    size = FONT[presentation]
+    return hv.Image((np.arange(dim), ts, emb), kdims=[hv.Dimension("dim", label="embedding dimension"),
+                                                       hv.Dimension("t", label="time t")],
+                    vdims=[hv.Dimension("value", range=(-1, 1))]).opts(
+        cmap="RdBu", colorbar=True, invert_yaxis=True, height=240, responsive=True, toolbar=None, tools=["hover"],
+        title=f"Sinusoidal time embedding, {dim} dims: {how}",
+        fontsize={"title": size["title"], "labels": size["plot"], "xticks": size["plot"], "yticks": size["plot"]})
+
+
 class CheckpointPage(ModelView):
     """The session model's metadata: tables on the left, its stored curves and LR schedule on the right."""
 
@@ -140,6 +159,7 @@ class CheckpointPage(ModelView):
         self.curves = pn.pane.Bokeh(self.curves_fig, sizing_mode="stretch_width", css_classes=["model-curves"])
         self.schedule = pn.pane.Bokeh(self.lr_fig, sizing_mode="stretch_width")
         self.csv = download_button("Curves (CSV)", "curves.csv", lambda: curves_csv(self.state.meta))
+        self.time_emb = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["model-time-embedding"])
         self._describe()
         self._draw()  # the figures are in no document yet: drawn here directly
         self.follow_fonts((self.curves_fig, self.lr_fig), (self.summary,))
@@ -157,6 +177,7 @@ class CheckpointPage(ModelView):
             return
         self.summary.object = f"<div class='meta-page'>{summary_html(meta, name)}</div>"
         self.csv.filename = f"{name}-curves.csv"
+        self.time_emb.object = time_embedding_plot(meta, self.state.session.presentation)
 
     def _draw(self) -> None:
         """The Bokeh parts: stored curves, the stored schedule and the part of it used, titles."""
@@ -171,7 +192,7 @@ class CheckpointPage(ModelView):
                                   else f"{name}: no learning-rate schedule stored")
 
     def __panel__(self):
-        right = pn.Column(self.curves, self.schedule, self.csv, sizing_mode="stretch_width",
+        right = pn.Column(self.curves, self.schedule, self.csv, self.time_emb, sizing_mode="stretch_width",
                           styles={"flex": "3 1 0"}, min_width=420)
         left = pn.Column(self.summary, styles={"flex": "2 1 0"}, min_width=360)
         return pn.Row(left, right, sizing_mode="stretch_width", css_classes=["model-page"])
