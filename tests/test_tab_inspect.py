@@ -282,3 +282,21 @@ def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
     assert diffusion.min() < 0.05 and diffusion.max() > 0.95
     _, _, view = inspect
     assert len(view.ratios.object) == 2  # the two histograms drawn
+
+
+def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monkeypatch):
+    """Issue 15, defect 8: after an edit, the previous text's predictions stay on screen, dimmed and
+    labelled, until the new ones arrive; then the label goes."""
+    import threading
+
+    from explorer.dashboard.tabs.inspect import state as inspect_state
+
+    _, tab, view = inspect
+    assert "Updating" not in view.grid.object
+    gate, real = threading.Event(), inspect_state._predict
+    monkeypatch.setattr(inspect_state, "_predict", lambda *a: (gate.wait(30), real(*a))[1])
+    tab.param.update(default_text=False, text="ABCABCABCABC")
+    assert "Updating" in view.grid.object and tab.stale(tab.predictions)
+    gate.set()
+    wait_for(lambda: tab.predictions["text"] == "ABCABCABCABC")
+    assert "Updating" not in view.grid.object and not tab.stale(tab.predictions)

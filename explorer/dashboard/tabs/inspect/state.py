@@ -141,6 +141,13 @@ class InspectState(TabState):
             self.text_notice = "; ".join(notices)
         return text
 
+    def stale(self, result: dict) -> bool:
+        """True when `result` answers another text, t, mask or k than the knobs now ask."""
+        text = self.shown_text(update=False) if self.model is not None else ""
+        if result["text"] != text or result["t"] != float(self.t) or result["k"] != self.k:
+            return True
+        return not np.array_equal(result["mask"], self.mask(len(result["mask"])))
+
     def nucleus_position(self) -> int | None:
         """The masked position the top-p figure shows: `nucleus_at` when it is masked, else the first."""
         result = self.predictions

@@ -115,14 +115,20 @@ class InspectView(pn.viewable.Viewer):
         tokenizer = getattr(self.tab.model, "tokenizer", None)
         return "tokens" if getattr(tokenizer, "kind", "chars") == "tokens" else "characters"
 
-    @param.depends("tab.predictions_task.result", "tab.session.presentation", watch=True)
+    @param.depends("tab.predictions_task.result", "tab.session.presentation", "tab.text", "tab.t",
+                   "tab.mask_seed", "tab.k", watch=True)
     def _predictions(self):
         result, size = self.tab.predictions, self._size()
         if result is None:
             self.grid.object, self.table.object, self.legend.object = "", None, ""
             return
-        self.grid.object = style(size) + predictions_caption(result, self._unit()) + predictions_html(
+        grid = predictions_caption(result, self._unit()) + predictions_html(
             pieces(self.tab.model, result["text"]), result, result["k"])
+        if self.tab.stale(result):  # issue 15, defect 8: an edit must never leave old predictions looking current
+            grid = ('<p class="cap"><b>Updating …</b> these predictions are for the previous text, t, mask or k; '
+                    'the new ones replace them when the model has answered.</p>'
+                    f'<div style="opacity:0.4">{grid}</div>')
+        self.grid.object = style(size) + grid
         self.legend.object = legend_html(size)
         self.table.object = predictions_table(result, result["k"])
         self.table.styles = {"overflow-y": "auto", "font-size": size["base"]}
