@@ -285,6 +285,8 @@ class Trainer:
             self.state["curves"]["train"].append([rec["step"], round(rec["loss"], 5)])
             # before clipping: how large the steps wanted to be (spikes of the noisy 1/t loss show here)
             self.state["curves"]["grad_norm"].append([rec["step"], float(f"{rec['grad_norm']:.6g}")])
+            # the LR actually used (re-warm-ups after resumes, changed schedules): the Model tab draws it
+            self.state["curves"].setdefault("lr", []).append([rec["step"], float(f"{rec['lr']:.6g}")])
             yield rec
             # Rank 0 alone validates and saves; the others wait for it in the next step's all-reduce.
             if self.ranks.is_main and (yield from self._periodic_work()):

@@ -242,3 +242,22 @@ def test_time_embedding_heatmap_of_seed_004(ckpts):
     adaln = dict(tab.meta, model_config={**tab.meta["model_config"], "time_conditioning": "adaln"})
     assert time_embedding(adaln)[3]
     state.close()
+
+
+def test_the_lr_drawn_is_the_lr_used_resumes_included():
+    """Issue 15, defect 5: the schedule a checkpoint really had, not one clean cosine: re-warm-ups at
+    each resume (train.lr_at), or the stored per-step LR where the checkpoint has it."""
+    from explorer.dashboard.tabs.model.meta import schedule_columns
+    from explorer.train import lr_at
+
+    cfg = TrainConfig(max_steps=1000, warmup_steps=100, lr=1e-3, lr_schedule="cosine")
+    meta = {"training_state": {"step": 800, "resumed_at": [500]}}
+    plan, used = schedule_columns(cfg, 800, meta)
+    lr = dict(zip(used["step"].tolist(), used["lr"].tolist()))
+    after = min(s for s in lr if s > 500)  # the first drawn step after the resume
+    assert max(lr) <= 800 and lr[after] == pytest.approx(lr_at(after - 1, cfg, 500))
+    assert lr[after] < lr_at(after - 1, cfg) / 20  # the re-warm-up's dip is drawn
+    before = max(s for s in lr if s <= 500)
+    assert lr[before] == pytest.approx(lr_at(before - 1, cfg))  # before the resume: the plan
+    stored = {"curves": {"lr": [[1, 1e-5], [2, 2e-5]]}, "training_state": {"step": 2}}
+    assert schedule_columns(cfg, 2, stored)[1]["lr"].tolist() == [1e-5, 2e-5]

@@ -58,15 +58,24 @@ def stored_curves(meta: dict) -> tuple[dict, dict]:
             {"step": va.step.to_numpy(), "loss": va.loss.to_numpy()})
 
 
-def schedule_columns(cfg, trained_steps: int | None = None) -> tuple[dict, dict]:
-    """Columns (step, lr) of a TrainConfig's planned schedule and of the part used up to
-    `trained_steps` (None: none yet); both empty for no config."""
+def schedule_columns(cfg, trained_steps: int | None = None, meta: dict | None = None) -> tuple[dict, dict]:
+    """Columns (step, lr) of a TrainConfig's planned schedule and of the LR used up to `trained_steps`
+    (None: none yet); both empty for no config. The used LR is the checkpoint's stored `lr` curve where
+    it has one (every step's real LR), else the plan re-warmed at each resume (training_state's
+    resumed_at, as train.lr_at does): exact while the settings stayed the same across resumes."""
+    empty = {"step": np.array([]), "lr": np.array([])}
     if cfg is None:
-        return {"step": np.array([]), "lr": np.array([])}, {"step": np.array([]), "lr": np.array([])}
+        return empty, empty
     table = schedule_frame(cfg)
+    stored = np.array((meta or {}).get("curves", {}).get("lr") or [], dtype=float).reshape(-1, 2)
+    if len(stored):
+        return ({"step": table.step.to_numpy(), "lr": table.lr.to_numpy()},
+                {"step": stored[:, 0].astype(int), "lr": stored[:, 1]})
     used = table[table.step <= (trained_steps or 0)]
+    resumes = sorted(set((meta or {}).get("training_state", {}).get("resumed_at") or []))
+    lrs = [lr_at(int(s) - 1, cfg, max([r for r in resumes if r <= s - 1], default=-1)) for s in used.step]
     return ({"step": table.step.to_numpy(), "lr": table.lr.to_numpy()},
-            {"step": used.step.to_numpy(), "lr": used.lr.to_numpy()})
+            {"step": used.step.to_numpy(), "lr": np.array(lrs, dtype=float)})
 
 
 def _fmt_seconds(seconds) -> str:

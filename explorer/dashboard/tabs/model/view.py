@@ -186,7 +186,8 @@ class CheckpointPage(ModelView):
             return
         self.train_src.data, self.val_src.data = stored_curves(meta)
         cfg = stored_config(meta)
-        self.plan_src.data, self.used_src.data = schedule_columns(cfg, (meta.get("training_state") or {}).get("step"))
+        self.plan_src.data, self.used_src.data = schedule_columns(cfg, (meta.get("training_state") or {}).get("step"),
+                                                                  meta)
         self.curves_fig.title.text = f"{name}: loss during training"
         self.lr_fig.title.text = (f"{name}: learning-rate schedule ({cfg.lr_schedule})" if cfg is not None
                                   else f"{name}: no learning-rate schedule stored")
