@@ -65,7 +65,11 @@ def summary_html(meta: dict, name: str) -> str:
     commands = meta.get("commands") or []
     if commands:
         items = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in commands)
-        parts.append(f"<h3>Commands</h3><ol class='meta-commands'>{items}</ol>")
+        parts.append(f"<h3>Commands</h3><ol class='meta-commands'>{items}</ol><p class='caption'>As run. "
+                     "<code>--data FILE</code> is the Tiny Shakespeare file on the machine that trained it; "
+                     "elsewhere leave it out (it is downloaded once, hash-checked) or point it at your copy. "
+                     "Validation is the NELBO of held-out full-length windows with fixed noise; the training "
+                     "loss is one batch's, short canvases included, so the two curves need not meet.</p>")
     return "".join(parts)
 
 
