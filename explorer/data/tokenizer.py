@@ -58,10 +58,13 @@ class CharTokenizer:
         return "".join(out)
 
     def glyphs(self):
-        """(V,) object array: id -> its character, [MASK] -> █ (what the views draw at a position)."""
-        import numpy as np
+        """(V,) object array: id -> its character, [MASK] -> █ (what the views draw at a position).
+        One array per tokenizer: the views send it to the browser only when it is another one."""
+        if getattr(self, "_glyphs", None) is None:
+            import numpy as np
 
-        return np.array(list(self.chars) + [MASK_GLYPH], dtype=object)
+            self._glyphs = np.array(list(self.chars) + [MASK_GLYPH], dtype=object)
+        return self._glyphs
 
     def token_strings(self, ids: Iterable[int]) -> list[str]:
         return list(self.decode(ids))

@@ -151,6 +151,7 @@ class HeatmapFigure:
         self.grid = ColumnDataSource(self._placement(np.zeros((1, 1), np.uint32)), **named("image"))
         self.marks = ColumnDataSource({"x": [], "y": []}, **named("marks"))
         self.vocab = ColumnDataSource({"glyph": []}, **named("vocab"))  # token id -> shown character
+        self._glyphs_of = None  # the glyph table `vocab` was made from
         self.labels = ColumnDataSource({"x": [], "y": [], "glyph": [], "ink": []}, syncable=False)
         self.figure = self._make_figure(x_range or Range1d(-0.5, 255.5), labels, figure_args)
         self.marker = None
@@ -200,9 +201,9 @@ class HeatmapFigure:
             self.cells.data = {c: [] for c in CELL_COLUMNS}
             self._set_image(np.zeros((1, 1), np.uint32))
             return
-        glyphs = display_glyphs(frames.glyphs)
-        if glyphs != self.vocab.data["glyph"]:  # a new model: its alphabet, sent once
-            self.vocab.data = {"glyph": glyphs}
+        if frames.glyphs is not self._glyphs_of:  # a new model: its alphabet (or vocabulary), sent once
+            self._glyphs_of = frames.glyphs  # (a tokenizer hands out one glyph table: 126k strings for LLaDA,
+            self.vocab.data = {"glyph": display_glyphs(frames.glyphs)}  # 0.1 s to redo per run)
         rows = rows or max(frames.expected_rows, frames.n_rows)
         self._set_image(np.zeros((rows, frames.length), np.uint32))  # transparent until drawn
         self.cells.data = blank_cells(rows, frames.length)

@@ -71,6 +71,7 @@ class ConfidenceView(StateView):
         super().__init__(**params)
         self.source = ColumnDataSource(_empty(), name="confidence-bars")
         self.vocab = ColumnDataSource({"glyph": []})
+        self._glyphs_of = None  # the glyph table `vocab` was made from
         self.figure = self._make_figure()
         self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width")
         self.mode = pn.widgets.RadioButtonGroup.from_param(self.state.param.confidence_view, color="default",
@@ -133,9 +134,9 @@ class ConfidenceView(StateView):
             p.yaxis.axis_label = f"score ({self.state.session.strategy})"
         if frames is not None:
             p.x_range.update(start=-0.5, end=frames.length - 0.5)
-            glyphs = display_glyphs(frames.glyphs)
-            if glyphs != self.vocab.data["glyph"]:
-                self.vocab.data = {"glyph": glyphs}
+            if frames.glyphs is not self._glyphs_of:  # a new model's alphabet / vocabulary, sent once
+                self._glyphs_of = frames.glyphs
+                self.vocab.data = {"glyph": display_glyphs(frames.glyphs)}
         self.source.data = data
         extent = _y_extent(data["top"])
         if self.state.running and not mean:  # while a run streams the range only grows (fewer re-layouts)
