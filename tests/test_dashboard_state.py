@@ -155,6 +155,7 @@ def test_header_facts_cope_with_missing_metrics(checkpoints):
     assert "no final NELBO yet" in quality_text(s.model_info)
     s.load("tiny", wait=True)
     assert quality_text(s.model_info).startswith("NELBO 2.164 bits/char")
+    assert "perplexity ≤ 4.48" in quality_text(s.model_info)  # exp(1.5 nats): the test perplexity's bound
 
 
 def test_checkpoint_names_with_paths_are_refused(checkpoints):

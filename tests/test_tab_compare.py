@@ -300,3 +300,14 @@ def test_explore_quality_sweep_on_text_is_ranked_by_distance_to_held_out_text(tm
                        reference=reference)
     assert pick_metric(summary) == "ref_distance" and summary["ref_distance_mean"].notna().all()
     assert pick_metric(pd.DataFrame({"gen_ppl_mean": [3.0]})) == "gen_ppl"  # no reference: gen-PPL
+
+
+def test_confidence_vs_left_to_right_is_one_click(compare):
+    """Seed 001 §4.3's comparison of unmasking orders as a preset."""
+    tab, _ = compare
+    assert tab.apply_preset("order", start=False)
+    assert tab.columns == "strategy=confidence" + SEP + "strategy=left_to_right"
+    assert tab.start(wait=True)
+    first, second = (r["traj"] for r in tab.results)
+    assert (np.diff(second.committed_at[0]) >= 0).all()  # left to right: positions commit in order
+    assert not (np.diff(first.committed_at[0]) >= 0).all()

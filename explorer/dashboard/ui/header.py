@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import math
 
 import panel as pn
 import param
@@ -22,7 +23,9 @@ def quality_text(info: dict) -> str:
         memory = f"{gb:.2f} GB" if gb >= 1 else f"{gb * 1e3:.1f} MB"
         return f"{html.escape(str(info.get('dtype')))} weights, {memory}"
     if "nelbo_bits" in info:
-        return f"NELBO {info['nelbo_bits']:.3f} bits/char ({info['nelbo_nats']:.3f} nats)"
+        # test perplexity beside it (seeds 002/004 print exp(NELBO))
+        return (f"NELBO {info['nelbo_bits']:.3f} bits/char ({info['nelbo_nats']:.3f} nats, "
+                f"perplexity ≤ {math.exp(info['nelbo_nats']):.2f})")
     if "ce_bits" in info:
         return f"val CE {info['ce_bits']:.3f} bits/char (AR)"
     if "val_nats_latest" in info:

@@ -32,12 +32,14 @@ MAX_COLUMNS, MIN_COLUMNS = 4, 2
 SEP = " | "  # between columns in `columns` (and the URL)
 PRESETS = {  # key -> (button label, column overrides)
     "strategies": ("confidence vs random", ("strategy=confidence", "strategy=random")),
+    "order": ("confidence vs left-to-right", ("strategy=confidence", "strategy=left_to_right")),  # seed 001 §4.3
     "steps": ("steps 4 vs 32", ("steps=4", "steps=32")),
     "ar": ("diffusion vs AR", ("", "model=ar")),
     "temperature": ("temperature 0.3 vs 1.5", ("temperature=0.3", "temperature=1.5")),
 }
 OVERRIDES = {"steps": int, "temperature": float, "top_p": float, "top_k": int, "strategy": str,
-             "schedule": str, "block_length": int, "threshold": float, "remask": float, "model": str}
+             "schedule": str, "block_length": int, "threshold": float, "remask": float, "model": str,
+             "cfg_scale": float, "suppress_eos": str, "alg_temp": float, "factor": float}
 MODELS = ("session", "ar")  # model=session: the model loaded in the sidebar; ar: its AR baseline
 METRIC_LABELS = {"gen_ppl": "gen-PPL", "entropy": "entropy", "word_validity": "word validity",
                  "pattern_quality": "pattern quality", "pattern_quality_p2": "pattern quality (period ≥ 2)",
