@@ -261,3 +261,28 @@ def test_the_lr_drawn_is_the_lr_used_resumes_included():
     assert lr[before] == pytest.approx(lr_at(before - 1, cfg))  # before the resume: the plan
     stored = {"curves": {"lr": [[1, 1e-5], [2, 2e-5]]}, "training_state": {"step": 2}}
     assert schedule_columns(cfg, 2, stored)[1]["lr"].tolist() == [1e-5, 2e-5]
+
+
+def test_corpus_facts_vocabulary_size_and_first_characters(tmp_path):
+    """Seed 002/004's dataset prints: the vocabulary as characters, the corpus size and its start, when
+    the text it was trained on is on this server (hash-checked); nothing when it is not."""
+    from types import SimpleNamespace
+
+    from explorer.dashboard.runtime.checkpoints import corpus_preview
+    from explorer.dashboard.tabs.model.meta import summary_sections
+    from explorer.data.corpus import sha256_bytes
+    from explorer.data.tokenizer import CharTokenizer
+    from tests.conftest import TINY_TEXT
+
+    path = tmp_path / "corpus.txt"
+    path.write_text(TINY_TEXT)
+    tok = CharTokenizer.from_text(TINY_TEXT)
+    meta = {"corpus": {"name": "tiny", "kind": "text", "sha256": sha256_bytes(TINY_TEXT.encode())},
+            "train_config": {"data": str(path)}, "tokenizer": tok.to_dict()}
+    model = SimpleNamespace(meta=meta, tokenizer=tok, config=SimpleNamespace(block_size=16), path=tmp_path / "m")
+    assert corpus_preview(model) == (len(TINY_TEXT), TINY_TEXT[:200])
+    vocab = dict(summary_sections(meta, "m")["Data"])["vocabulary"]
+    assert vocab.startswith(f"{tok.vocab_size - 1} characters: ↵␣") and "T" in vocab
+    assert "The corpus: " in summary_html(meta, "m", corpus_preview(model))
+    other = dict(meta, corpus=dict(meta["corpus"], sha256="0" * 64))
+    assert corpus_preview(SimpleNamespace(**{**model.__dict__, "meta": other, "path": tmp_path / "o"})) is None

@@ -168,3 +168,34 @@ def local_shakespeare():
         if data:
             recorded.append(data)
     return find(extra=recorded)
+
+
+def corpus_preview(model, n: int = 200) -> tuple[int, str] | None:
+    """(characters in the corpus, its first `n` characters) of the text a checkpoint was trained on, when
+    that text is on this server (the recorded file or the verified Tiny Shakespeare cache, hash-checked);
+    None otherwise. Never downloads."""
+    from ...data.corpus import CorpusError, checkpoint_corpus
+
+    meta = getattr(model, "meta", None) or {}
+    if (meta.get("corpus") or {}).get("kind") != "text":
+        return None
+    key = ("preview", str(getattr(model, "path", id(model))), n)
+    with _LOCK:
+        if key in _VAL_CACHE:
+            return _VAL_CACHE[key]
+    try:
+        corpus = checkpoint_corpus(meta, model.tokenizer, model.config.block_size, download=False)
+    except (CorpusError, OSError, ValueError):
+        return None
+    ids = _all_ids(corpus)
+    preview = (len(ids), model.tokenizer.decode(ids[:n].tolist()))
+    with _LOCK:
+        _VAL_CACHE[key] = preview
+    return preview
+
+
+def _all_ids(corpus):
+    """All of a text corpus's ids, train then validation split (the file's order)."""
+    import torch
+
+    return torch.cat([corpus.train_ids, corpus.val_ids])

@@ -150,7 +150,10 @@ def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
     """Section title -> (label, value) rows of the page (plain strings, escaped when rendered); the
     by-length and recommended-sampler sections only where the metadata has them."""
     corpus = meta.get("corpus") or {}
+    chars = (meta.get("tokenizer") or {}).get("chars")
+    shown = "".join({"\n": "↵", " ": "␣"}.get(c, c) for c in chars) if isinstance(chars, str) else None
     data = [("corpus", f"{corpus.get('name', '?')} ({corpus.get('kind', '?')})"),
+            *([("vocabulary", f"{len(chars)} characters: {shown}")] if shown else []),
             ("sha256", (corpus.get("sha256") or "–")[:16]), ("distinct words", f"{len(meta.get('words') or []):,}")]
     sections = {f"{name}": [("result", result_line(meta))], "Held-out figures by canvas length": _by_length(meta),
                 "Recommended sampler": _recommended(meta), "Architecture": _architecture(meta), "Data": data,

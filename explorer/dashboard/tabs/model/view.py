@@ -32,6 +32,7 @@ from .meta import (
     stored_curves,
     summary_sections,
 )
+from ...runtime import checkpoints
 from .state import ALLOW_ENV, PRESETS, ModelState
 
 PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}
@@ -59,9 +60,13 @@ def _table(rows) -> str:
     return f"<table class='meta-table'>{body}</table>"
 
 
-def summary_html(meta: dict, name: str) -> str:
-    """The metadata page: one table per section, then the commands that made the checkpoint."""
+def summary_html(meta: dict, name: str, preview: tuple[int, str] | None = None) -> str:
+    """The metadata page: one table per section (with the corpus's size and first characters when its
+    text is on this server: `preview`), then the commands that made the checkpoint."""
     parts = [f"<h3>{html.escape(title)}</h3>{_table(rows)}" for title, rows in summary_sections(meta, name).items()]
+    if preview is not None:
+        parts.append(f"<p class='caption'>The corpus: {preview[0]:,} characters; the first {len(preview[1])}:</p>"
+                     f"<pre class='corpus-head'>{html.escape(preview[1])}</pre>")
     commands = meta.get("commands") or []
     if commands:
         items = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in commands)
@@ -179,7 +184,9 @@ class CheckpointPage(ModelView):
         if not meta:
             self.summary.object = "<i>loading a model …</i>"
             return
-        self.summary.object = f"<div class='meta-page'>{summary_html(meta, name)}</div>"
+        model = self.state.session.model
+        preview = checkpoints.corpus_preview(model) if model is not None else None
+        self.summary.object = f"<div class='meta-page'>{summary_html(meta, name, preview)}</div>"
         self.csv.filename = f"{name}-curves.csv"
         self.time_emb.object = time_embedding_plot(meta, self.state.session.presentation)
 
