@@ -318,3 +318,21 @@ def test_the_scrubber_follows_a_live_run(state):
     live = [(rows, step) for rows, step, running in seen if running and rows > 1]
     assert live and all(step == rows - 1 for rows, step in live), seen
     assert e.step == e.frames.n_rows - 1 == 12
+
+
+def test_heatmap_rows_are_labelled_by_t_as_well_as_by_step(state):
+    """Issue 15: the reverse process labelled by t (the masked fraction each step's model call saw)."""
+    import numpy as np
+
+    state.param.update(steps=6, seed=1)
+    ex = explore(state)
+    assert ex.start_run(wait=True)
+    from explorer.dashboard.ui.heatmap import HeatmapFigure
+
+    heat = HeatmapFigure()
+    heat.show(ex.frames)
+    t = np.array(heat.row_t.data["t"])
+    assert len(t) == ex.frames.n_rows and t[0] == 1.0 and t[-1] == 0.0
+    assert np.allclose(t[:-1], ex.trajectory.step_t)  # the t each step's model call was given
+    axis = heat.figure.right[0]
+    assert axis.axis_label == "t (masked fraction)"

@@ -15,9 +15,11 @@ from bokeh.models import (
     ColumnDataSource,
     CustomJS,
     CustomJSHover,
+    CustomJSTickFormatter,
     HoverTool,
     Legend,
     LegendItem,
+    LinearAxis,
     Range1d,
 )
 from bokeh.plotting import figure
@@ -153,6 +155,7 @@ class HeatmapFigure:
         self.vocab = ColumnDataSource({"glyph": []}, **named("vocab"))  # token id -> shown character
         self._glyphs_of = None  # the glyph table `vocab` was made from
         self.labels = ColumnDataSource({"x": [], "y": [], "glyph": [], "ink": []}, syncable=False)
+        self.row_t = ColumnDataSource({"t": []})  # each drawn row's masked fraction, for the t axis
         self.figure = self._make_figure(x_range or Range1d(-0.5, 255.5), labels, figure_args)
         self.marker = None
         if marker:
@@ -182,6 +185,7 @@ class HeatmapFigure:
         p.xaxis.ticker.min_interval = 1  # positions and steps are whole: no tick at -0.5 on a short run
         if not self.progress:
             p.yaxis.ticker.min_interval = 1
+            p.add_layout(self._t_axis(), "right")
         p.toolbar.logo = None
         if labels and not self.progress:  # (progress rows are too thin to hold a character)
             p.text("x", "y", text="glyph", source=self.labels, text_align="center", text_baseline="middle",
@@ -193,10 +197,26 @@ class HeatmapFigure:
                 model.js_on_change(attr, fit)
         return p
 
+    def _t_axis(self) -> LinearAxis:
+        """The reverse process labelled by t as well as by step (seeds 002-004 write it t = 1 -> 0): each
+        row's masked fraction beside its step, from `row_t`."""
+        code = ("const t = src.data.t; return Number.isInteger(tick) && tick >= 0 && tick < t.length ? "
+                "t[tick].toFixed(2) : '';")
+        axis = LinearAxis(axis_label="t (masked fraction)",
+                          formatter=CustomJSTickFormatter(args=dict(src=self.row_t), code=code))
+        axis.ticker.min_interval = 1
+        return axis
+
+    def _row_t(self, frames, stop: int) -> None:
+        if not self.progress:
+            masked = (CODE["masked"], CODE["remasked"])
+            self.row_t.data = {"t": [float(np.isin(frames.state[r], masked).mean()) for r in range(stop)]}
+
     def start(self, frames, rows: int | None = None) -> None:
         """A blank bitmap sized for `rows` rows (default: the rows the run is expected to make), no cells."""
         self.shown = 0
         self.marks.data = {"x": [], "y": []}
+        self.row_t.data = {"t": []}
         if frames is None:
             self.cells.data = {c: [] for c in CELL_COLUMNS}
             self._set_image(np.zeros((1, 1), np.uint32))
@@ -223,6 +243,7 @@ class HeatmapFigure:
             return
         start, stop = self.shown, frames.n_rows
         self._draw(frames, start, stop)
+        self._row_t(frames, stop)
         re_y, re_x = np.nonzero(np.stack(frames.state[start:stop]) == CODE["remasked"])
         if len(re_x):
             y = re_y + start
