@@ -300,3 +300,12 @@ def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monke
     gate.set()
     wait_for(lambda: tab.predictions["text"] == "ABCABCABCABC")
     assert "Updating" not in view.grid.object and not tab.stale(tab.predictions)
+
+
+def test_the_same_text_at_several_t(inspect):
+    """Seeds 002-004's figure of one text at t = 0.2, 0.5, 0.8: nested masks of one seed, side by side."""
+    _, tab, view = inspect
+    html = view.forward_many.object
+    counts = [block.count("█") for block in html.split("<b>t = ")[1:]]
+    expected = [int(draw_mask(LENGTH, t, tab.mask_seed).sum()) for t in (0.2, 0.5, 0.8)]
+    assert counts == expected and counts[0] < counts[1] < counts[2]

@@ -19,11 +19,13 @@ from .markup import (
     predictions_table,
     style,
 )
-from .masking import fraction_check, pieces, positions
+from .masking import draw_mask, fraction_check, pieces, positions
 from ....metrics import training_ratios
 from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
 from .state import InspectState
 from ...ui.base import notice, show_notice
+
+SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # seeds 002-004 show these t in one figure
 
 
 class InspectView(pn.viewable.Viewer):
@@ -37,6 +39,7 @@ class InspectView(pn.viewable.Viewer):
         self.notice = notice("warning")
         self.text_notice = notice("info")
         self.forward = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-forward"])
+        self.forward_many = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-forward-many"])
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-predictions"])
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.pane.DataFrame(None, index=False, float_format="{:.3f}".format, max_height=320,
@@ -95,6 +98,10 @@ class InspectView(pn.viewable.Viewer):
         mask = tab.mask(len(shown))
         caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed, self._unit())
         self.forward.object = style(self._size()) + caption + forward_html(shown, mask)
+        # seeds 002-004 show several t in one figure: the same text and mask seed (nested masks)
+        rows = "".join(f"<p class='cap'><b>t = {t:.1f}</b></p>" + forward_html(shown, draw_mask(len(shown), t, tab.mask_seed))
+                       for t in SIDE_BY_SIDE_TS)
+        self.forward_many.object = style(self._size()) + rows
 
     @param.depends("tab.predictions_task.result", "tab.nucleus_p", "tab.nucleus_at", "tab.session.presentation",
                    watch=True)
@@ -192,6 +199,7 @@ class InspectView(pn.viewable.Viewer):
         return pn.Column(
             self.notice, controls, self.text_notice, self.busy,
             h("Forward process: the text the model sees at t"), self.forward,
+            pn.Accordion(("The same text at t = 0.2, 0.5 and 0.8", self.forward_many), sizing_mode="stretch_width"),
             h("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
             pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
             h("Top-p: which candidates survive at one position"), pn.Row(self.nucleus_p, self.nucleus_at),
