@@ -9,7 +9,7 @@ import pytest
 from explorer.dashboard.frames import CODE, Frames, glyph_table
 from explorer.dashboard.tabs.explore import open_session
 from explorer.sampling import SamplerConfig, sample
-from tests.dashboard_support import explore, LENGTH
+from tests.dashboard_support import explore, LENGTH, wait_for
 
 
 @pytest.fixture
@@ -336,3 +336,20 @@ def test_heatmap_rows_are_labelled_by_t_as_well_as_by_step(state):
     assert np.allclose(t[:-1], ex.trajectory.step_t)  # the t each step's model call was given
     axis = heat.figure.right[0]
     assert axis.axis_label == "t (masked fraction)"
+
+
+def test_more_samples_at_the_knobs_in_one_batched_run(state):
+    """Seed 001's 5-sample showcase: N texts from one batched run of the real sampler at the knobs."""
+    from explorer.dashboard.tabs.explore.samples import SamplesView
+    from explorer.sampling import sample
+
+    state.param.update(steps=4, seed=7)
+    ex = explore(state)
+    view = SamplesView(state=ex)
+    ex.more_n = 5
+    assert ex.sample_more(wait=True)
+    wait_for(lambda: ex.samples.result is not None)
+    texts = ex.samples.result
+    direct = sample(state.model, state.sampler_config(), batch_size=5, length=LENGTH, record=False).texts()
+    assert texts == direct and len(set(texts)) > 1  # the real sampler, and rows differ
+    assert view.texts.object.count("<li>") == 5 and texts[0] in view.texts.object

@@ -25,7 +25,7 @@ from ...runtime.cache import SWEEPS
 from ...runtime.confidence import mean_confidence_table
 from ...runtime.queue import SampleRequest
 from ...runtime.tasks import Task, TaskCancelled, Worker
-from ...session import KNOBS, expected_rows, run_template
+from ...session import KNOBS, expected_rows, run_template, sample_canvas
 from ..base import TabState
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,10 @@ class ExploreState(TabState):
     compute_sweep = param.Event(label="Compute", doc="Compute quality vs steps for the current knobs")
     stop_sweep = param.Event(label="Stop", doc="Stop the quality-vs-steps sweep")
 
+    more_n = param.Integer(5, bounds=(2, 16), label="Samples",
+                           doc="How many samples at once, at the sidebar's knobs (seed 001's showcases)")
+    more = param.Event(label="Sample more", doc="Draw that many samples at the current knobs, in one batch")
+
     # Results: set by the state itself (on the UI thread), read by the views.
     run_id = param.Integer(0, doc="Bumped when a run starts: views clear")
     n_rows = param.Integer(0, doc="Rows of the current run shown so far (a live tick): views draw the new ones")
@@ -135,6 +139,7 @@ class ExploreState(TabState):
         # quality vs steps: (table, summary); the mean per-position confidence at t: a DataFrame
         self.quality = Task("quality sweep", session.device, session.dispatch)
         self.confidence = Task("mean confidence", session.device, session.dispatch)
+        self.samples = Task("more samples", session.device, session.dispatch)  # texts of one batched run
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._shown_at = 0.0  # when n_rows last ticked
         self._judge_name = None
@@ -385,6 +390,22 @@ class ExploreState(TabState):
 
     def _cancel_sweep(self) -> None:
         self.quality.cancel("cancelled (knobs changed)")
+
+    @param.depends("more", watch=True)
+    def sample_more(self, *, wait: bool = False) -> bool:
+        """`more_n` samples at the session's knobs and template in one batched run of the real sampler
+        (row i draws its own noise from the run's seed); their texts become `samples.result`."""
+        s = self.session
+        try:
+            if s.model is None:
+                raise ValueError("no model is loaded yet")
+            model, config, canvas, n = s.model, s.sampler_config(), s.canvas(), self.more_n
+        except ValueError as e:
+            self.samples.error = str(e)
+            return False
+        work = lambda job, report: sample_canvas(model, config, canvas, batch_size=n, record=False).texts()  # noqa: E731
+        self.samples.start(work, status=f"sampling {n} …", wait=wait)
+        return True
 
     @param.depends("compute_sweep", watch=True)
     def _compute_clicked(self):

@@ -9,17 +9,18 @@ from .controls import ControlsView
 from .downloads import DownloadsView
 from .heatmap import HeatmapView
 from .quality import QualityView
+from .samples import SamplesView
 from .scrubber import ScrubberView
 from .text import TextView
 
-__all__ = ["ConfidenceView", "ControlsView", "DownloadsView", "HeatmapView", "QualityView", "ScrubberView",
-           "TextView", "explore_view"]
+__all__ = ["ConfidenceView", "ControlsView", "DownloadsView", "HeatmapView", "QualityView", "SamplesView",
+           "ScrubberView", "TextView", "explore_view"]
 
 
 def explore_view(state):
     """The tab's layout for an ExploreState (the sidebar is built by the app: ControlsView)."""
     left = pn.Column(HeatmapView(state=state), ScrubberView(state=state), TextView(state=state),
-                     DownloadsView(state=state, part="run"), sizing_mode="stretch_width",
+                     DownloadsView(state=state, part="run"), SamplesView(state=state), sizing_mode="stretch_width",
                      styles={"flex": "3 1 0"}, min_width=480)
     right = pn.Column(pn.pane.HTML("<b>Per-position confidence</b>", margin=(0, 10)), ConfidenceView(state=state),
                       QualityView(state=state), DownloadsView(state=state, part="sweep"),
