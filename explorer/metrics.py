@@ -476,7 +476,7 @@ def _topk_result(model, x, xt, masked, probs, top_p, top_i) -> dict:
     out = {"ids": x.numpy(), "x_t": xt.numpy(), "mask": masked.numpy(), "table": table,
            "accuracy": float(table["correct"].mean()) if rows else float("nan"),
            "head_p": head.values.numpy(), "head_ids": head.indices.numpy(),
-           "head_names": [[name(i) for i in row] for row in head.indices.tolist()]}
+           "head_names": np.array([[name(i) for i in row] for row in head.indices.tolist()], dtype=object)}
     if tok is not None:
         out["masked_text"], out["predicted_text"] = tok.decode(xt.tolist()), tok.decode(filled.tolist())
     return out
