@@ -183,3 +183,15 @@ def test_a_chat_prompt_is_rendered_with_the_models_chat_template(bert, capsys):
 
     with pytest.raises(ValueError, match="chat template"):
         as_chat("hi", CharTokenizer("hi"))
+
+
+def test_a_long_context_model_gets_a_sensible_canvas_by_default(tmp_path, capsys):
+    """A Hugging Face model's context can be 4k-131k tokens: without --length the CLI samples 256 tokens,
+    or a plain prompt plus 128, never the whole context."""
+    d = bert_dir(tmp_path / "long", context=512)
+    rc = cli_main(["sample", "--checkpoint", str(d), "--steps", "2", "--json", "--device", "cpu"])
+    assert rc == 0 and len(json.loads(capsys.readouterr().out)["tokens"][0]) == 256
+    rc = cli_main(["sample", "--checkpoint", str(d), "--prompt", "to be or not", "--steps", "2", "--json",
+                   "--device", "cpu"])
+    model = load_checkpoint(str(d))
+    assert rc == 0 and len(json.loads(capsys.readouterr().out)["tokens"][0]) == len(model.tokenizer.encode("to be or not")) + 128

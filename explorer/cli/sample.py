@@ -72,12 +72,27 @@ def _config(args, model):
     return config_for(model, **knobs)
 
 
-def _length(args, model) -> int | None:
-    """--length, else the checkpoint's recommended length; a template alone sets its own length."""
-    from ..sampling.config import recommended
+ANSWER_TOKENS = 128  # a subword model's answer after a plain prompt, by default (LLaDA's gen_length)
 
-    if args.length is not None or args.template:
+
+def _length(args, model) -> int | None:
+    """--length, else the checkpoint's recommended length; a template alone sets its own length. A
+    Hugging Face model's context can be 4k-131k tokens: there a plain prompt gets ANSWER_TOKENS more
+    and no template 256, never the whole context."""
+    from ..sampling.config import recommended
+    from ..sampling.template import BLANK, MASK_GLYPH
+
+    if args.length is not None:
         return args.length
+    if getattr(model.tokenizer, "kind", "chars") == "tokens":
+        context = model.config.block_size
+        if not args.template:
+            return min(256, context)
+        if MASK_GLYPH not in args.template and BLANK not in args.template:
+            return min(len(model.tokenizer.encode(args.template)) + ANSWER_TOKENS, context)
+        return None
+    if args.template:
+        return None
     return recommended(model).get("length")
 
 
