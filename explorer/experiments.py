@@ -21,6 +21,7 @@ import torch
 
 from . import metrics
 from .data.corpus import checkpoint_corpus
+from .data.tokenizer import is_subword
 from .sampling import SamplerConfig, SamplingCancelled, parse_template, sample, sample_ar, sample_many
 
 # +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
@@ -49,7 +50,7 @@ class SweepCancelled(RuntimeError):
 def sample_kind(model) -> str:
     """'patterns' for checkpoints trained on the pattern corpus (scored by pattern quality), 'tokens' for
     a model whose positions are subword tokens (Hugging Face), else 'text'."""
-    if getattr(getattr(model, "tokenizer", None), "kind", "chars") == "tokens":
+    if is_subword(getattr(model, "tokenizer", None)):
         return "tokens"
     meta = getattr(model, "meta", None) or {}
     return "patterns" if (meta.get("corpus") or {}).get("kind") == "patterns" else "text"

@@ -79,12 +79,13 @@ def _length(args, model) -> int | None:
     """--length, else the checkpoint's recommended length; a template alone sets its own length. A
     Hugging Face model's context can be 4k-131k tokens: there a plain prompt gets ANSWER_TOKENS more
     and no template 256, never the whole context."""
+    from ..data.tokenizer import is_subword
     from ..sampling.config import recommended
     from ..sampling.template import BLANK, MASK_GLYPH
 
     if args.length is not None:
         return args.length
-    if getattr(model.tokenizer, "kind", "chars") == "tokens":
+    if is_subword(model.tokenizer):
         context = model.config.block_size
         if not args.template:
             return min(256, context)
@@ -132,7 +133,9 @@ def main(args) -> int:
         if len(texts) > 1:
             print(f"--- sample {i + 1} ---")
         print(text)
-    unit = "tokens" if getattr(model.tokenizer, "kind", "chars") == "tokens" else "chars"
+    from ..data.tokenizer import is_subword
+
+    unit = "tokens" if is_subword(model.tokenizer) else "chars"
     print(f"[{args.checkpoint}: {traj.kind}, {traj.batch_size} x {traj.length} {unit}, "
           f"{traj.n_steps} steps, NFE {traj.nfe} ({traj.tokens_per_forward:.2f} {unit} per forward), "
           f"{traj.seconds:.2f} s on {model.device}]", file=sys.stderr)

@@ -15,8 +15,16 @@ class UnknownCharacterError(ValueError):
         super().__init__(f"{len(self.chars)} character(s) not in the model's vocabulary: {shown}")
 
 
+def is_subword(tokenizer) -> bool:
+    """True for a tokenizer whose positions are subword tokens (a Hugging Face model's), False for the
+    char tokenizer, a mock without one, or None: the views count and draw positions by it."""
+    return getattr(tokenizer, "kind", "chars") == "tokens"
+
+
 class CharTokenizer:
     """ids 0..n-1 are the characters in the given order; id n is [MASK]."""
+
+    kind = "chars"  # one position per character (explorer.hf's tokenizer says "tokens")
 
     def __init__(self, chars: Iterable[str]):
         chars = list(chars)

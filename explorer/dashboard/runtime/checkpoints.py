@@ -187,15 +187,10 @@ def corpus_preview(model, n: int = 200) -> tuple[int, str] | None:
         corpus = checkpoint_corpus(meta, model.tokenizer, model.config.block_size, download=False)
     except (CorpusError, OSError, ValueError):
         return None
-    ids = _all_ids(corpus)
-    preview = (len(ids), model.tokenizer.decode(ids[:n].tolist()))
+    # the file's order is the train split then the validation split (which a short file reaches)
+    head = corpus.train_ids[:n].tolist() + corpus.val_ids[:max(0, n - len(corpus.train_ids))].tolist()
+    preview = (len(corpus.train_ids) + len(corpus.val_ids), model.tokenizer.decode(head))
     with _LOCK:
         _VAL_CACHE[key] = preview
     return preview
 
-
-def _all_ids(corpus):
-    """All of a text corpus's ids, train then validation split (the file's order)."""
-    import torch
-
-    return torch.cat([corpus.train_ids, corpus.val_ids])

@@ -80,6 +80,15 @@ if (out.x.length || labels.data.x.length) labels.data = out;
 """
 
 
+def sync_glyphs(vocab: ColumnDataSource, glyphs, sent):
+    """Send a model's glyph table to the browser (`vocab`) when it is not the one `sent` last, compared by
+    identity: a tokenizer hands out one table, and redoing LLaDA's 126,464 display strings took 0.1 s per
+    run and per tick. Returns the table now sent (the caller keeps it for the next call)."""
+    if glyphs is not sent:
+        vocab.data = {"glyph": display_glyphs(glyphs)}
+    return glyphs
+
+
 def display_glyphs(glyphs) -> list[str]:
     """The glyph table with whitespace made visible, for tooltips and cell labels (inside a subword
     token too: ' the' shows as '␣the')."""
@@ -207,10 +216,12 @@ class HeatmapFigure:
         axis.ticker.min_interval = 1
         return axis
 
-    def _row_t(self, frames, stop: int) -> None:
+    def _row_t(self, frames, start: int, stop: int) -> None:
+        """The masked fraction of rows [start, stop) added to the t axis's list (earlier rows are kept)."""
         if not self.progress:
             masked = (CODE["masked"], CODE["remasked"])
-            self.row_t.data = {"t": [float(np.isin(frames.state[r], masked).mean()) for r in range(stop)]}
+            new = [float(np.isin(frames.state[r], masked).mean()) for r in range(start, stop)]
+            self.row_t.data = {"t": list(self.row_t.data["t"])[:start] + new}
 
     def start(self, frames, rows: int | None = None) -> None:
         """A blank bitmap sized for `rows` rows (default: the rows the run is expected to make), no cells."""
@@ -221,9 +232,7 @@ class HeatmapFigure:
             self.cells.data = {c: [] for c in CELL_COLUMNS}
             self._set_image(np.zeros((1, 1), np.uint32))
             return
-        if frames.glyphs is not self._glyphs_of:  # a new model: its alphabet (or vocabulary), sent once
-            self._glyphs_of = frames.glyphs  # (a tokenizer hands out one glyph table: 126k strings for LLaDA,
-            self.vocab.data = {"glyph": display_glyphs(frames.glyphs)}  # 0.1 s to redo per run)
+        self._glyphs_of = sync_glyphs(self.vocab, frames.glyphs, self._glyphs_of)  # a new model's, once
         rows = rows or max(frames.expected_rows, frames.n_rows)
         self._set_image(np.zeros((rows, frames.length), np.uint32))  # transparent until drawn
         self.cells.data = blank_cells(rows, frames.length)
@@ -243,7 +252,7 @@ class HeatmapFigure:
             return
         start, stop = self.shown, frames.n_rows
         self._draw(frames, start, stop)
-        self._row_t(frames, stop)
+        self._row_t(frames, start, stop)
         re_y, re_x = np.nonzero(np.stack(frames.state[start:stop]) == CODE["remasked"])
         if len(re_x):
             y = re_y + start

@@ -11,7 +11,7 @@ from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
 from ...ui.base import StateView, apply_fonts, notice, show_notice
-from ...ui.heatmap import display_glyphs
+from ...ui.heatmap import sync_glyphs
 from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, INK
 from .state import CONFIDENCE_VIEWS, MEAN_VIEW
 
@@ -134,9 +134,7 @@ class ConfidenceView(StateView):
             p.yaxis.axis_label = f"score ({self.state.session.strategy})"
         if frames is not None:
             p.x_range.update(start=-0.5, end=frames.length - 0.5)
-            if frames.glyphs is not self._glyphs_of:  # a new model's alphabet / vocabulary, sent once
-                self._glyphs_of = frames.glyphs
-                self.vocab.data = {"glyph": display_glyphs(frames.glyphs)}
+            self._glyphs_of = sync_glyphs(self.vocab, frames.glyphs, self._glyphs_of)  # a new model's, once
         self.source.data = data
         extent = _y_extent(data["top"])
         if self.state.running and not mean:  # while a run streams the range only grows (fewer re-layouts)

@@ -9,6 +9,7 @@ import panel as pn
 import param
 from bokeh.models import Div
 
+from ....data.tokenizer import is_subword
 from ...frames import CODE
 from ...ui.base import StateView
 from ...ui.palette import FONT, MASKED_TEXT, STATE_COLORS
@@ -84,7 +85,7 @@ class TextView(StateView):
         caption = (f'<p class="caption"><b>step {row}</b> of {frames.n_rows - 1}: {new} committed now '
                    f"(highlighted), {left} still masked; tint = confidence when committed</p>")
         tokenizer = getattr(self.state.session.model, "tokenizer", None)
-        boundaries = getattr(tokenizer, "kind", "chars") == "tokens"
+        boundaries = is_subword(tokenizer)
         self.div.text = STYLE + caption + text_html(frames, row, boundaries)
         self.push(self.pane)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ....data.tokenizer import is_subword
 from ....diffusion import forward_mask
 from ....metrics import masked_fraction_vs_t
 from ...runtime.cache import INSPECT
@@ -23,7 +24,7 @@ def prepare_text(tokenizer, text: str, context: int) -> tuple[str, list[str]]:
         text = "".join(c for c in text if c not in drop)
         names = ", ".join(repr(c) for c in unknown[:12]) + (" …" if len(unknown) > 12 else "")
         notices.append(f"left out {len(unknown)} character(s) this model does not know: {names}")
-    if getattr(tokenizer, "kind", "chars") == "tokens":  # a subword model: its context counts tokens
+    if is_subword(tokenizer):  # a subword model: its context counts tokens
         ids = tokenizer.encode(text)
         if len(ids) > context:
             notices.append(f"the text has {len(ids)} tokens but the model sees at most {context}: "
@@ -40,7 +41,7 @@ def prepare_text(tokenizer, text: str, context: int) -> tuple[str, list[str]]:
 def pieces(model, text: str) -> list[str]:
     """`text` as the model's positions: its characters, or a Hugging Face model's token strings."""
     tok = model.tokenizer
-    return tok.token_strings(tok.encode(text)) if getattr(tok, "kind", "chars") == "tokens" else list(text)
+    return tok.token_strings(tok.encode(text)) if is_subword(tok) else list(text)
 
 
 def positions(model, text: str) -> int:

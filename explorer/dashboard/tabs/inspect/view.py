@@ -8,6 +8,7 @@ import holoviews as hv
 import panel as pn
 import param
 
+from ....data.tokenizer import is_subword
 from ...downloads import download_button, plot_html, plot_png, table_csv
 from ...ui.palette import FONT
 from .markup import (
@@ -50,6 +51,7 @@ class InspectView(pn.viewable.Viewer):
         self.positions = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-positions"])
         self.nucleus = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-nucleus"])
         self.ratios = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-ratios"])
+        self._grid_html = ""  # the candidates grid of the current result (_predictions)
         self._make_plots()
         self._notices()
         self._forward()
@@ -119,26 +121,36 @@ class InspectView(pn.viewable.Viewer):
         self.ratios.object = ratios_plot(training_ratios(length), self.tab.session.presentation)
 
     def _unit(self) -> str:
-        tokenizer = getattr(self.tab.model, "tokenizer", None)
-        return "tokens" if getattr(tokenizer, "kind", "chars") == "tokens" else "characters"
+        return "tokens" if is_subword(getattr(self.tab.model, "tokenizer", None)) else "characters"
 
-    @param.depends("tab.predictions_task.result", "tab.session.presentation", "tab.text", "tab.t",
-                   "tab.mask_seed", "tab.k", watch=True)
+    @param.depends("tab.predictions_task.result", "tab.session.presentation", watch=True)
     def _predictions(self):
+        """The candidates grid, legend and table of a new result (built once per result and type size)."""
         result, size = self.tab.predictions, self._size()
         if result is None:
+            self._grid_html = ""
             self.grid.object, self.table.object, self.legend.object = "", None, ""
             return
-        grid = predictions_caption(result, self._unit()) + predictions_html(
+        self._grid_html = predictions_caption(result, self._unit()) + predictions_html(
             pieces(self.tab.model, result["text"]), result, result["k"])
-        if self.tab.stale(result):  # issue 15, defect 8: an edit must never leave old predictions looking current
-            grid = ('<p class="cap"><b>Updating …</b> these predictions are for the previous text, t, mask or k; '
-                    'the new ones replace them when the model has answered.</p>'
-                    f'<div style="opacity:0.4">{grid}</div>')
-        self.grid.object = style(size) + grid
+        self._mark_stale()
         self.legend.object = legend_html(size)
         self.table.object = predictions_table(result, result["k"])
         self.table.styles = {"overflow-y": "auto", "font-size": size["base"]}
+
+    @param.depends("tab.text", "tab.t", "tab.mask_seed", "tab.k", watch=True)
+    def _mark_stale(self):
+        """Issue 15, defect 8: after an edit the previous predictions stay, dimmed and labelled, until the
+        new ones arrive (the grid is not rebuilt for it: t moves with a slider)."""
+        result = self.tab.predictions
+        if result is None:
+            return
+        grid = self._grid_html
+        if self.tab.stale(result):
+            grid = ('<p class="cap"><b>Updating …</b> these predictions are for the previous text, t, mask or k; '
+                    'the new ones replace them when the model has answered.</p>'
+                    f'<div style="opacity:0.4">{grid}</div>')
+        self.grid.object = style(self._size()) + grid
 
     @param.depends("tab.session.presentation", watch=True)
     def _make_plots(self):
