@@ -145,6 +145,15 @@ def test_ar_model_gets_a_notice_and_model_change_clears(tab):
     assert not tab.start_sweep(wait=True) and "diffusion" in tab.main.error
 
 
+def test_without_a_judge_the_note_names_only_what_is_missing(tab):
+    """Issue 15 (defect 9): the tour's link unticks the AR baseline, so it must not warn about it."""
+    tab._judge = None  # as for `patterns`: no AR checkpoint shares its alphabet
+    tab.include_ar = False
+    assert tab.note == ""
+    tab.include_ar = True
+    assert tab.note == "No AR checkpoint with this model's alphabet in checkpoints/: no AR baseline."
+
+
 def test_cost_estimate_and_lists():
     small = expected_cost(10_000, [{"steps": 1}, {"steps": 4}], 4, 24, False, False)
     big = expected_cost(10_000, [{"steps": 16}, {"steps": 32}], 4, 24, False, False)

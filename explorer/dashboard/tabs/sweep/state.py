@@ -361,8 +361,10 @@ class SweepTabState(TabState):
         if self._judge is not None:
             return ("A template is set: the AR baseline cannot fill one and is left out."
                     if self.include_ar and self.session.template.strip() else "")
-        text = "" if sample_kind(model) == "patterns" else ", and text is scored without gen-PPL"
-        return f"No AR checkpoint with this model's alphabet in checkpoints/: no AR baseline{text}."
+        # Without a judge only what the user asked for is missing: the baseline (if ticked), gen-PPL for text
+        missing = [*(["no AR baseline"] if self.include_ar else []),
+                   *(["text is scored without gen-PPL"] if sample_kind(model) != "patterns" else [])]
+        return f"No AR checkpoint with this model's alphabet in checkpoints/: {', and '.join(missing)}." if missing else ""
 
     def on_shown(self) -> None:
         """Opening the tab (or a link to it) shows the main sweep: from the cache when these knobs were
