@@ -32,13 +32,23 @@ def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> t
     return logits
 
 
-def gumbel_noise(shape, generator: torch.Generator, device) -> torch.Tensor:
-    """Standard Gumbel noise in float64, drawn on the CPU generator then moved, so every device
-    sees the same numbers for the same seed. float32 noise would squash the tail of the
-    distribution and lower the effective temperature."""
+def uniform_noise(shape, generator: torch.Generator) -> torch.Tensor:
+    """float64 uniforms in (0, 1) from the CPU generator, so every device sees the same numbers for
+    the same seed (log(0) would give an infinite draw, hence the clamp)."""
     u = torch.rand(shape, generator=generator, dtype=torch.float64)
-    u.clamp_(min=torch.finfo(torch.float64).tiny)  # log(0) would give an infinite draw
-    return (-torch.log(-torch.log(u))).to(device)
+    return u.clamp_(min=torch.finfo(torch.float64).tiny)
+
+
+def gumbel_noise(shape, generator: torch.Generator, device) -> torch.Tensor:
+    """Standard Gumbel noise in float64: uniforms drawn on the CPU generator, moved, then -log(-log u)
+    on the device. The logs run where the logits are: on a GPU machine two CPU logs per step cost
+    more than the model call (measured on an H200: 0.35 ms each, two thirds of a packed sweep's sampler
+    time). float32 noise would squash the tail of the distribution and lower the effective temperature."""
+    return gumbel(uniform_noise(shape, generator).to(device))
+
+
+def gumbel(u: torch.Tensor) -> torch.Tensor:
+    return -torch.log(-torch.log(u))
 
 
 def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator,
@@ -70,6 +80,6 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     sel = temps[rows] != 0  # (M,) entries of rows that sample
     # elementwise division by the row's temperature: the same float64 result as draw()'s scalar one
     scaled = filter_logits(logits[sel].double() / temps[rows[sel], None], top_k, top_p)  # (M', V)
-    noise = [gumbel_noise((counts[i], logits.shape[-1]), generators[i], "cpu") for i in hot]
-    scaled += torch.cat(noise).to(scaled.device)
+    noise = [uniform_noise((counts[i], logits.shape[-1]), generators[i]) for i in hot]
+    scaled += gumbel(torch.cat(noise).to(scaled.device))
     return out.masked_scatter(sel, scaled.argmax(dim=-1))

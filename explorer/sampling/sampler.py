@@ -50,7 +50,7 @@ import torch
 
 from ..devices import model_device
 from .config import SamplerConfig
-from .proposals import draw, draw_rows
+from .proposals import draw, draw_rows, gumbel
 from .recorder import Recorder
 from .schedules import get_schedule, split_steps
 from .strategies import get_strategy
@@ -355,8 +355,8 @@ def _gumbel(run: _Run, todo: torch.Tensor) -> torch.Tensor:
             u[i] = torch.rand((1, L), generator=run.generator[i], dtype=torch.float64)
     else:
         u = torch.rand((B, L), generator=run.generator, dtype=torch.float64)
-    u = u.clamp(1e-12, 1 - 1e-12)
-    return (-torch.log(-torch.log(u))).float().to(todo.device)
+    u = u.clamp(1e-12, 1 - 1e-12).to(todo.device)  # the logs run on the device (proposals.gumbel_noise)
+    return gumbel(u).float()
 
 
 def _revise(run: _Run, st: _State, block: torch.Tensor) -> torch.Tensor:
