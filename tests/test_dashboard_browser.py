@@ -96,26 +96,26 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
 
     page.locator(".knob-steps .noUi-handle").first.focus()  # slider keyboard: one step per key
     state = states[-1]
-    for expected in range(31, 7, -1):
+    for expected in range(31, 27, -1):
         # one key at a time, each acknowledged by the server: a burst of presses can be coalesced
         # differently by a loaded machine, which is not what this test is about
         page.keyboard.press("ArrowLeft")
         wait_until(lambda: state.steps == expected)
-    wait_rows(page, 9, states=states)
-    assert states[-1].steps == 8 and explore(states[-1]).frames.n_rows == 9
+    wait_rows(page, 29, states=states)
+    assert states[-1].steps == 28 and explore(states[-1]).frames.n_rows == 29
 
     page.locator(".knob-strategy select").select_option("left_to_right")
     wait_until(lambda: state.strategy == "left_to_right")
     page.locator(".knob-temperature .noUi-handle").first.focus()
-    for i in range(1, 11):  # 1.0 -> 0.5 in steps of 0.05, each press acknowledged
+    for i in range(1, 5):  # 1.0 -> 0.8 in steps of 0.05, each press acknowledged
         page.keyboard.press("ArrowLeft")
         wait_until(lambda: state.temperature == pytest.approx(1.0 - 0.05 * i))
     runs = explore(state).run_id
     page.locator(".knob-run button").first.click()
     wait_until(lambda: explore(state).run_id > runs and explore(state).trajectory is not None)
     config = explore(state).trajectory.config
-    assert (config.strategy, config.temperature, config.steps) == ("left_to_right", pytest.approx(0.5), 8)
-    wait_rows(page, 9, states=states)
+    assert (config.strategy, config.temperature, config.steps) == ("left_to_right", pytest.approx(0.8), 28)
+    wait_rows(page, 29, states=states)
     assert wait_finished(page, states) != first
     assert problems == []
 
@@ -185,7 +185,7 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
     sizes = {}
     for presentation in (False, True):
         if presentation:
-            page.locator(".knob-presentation input").first.check()
+            page.locator(".knob-presentation").get_by_text("Presentation (large type)").click()  # the label
             wait_until(lambda: states[-1].presentation)
             page.wait_for_function(f"() => ({SIDEBAR_SIZES_JS})()[0] > {sizes[False][0]}", timeout=10_000)
         sizes[presentation] = page.evaluate(SIDEBAR_SIZES_JS)
@@ -217,13 +217,15 @@ def test_bad_template_shows_the_notice(browser, served):
 
 
 def test_screenshot(browser, tmp_path, monkeypatch):
-    """The page on the shipped shakespeare checkpoint when present, saved in pytest's tmp directory;
-    with MDLM_EXPLORER_UPDATE_ASSETS=1 it also becomes assets/dashboard.png (the README's picture)."""
+    """The whole page, curves drawn, saved in pytest's tmp directory. With MDLM_EXPLORER_UPDATE_ASSETS=1 it
+    runs on the shipped shakespeare checkpoint and becomes assets/dashboard.png (the README's picture);
+    otherwise on a tiny checkpoint (the same page, a quarter of a minute sooner)."""
     import panel as pn
 
     from explorer.dashboard import create_app
 
-    name = "shakespeare" if (SHIPPED / "shakespeare.safetensors").exists() else None
+    refresh = os.environ.get(UPDATE_ASSETS) == "1" and (SHIPPED / "shakespeare.safetensors").exists()
+    name = "shakespeare" if refresh else None
     if name is None:
         monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
         name = "tiny"
@@ -255,7 +257,7 @@ def test_screenshot(browser, tmp_path, monkeypatch):
         shot = tmp_path / "dashboard.png"
         page.screenshot(path=str(shot))
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000 and problems == []
-        if os.environ.get(UPDATE_ASSETS) == "1":  # asked for: the README's picture is refreshed
+        if refresh:  # asked for: the README's picture is refreshed
             ROOT.joinpath("assets").mkdir(exist_ok=True)
             shutil.copy(shot, ROOT / "assets" / "dashboard.png")
     finally:

@@ -353,3 +353,24 @@ def test_more_samples_at_the_knobs_in_one_batched_run(state):
     direct = sample(state.model, state.sampler_config(), batch_size=5, length=LENGTH, record=False).texts()
     assert texts == direct and len(set(texts)) > 1  # the real sampler, and rows differ
     assert view.texts.object.count("<li>") == 5 and texts[0] in view.texts.object
+
+
+def test_checkbox_keeps_a_boolean_parameter_in_step_both_ways():
+    """ui.base.checkbox (a one-option CheckBoxGroup, so its label is clickable): ticking it sets the
+    parameter, setting the parameter ticks it, and its one option is the parameter's label."""
+    import param
+
+    from explorer.dashboard.ui.base import checkbox
+
+    class Knobs(param.Parameterized):
+        big = param.Boolean(False, label="Presentation (large type)")
+
+    knobs = Knobs()
+    box = checkbox(knobs.param.big)
+    assert box.options == ["Presentation (large type)"] and box.value == []
+    box.value = ["Presentation (large type)"]
+    assert knobs.big is True
+    knobs.big = False
+    assert box.value == []
+    knobs.big = True
+    assert box.value == ["Presentation (large type)"]

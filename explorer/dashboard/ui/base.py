@@ -54,7 +54,7 @@ def widget_type_size(widget, presentation: bool) -> None:
     15: presentation mode left them small). A stylesheet inside the shadow root does."""
     widget.styles = type_size(presentation)
     base = FONT[presentation]["base"]
-    css = (f":host {{ --font-size: {base}; }} .bk-btn, .bk-input, select, input, textarea, .bk-label, "
+    css = (f":host {{ --font-size: {base}; }} .bk-btn, .bk-input, select, input, textarea, .bk-label, label, "
            f".noUi-tooltip {{ font-size: {base} !important; }}")
     ours = [s for s in widget.stylesheets if not (isinstance(s, str) and s.startswith(":host { --font-size:"))]
     widget.stylesheets = ours + ([css] if presentation else [])
@@ -76,6 +76,18 @@ def watch_presentation(session, figures=(), panes=(), text_panes=()) -> None:
 
     restyle()
     session.param.watch(restyle, "presentation")
+
+
+def checkbox(parameter, **kwargs) -> pn.widgets.CheckBoxGroup:
+    """A checkbox for a Boolean parameter whose label takes a click too (issue 15). Bokeh 3.9's Checkbox
+    draws its label as a <div> beside the <input>, so only the 16 px box toggled it; a one-option
+    CheckBoxGroup draws <label><input><span>label</span></label>, and the browser makes the whole label
+    the target. Kept in step with the parameter both ways."""
+    owner, name, label = parameter.owner, parameter.name, parameter.label
+    box = pn.widgets.CheckBoxGroup(options=[label], value=[label] if getattr(owner, name) else [], **kwargs)
+    box.param.watch(lambda event: setattr(owner, name, bool(event.new)), "value")
+    owner.param.watch(lambda event: setattr(box, "value", [label] if event.new else []), name)
+    return box
 
 
 def notice(kind: str = "danger", **kwargs):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from ...ui.base import StateView, notice, show_notice, widget_type_size
+from ...ui.base import StateView, checkbox, notice, show_notice, widget_type_size
 from ...ui.internals import no_debounce
 
 SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
@@ -40,9 +40,9 @@ class ControlsView(StateView):
         w["run"] = pn.widgets.Button.from_param(e.run, color="primary", sizing_mode="stretch_width")
         w["stop"] = pn.widgets.Button.from_param(e.stop, color="warning", sizing_mode="stretch_width")
         w["new_seed"] = pn.widgets.Button.from_param(e.new_seed, sizing_mode="stretch_width")
-        w["auto_run"] = pn.widgets.Checkbox.from_param(e.auto_run)
-        w["presentation"] = pn.widgets.Checkbox.from_param(p.presentation)
-        w["chat"] = pn.widgets.Checkbox.from_param(p.chat)
+        w["auto_run"] = checkbox(e.auto_run)
+        w["presentation"] = checkbox(p.presentation)
+        w["chat"] = checkbox(p.chat)
         for name, widget in w.items():
             widget.css_classes = [*widget.css_classes, f"knob-{name.replace('_', '-')}"]  # for browser tests
             if name not in SLIDERS:  # (sliders keep Panel's debounce: ui/internals.no_debounce)

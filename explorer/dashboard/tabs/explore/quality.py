@@ -10,7 +10,7 @@ import panel as pn
 import param
 
 from ....experiments import pick_metric
-from ...ui.base import StateView, notice, show_notice
+from ...ui.base import StateView, checkbox, notice, show_notice
 from ...ui.palette import FONT
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class QualityView(StateView):
         self.x = pn.widgets.RadioButtonGroup.from_param(p.sweep_x)
         self.metric = pn.widgets.Select.from_param(p.sweep_metric, width=180)
         self.samples = pn.widgets.IntInput.from_param(p.sweep_samples, width=120)
-        self.auto = pn.widgets.Checkbox.from_param(p.sweep_auto)
+        self.auto = checkbox(p.sweep_auto)
         self.compute = pn.widgets.Button.from_param(p.compute_sweep, color="primary", width=100)
         self.stop = pn.widgets.Button.from_param(p.stop_sweep, color="warning", width=80)
         self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", height=14,

@@ -16,7 +16,7 @@ import param
 from ....experiments import METRIC_DIRECTION, pick_metric
 from ....plots import LABELS, quality_speed_plot, speed_plot
 from ...downloads import download_button, plot_html, plot_png, table_csv
-from ...ui.base import notice, rule, show_notice
+from ...ui.base import checkbox, notice, rule, show_notice
 from ...ui.palette import FONT
 from .state import SweepTabState, SweepTask
 
@@ -219,7 +219,7 @@ class SweepTabView(pn.viewable.Viewer):
                    pn.widgets.TextInput.from_param(p.temperatures, width=150),
                    pn.widgets.TextInput.from_param(p.thresholds, width=150, placeholder="e.g. 0.7, 0.9"),
                    pn.widgets.IntInput.from_param(p.samples, width=120),
-                   pn.Column(pn.Spacer(height=18), pn.widgets.Checkbox.from_param(p.include_ar))),
+                   pn.Column(pn.Spacer(height=18), checkbox(p.include_ar))),
             pn.Row(_labelled("x axis", pn.widgets.RadioButtonGroup.from_param(p.x)),
                    pn.widgets.Select.from_param(p.metric, width=180),
                    _labelled("Speed", pn.widgets.RadioButtonGroup.from_param(p.speed_metric))),
