@@ -120,6 +120,19 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
     assert problems == []
 
 
+def test_steps_box_takes_an_exact_count(browser, served):
+    """Issue 15: the Steps slider is linear 1-256, hard to stop on 64; the box beside it takes the number."""
+    url, states = served
+    page, problems = open_page(browser, url)
+    wait_rows(page, 33, states=states)
+    box = page.locator(".knob-steps-exact input").first
+    box.fill("12")
+    box.press("Enter")
+    wait_until(lambda: states[-1].steps == 12)
+    wait_rows(page, 13, states=states)
+    assert explore(states[-1]).trajectory.config.steps == 12 and problems == []
+
+
 # The live heatmap's plot frame in page pixels and its axis ranges, and the hover tooltip's values.
 FRAME_JS = """() => { let found = null; const walk = v => {
   if (v.model && v.model.title && v.model.title.text === 'Trajectory: step × position' && v.frame) found = v;
@@ -161,17 +174,21 @@ def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
 # Every drawn canvas's horizontal extent, and the widths the page can show (its viewport, its scrollable width).
 CANVASES_JS = """() => { const out = []; const walk = root => { for (const el of root.querySelectorAll('*')) {
   if (el.shadowRoot) walk(el.shadowRoot);
-  if (el.tagName === 'CANVAS') { const r = el.getBoundingClientRect(); if (r.width > 40 && r.height > 40) out.push([r.left, r.right]); } } };
-  walk(document); return [window.innerWidth, document.documentElement.scrollWidth, out]; }"""
+  if (el.tagName === 'CANVAS') { const r = el.getBoundingClientRect(); if (r.width > 40 && r.height > 40) out.push([r.left, r.right]); }
+  if (['BUTTON', 'SELECT', 'INPUT'].includes(el.tagName)) { const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0) controls.push([r.left, r.right, el.tagName + ' ' + (el.textContent || el.value || '').trim()]); } } };
+  const controls = []; walk(document); return [window.innerWidth, document.documentElement.scrollWidth, out, controls]; }"""
 
 
-# Font sizes (px) of the sidebar's Run button, checkpoint select and seed input, read inside their shadow DOMs.
+# Font sizes (px) of the sidebar's Run button, checkpoint select and seed input, and of two segmented
+# controls beside the plots, read inside their shadow DOMs.
 SIDEBAR_SIZES_JS = """() => { const size = (cls, tag) => { let found = 0; const walk = root => {
   for (const el of root.querySelectorAll('*')) { if (el.shadowRoot) walk(el.shadowRoot);
     if (!found && String(el.className).includes(cls)) { const t = (el.shadowRoot || el).querySelector(tag);
       if (t) found = parseFloat(getComputedStyle(t).fontSize); } } };
   walk(document); return found; };
-  return [size('knob-run', 'button'), size('knob-checkpoint', 'select'), size('knob-seed', 'input')]; }"""
+  return [size('knob-run', 'button'), size('knob-checkpoint', 'select'), size('knob-seed', 'input'),
+          size('quality-x', 'button'), size('confidence-mode', 'button')]; }"""
 
 
 def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
@@ -192,11 +209,13 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
         for width, height in ((1024, 768), (1280, 720), (1366, 768), (1920, 1080)):
             page.set_viewport_size({"width": width, "height": height})
             page.wait_for_timeout(700)  # Bokeh lays the plots out again
-            inner, scrollable, canvases = page.evaluate(CANVASES_JS)
+            inner, scrollable, canvases, controls = page.evaluate(CANVASES_JS)
             assert len(canvases) >= 3, (width, presentation)  # heatmap, confidence, quality at least
             cut = [box for box in canvases if box[1] > max(inner, scrollable) + 1 or box[0] < -1]
             assert not cut, f"{width}x{height}, presentation={presentation}: plots cut off at {cut} (page {inner} px)"
-    # presentation mode enlarges the sidebar's widget values and buttons too (they live in shadow DOMs)
+            cut = [box for box in controls if box[1] > max(inner, scrollable) + 1]  # buttons, inputs too
+            assert not cut, f"{width}x{height}, presentation={presentation}: controls cut off: {cut}"
+    # presentation mode enlarges the widget values, buttons and segmented controls too (shadow DOMs)
     assert all(big >= 1.4 * small for big, small in zip(sizes[True], sizes[False])), sizes
     assert problems == []
 

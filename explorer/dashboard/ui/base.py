@@ -55,20 +55,24 @@ def widget_type_size(widget, presentation: bool) -> None:
     widget.styles = type_size(presentation)
     base = FONT[presentation]["base"]
     css = (f":host {{ --font-size: {base}; }} .bk-btn, .bk-input, select, input, textarea, .bk-label, label, "
-           f".noUi-tooltip {{ font-size: {base} !important; }}")
+           f".noUi-tooltip {{ font-size: {base} !important; }} "
+           ".bk-btn-group { flex-wrap: wrap; }")  # large segments wrap rather than run past a 1024 px column
     ours = [s for s in widget.stylesheets if not (isinstance(s, str) and s.startswith(":host { --font-size:"))]
     widget.stylesheets = ours + ([css] if presentation else [])
 
 
-def watch_presentation(session, figures=(), panes=(), text_panes=()) -> None:
+def watch_presentation(session, figures=(), panes=(), text_panes=(), widgets=()) -> None:
     """Keep views at the session's type size (its presentation toggle), now and on every change:
     `figures` (Bokeh: apply_fonts), `panes` (their font-size), `text_panes` (the --text-size and
-    --caption-size variables their CSS reads). The figures change through the session's dispatch:
+    --caption-size variables their CSS reads), `widgets` (widget_type_size: segmented controls,
+    buttons and inputs, whose shadow DOM a pane's font-size does not reach). The figures change through the session's dispatch:
     a raw Bokeh change must happen holding the document, and a param watcher may run without it."""
     def restyle(*events):
         size = FONT[session.presentation]
         for pane in panes:
             pane.styles = type_size(session.presentation)
+        for widget in widgets:
+            widget_type_size(widget, session.presentation)
         for pane in text_panes:
             pane.styles = {"--text-size": size["text"], "--caption-size": size["base"]}
         if figures:

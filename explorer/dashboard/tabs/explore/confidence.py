@@ -10,7 +10,7 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
-from ...ui.base import StateView, apply_fonts, notice, show_notice
+from ...ui.base import StateView, apply_fonts, notice, show_notice, watch_presentation
 from ...ui.heatmap import sync_glyphs
 from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, INK
 from .state import CONFIDENCE_VIEWS, MEAN_VIEW
@@ -75,7 +75,7 @@ class ConfidenceView(StateView):
         self.figure = self._make_figure()
         self.pane = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width")
         self.mode = pn.widgets.RadioButtonGroup.from_param(self.state.param.confidence_view, color="default",
-                                                           sizing_mode="stretch_width")
+                                                           sizing_mode="stretch_width", css_classes=["confidence-mode"])
         self.t = pn.widgets.FloatSlider.from_param(self.state.param.confidence_t, throttled=True,
                                                    sizing_mode="stretch_width")
         self.notice = notice("warning")
@@ -85,6 +85,7 @@ class ConfidenceView(StateView):
         self.on(self.state.confidence, "error", self._show_error)
         self.on(self.state.confidence, "result", self._draw)
         self.on(self.state.session, "presentation", self._fonts)
+        watch_presentation(self.state.session, widgets=(self.mode, self.t))
 
     def _show_error(self):
         error = self.state.confidence.error

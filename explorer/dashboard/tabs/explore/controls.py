@@ -13,6 +13,8 @@ SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
            "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
            "remask": pn.widgets.FloatSlider, "length": pn.widgets.IntSlider, "cfg_scale": pn.widgets.FloatSlider,
            "alg_temp": pn.widgets.FloatSlider, "factor": pn.widgets.FloatSlider}
+# Sliders with a number box beside them, for an exact value (issue 15: the steps slider is 1-256)
+EXACT = ("length", "steps")
 # The knobs real diffusion LMs use (issue 16), in a card of their own: closed until wanted
 REAL_MODEL_KNOBS = ("cfg_scale", "suppress_eos", "alg_temp", "factor")
 # Knobs only the diffusion sampler reads: disabled while a causal (AR) model is loaded (issue 15, defect 4)
@@ -28,6 +30,8 @@ class ControlsView(StateView):
         p, e = self.state.session.param, self.state.param
         w = {name: cls.from_param(p[name], throttled=True, sizing_mode="stretch_width")
              for name, cls in SLIDERS.items()}
+        for name in EXACT:  # a linear 1-256 slider is hard to stop on 64: a box beside it takes the number
+            w[f"{name}_exact"] = pn.widgets.IntInput.from_param(p[name], name="", width=72, align="end")
         w["checkpoint"] = pn.widgets.Select.from_param(p.checkpoint, sizing_mode="stretch_width")
         w["strategy"] = pn.widgets.Select.from_param(p.strategy, sizing_mode="stretch_width")
         w["schedule"] = pn.widgets.Select.from_param(p.schedule, sizing_mode="stretch_width")
@@ -69,6 +73,8 @@ class ControlsView(StateView):
         causal = self.state.session.model_info.get("kind") == "ar"
         for name in DIFFUSION_ONLY:
             self.widgets[name].disabled = causal
+            if name in EXACT:
+                self.widgets[f"{name}_exact"].disabled = causal
 
     def _fonts(self):
         for widget in self.widgets.values():
@@ -79,7 +85,8 @@ class ControlsView(StateView):
         return pn.Column(
             w["checkpoint"], pn.Row(w["run"], w["stop"], sizing_mode="stretch_width"),
             pn.Row(w["seed"], pn.Column(w["new_seed"], align="end"), sizing_mode="stretch_width"), w["auto_run"],
-            w["template"], self.notice, w["length"], w["steps"], w["strategy"], w["schedule"],
+            w["template"], self.notice, *(pn.Row(w[k], w[f"{k}_exact"], sizing_mode="stretch_width") for k in EXACT),
+            w["strategy"], w["schedule"],
             w["temperature"], w["top_p"], w["top_k"], w["block_length"], w["threshold"], w["remask"],
             pn.Card(w["chat"], *(w[k] for k in REAL_MODEL_KNOBS), title="Chat, guidance & decoding rules", collapsed=True,
                     sizing_mode="stretch_width", css_classes=["real-model-knobs"]),

@@ -10,7 +10,7 @@ import panel as pn
 import param
 
 from ....experiments import pick_metric
-from ...ui.base import StateView, checkbox, notice, show_notice
+from ...ui.base import StateView, checkbox, notice, show_notice, watch_presentation
 from ...ui.palette import FONT
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,10 @@ class QualityView(StateView):
     def __init__(self, **params):
         super().__init__(**params)
         p = self.state.param
-        self.strategies = pn.widgets.CheckButtonGroup.from_param(p.sweep_strategies, sizing_mode="stretch_width")
-        self.x = pn.widgets.RadioButtonGroup.from_param(p.sweep_x)
+        self.strategies = pn.widgets.CheckButtonGroup.from_param(
+            p.sweep_strategies, sizing_mode="stretch_width",
+            stylesheets=[".bk-btn-group { flex-wrap: wrap; }"])  # five names overflow a 1024 px column
+        self.x = pn.widgets.RadioButtonGroup.from_param(p.sweep_x, css_classes=["quality-x"])
         self.metric = pn.widgets.Select.from_param(p.sweep_metric, width=180)
         self.samples = pn.widgets.IntInput.from_param(p.sweep_samples, width=120)
         self.auto = checkbox(p.sweep_auto)
@@ -52,6 +54,8 @@ class QualityView(StateView):
         self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, name="quality-plot")
         self._progress()
         self._draw()
+        watch_presentation(self.state.session, widgets=(self.strategies, self.x, self.metric, self.samples,
+                                                        self.auto, self.compute, self.stop))
         self.on(self.state.quality, ["progress", "status", "error", "running"], self._progress)
         self.on(self.state.quality, "result", self._draw)
         self.on(self.state.session, "presentation", self._draw)
@@ -83,6 +87,7 @@ class QualityView(StateView):
     def __panel__(self):
         return pn.Column(
             self.status, self.progress, self.strategies,
-            pn.Row(self.x, self.metric, self.samples, sizing_mode="stretch_width"),
-            pn.Row(self.compute, self.stop, self.auto, sizing_mode="stretch_width"),
+            # FlexBox, not Row: at 1366 px a Row ran past the column's edge, clipping "Samples"
+            pn.FlexBox(self.x, self.metric, self.samples, align_items="end", sizing_mode="stretch_width"),
+            pn.FlexBox(self.compute, self.stop, self.auto, align_items="center", sizing_mode="stretch_width"),
             self.notice, self.plot, sizing_mode="stretch_width", css_classes=["quality-view"])

@@ -238,6 +238,8 @@ class TrainingPanel(ModelView):
         self._notices()
         task.param.watch(self._notices, ["status", "error", "running"])
         self.follow_fonts((fig, lr_fig), (self.status,))
+        watch_presentation(self.state.session, widgets=(self.preset, self.schedule, self.steps, self.name_input,
+                                                        self.start, self.stop, self.sample))
 
     @param.depends("state.preset", "state.lr_schedule", "state.train_steps", watch=True)
     def _settings_changed(self):

@@ -16,7 +16,7 @@ import param
 from ....experiments import METRIC_DIRECTION, pick_metric
 from ....plots import LABELS, quality_speed_plot, speed_plot
 from ...downloads import download_button, plot_html, plot_png, table_csv
-from ...ui.base import checkbox, notice, rule, show_notice
+from ...ui.base import checkbox, notice, rule, show_notice, watch_presentation
 from ...ui.palette import FONT
 from .state import SweepTabState, SweepTask
 
@@ -211,18 +211,19 @@ class SweepTabView(pn.viewable.Viewer):
     # ------------------------------------------------------------------ layout
 
     def _controls(self):
-        p = self.tab.param
+        p, W = self.tab.param, pn.widgets
+        w = [W.CheckButtonGroup.from_param(p.strategies), W.CheckButtonGroup.from_param(p.schedules),
+             W.TextInput.from_param(p.steps_grid, width=170, css_classes=["sweep-steps-grid"]),
+             W.TextInput.from_param(p.temperatures, width=150),
+             W.TextInput.from_param(p.thresholds, width=150, placeholder="e.g. 0.7, 0.9"),
+             W.IntInput.from_param(p.samples, width=120), checkbox(p.include_ar),
+             W.RadioButtonGroup.from_param(p.x), W.Select.from_param(p.metric, width=180),
+             W.RadioButtonGroup.from_param(p.speed_metric)]
+        watch_presentation(self.tab.session, widgets=w)
         return pn.Column(
-            pn.Row(_labelled("Strategies", pn.widgets.CheckButtonGroup.from_param(p.strategies)),
-                   _labelled("Schedules", pn.widgets.CheckButtonGroup.from_param(p.schedules))),
-            pn.Row(pn.widgets.TextInput.from_param(p.steps_grid, width=170, css_classes=["sweep-steps-grid"]),
-                   pn.widgets.TextInput.from_param(p.temperatures, width=150),
-                   pn.widgets.TextInput.from_param(p.thresholds, width=150, placeholder="e.g. 0.7, 0.9"),
-                   pn.widgets.IntInput.from_param(p.samples, width=120),
-                   pn.Column(pn.Spacer(height=18), checkbox(p.include_ar))),
-            pn.Row(_labelled("x axis", pn.widgets.RadioButtonGroup.from_param(p.x)),
-                   pn.widgets.Select.from_param(p.metric, width=180),
-                   _labelled("Speed", pn.widgets.RadioButtonGroup.from_param(p.speed_metric))),
+            pn.Row(_labelled("Strategies", w[0]), _labelled("Schedules", w[1])),
+            pn.Row(*w[2:6], pn.Column(pn.Spacer(height=18), w[6])),
+            pn.Row(_labelled("x axis", w[7]), w[8], _labelled("Speed", w[9])),
             sizing_mode="stretch_width")
 
     def _downloads(self):
