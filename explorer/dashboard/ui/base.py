@@ -82,6 +82,23 @@ def watch_presentation(session, figures=(), panes=(), text_panes=(), widgets=())
     session.param.watch(restyle, "presentation")
 
 
+# Headings inside Markdown / HTML panes, sized from the pane's own type size. A pane made after the page's
+# first render (a tab filled when first clicked) is given Bootstrap's whole stylesheet, whose h3 is 28 px;
+# made before (the tab opened from a link), only the theme's, 16 px (issue 15: headings changed size with
+# how the tab was opened). A stylesheet of the pane's own decides in both cases.
+HEADING_CSS = "h1, h2, h3 { font-size: 1.17em; margin: 0.3em 0; } p { font-size: inherit; }"
+
+
+def section(markdown: str, **kwargs) -> pn.pane.Markdown:
+    """A Markdown block with a heading, the same size however its tab was opened (HEADING_CSS)."""
+    return pn.pane.Markdown(markdown, stylesheets=[HEADING_CSS], sizing_mode="stretch_width", **kwargs)
+
+
+def heading(text: str, **kwargs) -> pn.pane.HTML:
+    """An <h3> (text is HTML), the same size however its tab was opened (HEADING_CSS)."""
+    return pn.pane.HTML(f"<h3>{text}</h3>", stylesheets=[HEADING_CSS], sizing_mode="stretch_width", **kwargs)
+
+
 def checkbox(parameter, **kwargs) -> pn.widgets.CheckBoxGroup:
     """A checkbox for a Boolean parameter whose label takes a click too (issue 15). Bokeh 3.9's Checkbox
     draws its label as a <div> beside the <input>, so only the 16 px box toggled it; a one-option

@@ -24,7 +24,7 @@ from .masking import draw_mask, fraction_check, pieces, positions
 from ....metrics import training_ratios
 from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
 from .state import InspectState
-from ...ui.base import notice, show_notice
+from ...ui.base import heading, notice, show_notice
 
 SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # seeds 002-004 show these t in one figure
 
@@ -203,18 +203,17 @@ class InspectView(pn.viewable.Viewer):
 
     def __panel__(self):
         """Built with the page; nothing is computed until the tab is shown (InspectState.on_shown)."""
-        h = lambda s: pn.pane.HTML(f"<h3 style='margin:0.3em 0'>{s}</h3>", sizing_mode="stretch_width")
         controls = pn.Column(
             pn.Row(self.t, self.k, sizing_mode="stretch_width"),
             pn.Row(self.seed, self.redraw, self.reset, sizing_mode="stretch_width"),
             self.text, sizing_mode="stretch_width")
         return pn.Column(
             self.notice, controls, self.text_notice, self.busy,
-            h("Forward process: the text the model sees at t"), self.forward,
+            heading("Forward process: the text the model sees at t"), self.forward,
             pn.Accordion(("The same text at t = 0.2, 0.5 and 0.8", self.forward_many), sizing_mode="stretch_width"),
-            h("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
+            heading("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
             pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
-            h("Top-p: which candidates survive at one position"), pn.Row(self.nucleus_p, self.nucleus_at),
+            heading("Top-p: which candidates survive at one position"), pn.Row(self.nucleus_p, self.nucleus_at),
             self.nucleus,
-            h("Masking statistics and accuracy on validation data"), self.plots, self.ratios, self.positions,
+            heading("Masking statistics and accuracy on validation data"), self.plots, self.ratios, self.positions,
             self._downloads(), sizing_mode="stretch_width", css_classes=["inspect-tab"])

@@ -16,7 +16,7 @@ import param
 from ....experiments import METRIC_DIRECTION, pick_metric
 from ....plots import LABELS, quality_speed_plot, speed_plot
 from ...downloads import download_button, plot_html, plot_png, table_csv
-from ...ui.base import checkbox, notice, rule, show_notice, watch_presentation
+from ...ui.base import checkbox, notice, rule, section, show_notice, watch_presentation
 from ...ui.palette import FONT
 from .state import SweepTabState, SweepTask
 
@@ -244,18 +244,18 @@ class SweepTabView(pn.viewable.Viewer):
     def __panel__(self):
         p = self.tab.param
         main = pn.Column(
-            pn.pane.Markdown("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
+            section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
                              "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best)."),
             self._controls(), TaskBar(task=self.tab.main), self.plot_notice,
             pn.Row(self.quality_plot, self.speed_plot, sizing_mode="stretch_width"),
             self.summary, self._downloads(), sizing_mode="stretch_width")
         grid = pn.Column(
-            pn.pane.Markdown("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
+            section("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
             pn.Row(pn.widgets.TextInput.from_param(p.grid_steps, width=170),
                    pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
             TaskBar(task=self.tab.grid, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
         temps = pn.Column(
-            pn.pane.Markdown("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
+            section("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
                              "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
                              "is repetition, not quality."),
             pn.Row(pn.widgets.TextInput.from_param(p.temp_values, width=190),
