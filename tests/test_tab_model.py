@@ -86,6 +86,36 @@ def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
     state.close()
 
 
+def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts):
+    """Issue 15, defect 7 (seed 002 compares cosine, linear and constant): each new training keeps the
+    previous run's curves, labelled by its schedule, beside the live one (at most EARLIER_MAX); Clear
+    removes them."""
+    from explorer.dashboard.tabs.model.state import EARLIER_MAX
+
+    state, tab, view = session()
+    panel = view.train_panel
+    for i, schedule in enumerate(("cosine", "constant")):
+        tab.param.update(train_steps=10, new_name=f"run{i}", lr_schedule=schedule)
+        assert tab.start_training(wait=True), tab.task.error
+    first, live = tab.earlier[0], tab.train_points
+    assert len(tab.earlier) == 1 and first["label"].startswith("cosine · patterns · 10 steps")
+    assert [s for s, _ in first["train"]] == list(range(1, 11)) and first["val"]
+    assert [lr for _, lr in first["lr"]] != [lr for _, _, lr in live]  # cosine decays, constant does not
+    data = panel.earlier_loss.data
+    assert data["label"] == ["earlier: " + first["label"]] and data["xs"] == [list(range(1, 11))]
+    assert data["ys"][0][0] == first["train"][0][1]  # smoothed from the run's own first loss
+    assert panel.earlier_lr.data["ys"] == [[lr for _, lr in first["lr"]]] and panel.clear.visible
+    for i in range(EARLIER_MAX):  # 6 runs in all, 5 earlier: only the newest EARLIER_MAX stay
+        tab.param.update(train_steps=10, new_name=f"more{i}", lr_schedule="linear")
+        assert tab.start_training(wait=True), tab.task.error
+    assert len(tab.earlier) == EARLIER_MAX and len(panel.earlier_loss.data["xs"]) == EARLIER_MAX
+    assert tab.earlier[0]["label"].startswith("constant") and len(set(panel.earlier_loss.data["color"])) == EARLIER_MAX
+    tab.param.trigger("clear_earlier")
+    assert tab.earlier == [] and panel.earlier_loss.data["xs"] == [] and not panel.clear.visible
+    assert tab.train_points  # the live run stays
+    state.close()
+
+
 def test_stop_saves_what_it_has(ckpts):
     state, tab, _ = session()
     tab.param.update(train_steps=5000, new_name="stopped")

@@ -28,6 +28,7 @@ CORRECT, WRONG = "#0072B2", "#D55E00"  # Inspect's candidates: the right charact
 DIFF_COLOR = "#F0E442"  # Compare: characters that differ between columns (also bold, underlined)
 SAME_COLOR, SAME_BG = "#009E73", "#B9E3D6"  # Compare: agreeing characters (double underline)
 TRAIN_COLOR, VAL_COLOR, LR_COLOR, PLAN_COLOR = "#0072B2", "#D55E00", "#009E73", "#999999"  # Model tab curves
+EARLIER_COLORS = ("#E69F00", "#56B4E9", "#CC79A7", "#000000")  # the Model tab's earlier runs, oldest first (Okabe-Ito)
 
 # Type sizes: normal and presentation (projector) mode.
 FONT = {False: {"base": "14px", "plot": "12px", "title": "14px", "text": "15px"},

@@ -37,6 +37,7 @@ ALLOW_ENV = "MDLM_EXPLORER_ALLOW_TRAINING"
 MAX_ENV = "MDLM_EXPLORER_MAX_TRAININGS"  # trainings at once in one server process (all sessions)
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 UPDATE_INTERVAL = 0.3  # seconds between UI updates while training: a few a second, not one per step
+EARLIER_MAX = 4  # earlier runs kept for the overlay (seed 002 compares three schedules)
 # Tiny models on a CPU: fp32 measured ~2x faster than bf16 autocast here; save only at the end.
 PRESETS = {
     "patterns": dict(corpus="patterns", block_size=24, n_layer=2, n_head=4, n_embd=64, time_conditioning="adaln",
@@ -134,18 +135,25 @@ class ModelState(TabState):
     train = param.Event(label="Train", doc="Start training a new model with these settings")
     stop_training = param.Event(label="Stop and save", doc="Stop training and save the model as it is now")
     sample_saved = param.Event(label="Sample from it", doc="Load the model just saved in every tab")
+    clear_earlier = param.Event(label="Clear earlier runs", doc="Remove the earlier runs drawn beside this one")
 
     # Results, set on the UI thread only (the training's progress, status and error are its Task's).
     meta = param.Dict(default={}, doc="Metadata of the session's model (checkpoint.read_metadata)")
     saved = param.String("", doc="Name of the checkpoint this session saved last")
     run_id = param.Integer(0, doc="Bumped when a training starts: live curves clear")
     n_records = param.Integer(0, doc="Bumped when records arrive: live curves draw the new ones")
+    earlier_id = param.Integer(0, doc="Bumped when `earlier` changes: the earlier runs' curves are redrawn")
 
     def __init__(self, session, **params):
         super().__init__(session, **params)
         self.allowed = training_allowed()
         self.train_points: list[tuple[int, float, float]] = []  # (step, loss, lr) of this session's run
         self.val_points: list[tuple[int, float]] = []  # (step, held-out nats/char)
+        # The session's earlier runs, oldest first (at most EARLIER_MAX), drawn beside the live one so
+        # that cosine, linear and constant runs can be compared as seed 002 does: dicts of label,
+        # train [(step, loss)], val [(step, nats/char)] and lr [(step, lr)]
+        self.earlier: list[dict] = []
+        self._run_label = ""
         self._closing = False
         self.task = TrainingTask("train", session.device, self.dispatch)
         self.task.label = "training"  # its notices read "training failed: …" (the worker keeps "train")
@@ -202,6 +210,8 @@ class ModelState(TabState):
         if problem:
             self.task.error = problem
             return False
+        self._keep_run()
+        self._run_label = f"{self.lr_schedule} · {preset} · {cfg.max_steps:,} steps"
         self.train_points, self.val_points = [], []
         self.param.update(saved="", run_id=self.run_id + 1, n_records=0)
         self.task.start(lambda job, report: self._train(job, report, cfg, name, preset),
@@ -238,6 +248,20 @@ class ModelState(TabState):
         """The session is gone: stop the run; it saves without measuring and reports to nobody."""
         self._closing = True
         self.task.worker.cancel()
+
+    def _keep_run(self) -> None:
+        """The run drawn so far joins the earlier runs (the oldest goes beyond EARLIER_MAX)."""
+        if not self.train_points:
+            return
+        run = {"label": self._run_label, "train": [(s, loss) for s, loss, _ in self.train_points],
+               "val": list(self.val_points), "lr": [(s, lr) for s, _, lr in self.train_points]}
+        self.earlier = [*self.earlier, run][-EARLIER_MAX:]
+        self.earlier_id += 1
+
+    @param.depends("clear_earlier", watch=True)
+    def _clear_earlier(self):
+        self.earlier = []
+        self.earlier_id += 1
 
     @param.depends("train", watch=True)
     def _train_clicked(self):

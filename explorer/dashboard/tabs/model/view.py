@@ -22,7 +22,7 @@ from bokeh.plotting import figure
 from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
 from ...ui.base import apply_fonts, notice, rule, watch_presentation
-from ...ui.palette import FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
+from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from .meta import (
     time_embedding,
     curves_frame,
@@ -97,6 +97,32 @@ def loss_figure(title: str, height: int = 300, prefix: str = "live"):
     fig.add_tools(HoverTool(renderers=[smooth, line], tooltips=[("step", "@step"), ("loss", "@loss{0.000}")]))
     fig.legend.location = "top_right"
     return fig, train, val
+
+
+def empty_lines() -> dict:
+    return {"xs": [], "ys": [], "label": [], "color": []}
+
+
+def earlier_lines(fig, name: str, dash: str):
+    """A source of several curves (one per earlier run, each in its colour and named in the legend)."""
+    src = ColumnDataSource(empty_lines(), name=name)
+    fig.multi_line("xs", "ys", source=src, color="color", line_width=2, line_dash=dash, alpha=0.9,
+                   legend_field="label")
+    return src
+
+
+def earlier_columns(runs: list[dict], key: str, smooth: bool) -> dict:
+    """multi_line columns of the earlier runs' `key` points (train losses smoothed as the live curve is)."""
+    cols = empty_lines()
+    for i, run in enumerate(runs):
+        if not run[key]:
+            continue
+        steps, values = (list(c) for c in zip(*run[key]))
+        cols["xs"].append(steps)
+        cols["ys"].append(list(ema(values)) if smooth else values)
+        cols["label"].append(f"earlier: {run['label']}")
+        cols["color"].append(EARLIER_COLORS[i % len(EARLIER_COLORS)])
+    return cols
 
 
 def lr_figure(title: str, height: int = 220, prefix: str = "live"):
@@ -230,16 +256,20 @@ class TrainingPanel(ModelView):
         self.done = notice("success")
         fig, self.train_src, self.val_src = loss_figure("Live training loss", height=320)
         lr_fig, self.plan_src, self.used_src = lr_figure("Learning-rate schedule")
+        self.clear = pn.widgets.Button.from_param(p.clear_earlier, css_classes=["train-clear"], visible=False)
+        self.earlier_loss = earlier_lines(fig, "live-earlier-loss", "solid")
+        self.earlier_lr = earlier_lines(lr_fig, "live-earlier-lr", "dotted")
         self.loss_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width", css_classes=["train-loss"])
         self.lr_pane = pn.pane.Bokeh(lr_fig, sizing_mode="stretch_width", css_classes=["train-lr"])
         self._run, self._drawn = None, (0, 0)  # the run drawn and its points drawn: (train, val)
         self._plan()  # the figures are in no document yet: drawn here directly
         self._sync()
+        self._earlier()
         self._notices()
         task.param.watch(self._notices, ["status", "error", "running"])
         self.follow_fonts((fig, lr_fig), (self.status,))
         watch_presentation(self.state.session, widgets=(self.preset, self.schedule, self.steps, self.name_input,
-                                                        self.start, self.stop, self.sample))
+                                                        self.start, self.stop, self.sample, self.clear))
 
     @param.depends("state.preset", "state.lr_schedule", "state.train_steps", watch=True)
     def _settings_changed(self):
@@ -248,6 +278,17 @@ class TrainingPanel(ModelView):
     @param.depends("state.run_id", "state.n_records", watch=True)
     def _records_changed(self):
         self.later(self._sync)
+
+    @param.depends("state.earlier_id", watch=True)
+    def _earlier_changed(self):
+        self.clear.visible = bool(self.state.earlier)
+        self.later(self._earlier)
+
+    def _earlier(self) -> None:
+        """The earlier runs beside the live one: smoothed train loss, and the learning rate they used."""
+        runs = self.state.earlier
+        self.earlier_loss.data = earlier_columns(runs, "train", smooth=True)
+        self.earlier_lr.data = earlier_columns(runs, "lr", smooth=False)
 
     def _plan(self) -> None:
         self.plan_src.data = self.state.planned_schedule()
@@ -293,7 +334,7 @@ class TrainingPanel(ModelView):
                                  sizing_mode="stretch_width", css_classes=["train-disabled"])
         controls = pn.Column(
             pn.pane.HTML("<b>What to train</b>"), self.preset, pn.pane.HTML("<b>Learning-rate schedule</b>"),
-            self.schedule, pn.Row(self.steps, self.name_input), pn.Row(self.start, self.stop), self.status,
+            self.schedule, pn.Row(self.steps, self.name_input), pn.Row(self.start, self.stop, self.clear), self.status,
             self.error, self.done, self.sample, styles={"flex": "2 1 0"}, min_width=360)
         plots = pn.Column(self.loss_pane, self.lr_pane, sizing_mode="stretch_width", styles={"flex": "3 1 0"},
                           min_width=420)
