@@ -310,9 +310,29 @@ def test_corpus_facts_vocabulary_size_and_first_characters(tmp_path):
     meta = {"corpus": {"name": "tiny", "kind": "text", "sha256": sha256_bytes(TINY_TEXT.encode())},
             "train_config": {"data": str(path)}, "tokenizer": tok.to_dict()}
     model = SimpleNamespace(meta=meta, tokenizer=tok, config=SimpleNamespace(block_size=16), path=tmp_path / "m")
-    assert corpus_preview(model) == (len(TINY_TEXT), TINY_TEXT[:200])
+    n_val = len(TINY_TEXT) - int(len(TINY_TEXT) * 0.9)  # the last 10% (TextCorpus)
+    assert corpus_preview(model) == (len(TINY_TEXT), TINY_TEXT[:200], len(TINY_TEXT) - n_val, n_val)
     vocab = dict(summary_sections(meta, "m")["Data"])["vocabulary"]
     assert vocab.startswith(f"{tok.vocab_size - 1} characters: ↵␣") and "T" in vocab
-    assert "The corpus: " in summary_html(meta, "m", corpus_preview(model))
+    page = summary_html(meta, "m", corpus_preview(model))
+    assert f"last {n_val:,} held out for validation" in page and "training sequences" not in page
     other = dict(meta, corpus=dict(meta["corpus"], sha256="0" * 64))
     assert corpus_preview(SimpleNamespace(**{**model.__dict__, "meta": other, "path": tmp_path / "o"})) is None
+
+
+def test_a_patterns_model_page_shows_five_training_sequences():
+    """Seed 003 §4.1 prints five example sequences: each a pattern of period 2-6 repeated to the context."""
+
+    from explorer.dashboard.tabs.model.meta import pattern_examples
+
+    meta = {"corpus": {"name": "patterns", "kind": "patterns"}, "tokenizer": {"type": "char", "chars": "ABCDEFGHIJKLMNO"},
+            "model_config": {"block_size": 24}}
+    examples = pattern_examples(meta)
+    assert len(examples) == 5 and examples == pattern_examples(meta)  # seeded: the same page every time
+    for row in examples:
+        assert len(row) == 24 and set(row) <= set("ABCDEFGHIJKLMNO")
+        assert any(row == (row[:p] * 24)[:24] for p in range(2, 7)), row
+    assert len(set(examples)) > 1
+    page = summary_html(meta, "patterns")
+    assert "Five training sequences" in page and all(row in page for row in examples)
+    assert pattern_examples({**meta, "corpus": {"kind": "text"}}) == []

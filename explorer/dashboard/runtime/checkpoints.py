@@ -170,10 +170,10 @@ def local_shakespeare():
     return find(extra=recorded)
 
 
-def corpus_preview(model, n: int = 200) -> tuple[int, str] | None:
-    """(characters in the corpus, its first `n` characters) of the text a checkpoint was trained on, when
-    that text is on this server (the recorded file or the verified Tiny Shakespeare cache, hash-checked);
-    None otherwise. Never downloads."""
+def corpus_preview(model, n: int = 200) -> tuple[int, str, int, int] | None:
+    """(characters in the corpus, its first `n` characters, characters in the train and in the validation
+    split) of the text a checkpoint was trained on, when that text is on this server (the recorded file
+    or the verified Tiny Shakespeare cache, hash-checked); None otherwise. Never downloads."""
     from ...data.corpus import CorpusError, checkpoint_corpus
 
     meta = getattr(model, "meta", None) or {}
@@ -189,7 +189,8 @@ def corpus_preview(model, n: int = 200) -> tuple[int, str] | None:
         return None
     # the file's order is the train split then the validation split (which a short file reaches)
     head = corpus.train_ids[:n].tolist() + corpus.val_ids[:max(0, n - len(corpus.train_ids))].tolist()
-    preview = (len(corpus.train_ids) + len(corpus.val_ids), model.tokenizer.decode(head))
+    n_train, n_val = len(corpus.train_ids), len(corpus.val_ids)
+    preview = (n_train + n_val, model.tokenizer.decode(head), n_train, n_val)
     with _LOCK:
         _VAL_CACHE[key] = preview
     return preview

@@ -28,7 +28,7 @@ from ..base import TabState
 
 log = logging.getLogger(__name__)
 
-MAX_COLUMNS, MIN_COLUMNS = 4, 2
+MAX_COLUMNS, MIN_COLUMNS = 5, 2  # 5: seed 001 §4.5 shows one seed at 1, 2, 5, 10 and 20 steps
 SEP = " | "  # between columns in `columns` (and the URL)
 PRESETS = {  # key -> (button label, column overrides)
     "strategies": ("confidence vs random", ("strategy=confidence", "strategy=random")),

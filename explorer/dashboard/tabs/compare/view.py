@@ -282,5 +282,6 @@ class CompareView(pn.viewable.Viewer):
             pn.FlexBox(self.presets, self.run, self.stop, self.add, self.status, sizing_mode="stretch_width",
                        align_items="center"),
             self.notice, self.info, self.legend,
-            pn.Row(*self.columns, sizing_mode="stretch_width"), sizing_mode="stretch_width",
+            # wraps rather than running off the page: five 280 px columns need about 1,800 px
+            pn.FlexBox(*self.columns, flex_wrap="wrap", sizing_mode="stretch_width"), sizing_mode="stretch_width",
             css_classes=["compare-view"])

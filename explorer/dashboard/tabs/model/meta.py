@@ -161,6 +161,22 @@ def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
     return {title: rows for title, rows in sections.items() if rows}
 
 
+def pattern_examples(meta: dict, n: int = 5) -> list[str]:
+    """Seed 003 §4.1's example sequences: `n` patterns as the training corpus of a patterns model draws
+    them (seed 0, the model's context length); [] for other corpora."""
+    import torch
+
+    from ....data.patterns import generate_patterns
+
+    if (meta.get("corpus") or {}).get("kind") != "patterns":
+        return []
+    chars = (meta.get("tokenizer") or {}).get("chars") or ""
+    length = int((meta.get("model_config") or {}).get("block_size") or 24)
+    n_symbols = min(len(chars), 15) if chars else 15
+    ids = generate_patterns(n, length, n_symbols=n_symbols, generator=torch.Generator().manual_seed(0))
+    return ["".join(chars[i] for i in row) if chars else " ".join(map(str, row)) for row in ids.tolist()]
+
+
 TIME_DIM_FALLBACK = 64  # seed 004's figure's width, for a model that has no embedding width stored
 
 

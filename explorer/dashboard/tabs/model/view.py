@@ -24,6 +24,7 @@ from ...downloads import download_button, table_csv
 from ...ui.base import apply_fonts, notice, rule, watch_presentation
 from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from .meta import (
+    pattern_examples,
     time_embedding,
     curves_frame,
     ema,
@@ -60,13 +61,21 @@ def _table(rows) -> str:
     return f"<table class='meta-table'>{body}</table>"
 
 
-def summary_html(meta: dict, name: str, preview: tuple[int, str] | None = None) -> str:
-    """The metadata page: one table per section (with the corpus's size and first characters when its
-    text is on this server: `preview`), then the commands that made the checkpoint."""
+def summary_html(meta: dict, name: str, preview: tuple | None = None) -> str:
+    """The metadata page: one table per section (with the corpus's size, split and first characters when
+    its text is on this server: `preview`, see checkpoints.corpus_preview; a patterns model's examples),
+    then the commands that made the checkpoint."""
     parts = [f"<h3>{html.escape(title)}</h3>{_table(rows)}" for title, rows in summary_sections(meta, name).items()]
     if preview is not None:
-        parts.append(f"<p class='caption'>The corpus: {preview[0]:,} characters; the first {len(preview[1])}:</p>"
-                     f"<pre class='corpus-head'>{html.escape(preview[1])}</pre>")
+        total, head, n_train, n_val = preview
+        parts.append(f"<p class='caption'>The corpus: {total:,} characters, split into {n_train:,} for training "
+                     f"and the last {n_val:,} held out for validation; the first {len(head)}:</p>"
+                     f"<pre class='corpus-head'>{html.escape(head)}</pre>")
+    examples = pattern_examples(meta)
+    if examples:
+        parts.append("<p class='caption'>Five training sequences (each step draws fresh ones; these with seed 0), "
+                     "each a random pattern of period 2–6 repeated:</p>"
+                     f"<pre class='corpus-head pattern-examples'>{html.escape(chr(10).join(examples))}</pre>")
     commands = meta.get("commands") or []
     if commands:
         items = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in commands)
