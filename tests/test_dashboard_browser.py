@@ -133,6 +133,19 @@ def test_steps_box_takes_an_exact_count(browser, served):
     assert explore(states[-1]).trajectory.config.steps == 12 and problems == []
 
 
+def test_fill_only_the_blanks_from_the_page(browser, served):
+    """The button sets Length to the template's length, slider and box included (set inside the click's
+    own handling, Panel's link to the throttled slider raised and the page kept showing the old Length)."""
+    url, states = served
+    page, problems = open_page(browser, url + "?template=AB%5B___%5DC")
+    wait_until(lambda: states and explore(states[-1]).trajectory is not None)
+    page.get_by_text("Fill only the blanks").click()
+    wait_until(lambda: states[-1].length == 8)
+    wait_until(lambda: page.locator(".knob-length-exact input").input_value() == "8")
+    wait_until(lambda: explore(states[-1]).trajectory is not None and explore(states[-1]).trajectory.final.shape[1] == 8)
+    assert problems == []
+
+
 # The live heatmap's plot frame in page pixels and its axis ranges, and the hover tooltip's values.
 FRAME_JS = """() => { let found = null; const walk = v => {
   if (v.model && v.model.title && v.model.title.text === 'Trajectory: step × position' && v.frame) found = v;

@@ -109,6 +109,23 @@ def test_bad_template_sets_error_and_keeps_previous_result(state):
     assert explore(state).frames.fixed[:2].all() and not explore(state).frames.fixed[2]
 
 
+def test_fill_only_the_blanks_sets_length_to_the_template(state):
+    """Issue 15, defect 9: the canvas is padded with █ up to Length; "Fill only the blanks" sets Length to
+    the template's own length ([___] counts five), so nothing after it is generated."""
+    state.template = "AB[___]C█"
+    state.param.trigger("fit_length")
+    assert state.length == 9 and state.error == ""
+    assert explore(state).start_run(wait=True)
+    text = explore(state).frames.text()
+    assert len(text) == 9 and text.startswith("AB") and text[7] == "C" and "█" not in text
+    state.template = "  "
+    state.param.trigger("fit_length")
+    assert "type a template first" in state.error and state.length == 9
+    state.template = "A" * (LENGTH + 1)
+    state.param.trigger("fit_length")
+    assert f"context is {LENGTH}" in state.error and state.length == 9
+
+
 def test_auto_run_on_knob_change_and_newest_run_wins(state):
     explore(state).auto_run = True
     state.steps = 3

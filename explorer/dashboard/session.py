@@ -147,8 +147,11 @@ class Session(param.Parameterized):
     template = param.String("", label="Prompt / infill template",
                             doc="Text to keep; █ = one character to generate, [___] = five. The canvas is "
                                 "padded with █ up to Length (so text after the template is generated too): "
-                                "to fill only the blanks, set Length to the template's length. "
-                                "Empty = generate everything")
+                                "to fill only the blanks, set Length to the template's length (the button "
+                                "below does). Empty = generate everything")
+    fit_length = param.Event(label="Fill only the blanks",
+                             doc="Set Length to the template's own length, so that only its █ and [___] are "
+                                 "generated and nothing after it")
 
     chat = param.Boolean(False, label="Chat prompt (instruct models)",
                          doc="Send the prompt as the user's message in the model's chat template (Hugging Face "
@@ -297,6 +300,20 @@ class Session(param.Parameterized):
             self.quiet = False
         notice, self._notice = self._notice, ""  # why this one was tried: still worth saying
         self.fail(f"{notice}. {message}" if notice else message)
+
+    @param.depends("fit_length", watch=True)
+    def _fit_length(self):
+        from ..sampling.template import expand_blanks
+
+        n, context = len(expand_blanks(self.template)), self.param.length.bounds[1]
+        if not self.template.strip():
+            self.fail("type a template first: Length then becomes its length, so only its blanks are filled")
+        elif n > context:
+            self.fail(f"the template is {n} positions but the model's context is {context}; shorten the template")
+        else:  # a change of Length (the run follows, as for any knob), made after the click's own
+            # handling: set inside it, Panel's link to the throttled Length slider raised "Constant
+            # parameter 'value_throttled' cannot be modified" and the slider kept the old value
+            self.dispatch(lambda: setattr(self, "length", n))
 
     @param.depends("checkpoint", watch=True)
     def _checkpoint_chosen(self):

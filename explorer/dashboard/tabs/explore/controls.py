@@ -41,6 +41,7 @@ class ControlsView(StateView):
         w["template"] = pn.widgets.TextAreaInput.from_param(
             p.template, placeholder="e.g. ROMEO:  or  To be█████that is  or  To [___] or not", height=90,
             sizing_mode="stretch_width", css_classes=["template-editor"])
+        w["fit_length"] = pn.widgets.Button.from_param(p.fit_length, sizing_mode="stretch_width")
         w["run"] = pn.widgets.Button.from_param(e.run, color="primary", sizing_mode="stretch_width")
         w["stop"] = pn.widgets.Button.from_param(e.stop, color="warning", sizing_mode="stretch_width")
         w["new_seed"] = pn.widgets.Button.from_param(e.new_seed, sizing_mode="stretch_width")
@@ -85,7 +86,7 @@ class ControlsView(StateView):
         return pn.Column(
             w["checkpoint"], pn.Row(w["run"], w["stop"], sizing_mode="stretch_width"),
             pn.Row(w["seed"], pn.Column(w["new_seed"], align="end"), sizing_mode="stretch_width"), w["auto_run"],
-            w["template"], self.notice, *(pn.Row(w[k], w[f"{k}_exact"], sizing_mode="stretch_width") for k in EXACT),
+            w["template"], w["fit_length"], self.notice, *(pn.Row(w[k], w[f"{k}_exact"], sizing_mode="stretch_width") for k in EXACT),
             w["strategy"], w["schedule"],
             w["temperature"], w["top_p"], w["top_k"], w["block_length"], w["threshold"], w["remask"],
             pn.Card(w["chat"], *(w[k] for k in REAL_MODEL_KNOBS), title="Chat, guidance & decoding rules", collapsed=True,
