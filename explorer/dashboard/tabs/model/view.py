@@ -41,7 +41,7 @@ PAGE_CSS = """
 .meta-table { border-collapse: collapse; width: 100%; font-size: 0.92em; }
 .meta-table th { text-align: left; font-weight: 600; padding: 2px 12px 2px 0; white-space: nowrap; width: 40%;
                  vertical-align: top; color: #333; }
-.meta-table td { padding: 2px 0; }
+.meta-table td { padding: 2px 0; overflow-wrap: anywhere; }  /* the vocabulary is one 65-character word */
 .meta-commands code { white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
 h3 { font-size: 1.05em; margin: 12px 0 4px 0; }
 """
