@@ -4,7 +4,8 @@
 
 1. Seed 000's sweep on `patterns` (steps 1,2,3,5,8,12,16,24,32 x 30 samples x confidence/random), in
    one run: one sample at a time, batched per cell (one `sample` of 30 rows per cell), and packed (all
-   cells through `sample_many`: shared model calls, the same samples). Goals: packed >= 1.8x batched,
+   cells through `sample_many`: shared model calls, and the cells stepped as one merged batch; the same
+   samples). Goals: packed >= 1.8x batched,
    batched >= 20x one at a time. Batched and packed alternate over a few rounds (the CPU is shared);
    the table gives medians, and the ratio of the medians.
 2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
@@ -99,8 +100,13 @@ def sweep_batched(model, configs, n):
     return [sample(model, cfg, batch_size=n, record=False) for cfg in configs]
 
 
-def sweep_packed(model, configs, n):
-    return sample_many(model, [dict(config=cfg, batch_size=n, record=False) for cfg in configs])
+def sweep_packed(model, configs, n, merge=True):
+    return sample_many(model, [dict(config=cfg, batch_size=n, record=False) for cfg in configs], merge=merge)
+
+
+def sweep_apart(model, configs, n):
+    """Packed model calls, but every cell stepping on its own (sample_many(merge=False))."""
+    return sweep_packed(model, configs, n, merge=False)
 
 
 def timed(fn, *args) -> float:
@@ -122,15 +128,17 @@ def bench_sweep(device, quick: bool, random_weights: bool) -> None:
                zip(sweep_batched(model, configs, n), sweep_packed(counted, configs, n)))  # also the warm-up
     nfe = sum(t.nfe for t in sweep_batched(model, configs, n))
     one = timed(lambda: [sample(model, cfg.replace(seed=i), record=False) for cfg in configs for i in range(n)])
-    times = {"batched": [], "packed": []}
+    times = {"batched": [], "packed": [], "apart": []}
     for _ in range(3 if quick else 7):
         times["batched"].append(timed(sweep_batched, model, configs, n))
         times["packed"].append(timed(sweep_packed, model, configs, n))
-    batched, packed = (statistics.median(times[k]) for k in ("batched", "packed"))
+        times["apart"].append(timed(sweep_apart, model, configs, n))
+    batched, packed, apart = (statistics.median(times[k]) for k in ("batched", "packed", "apart"))
     row("patterns sweep, one sample at a time (s)", f"{one:.2f}")
     row("patterns sweep, batched per cell (s)", f"{batched:.2f}", f"{nfe} model calls of <= {n} rows")
     row("patterns sweep, packed (s)", f"{packed:.2f}",
         f"{counted.calls} model calls, {counted.rows} rows; same samples: {'yes' if same else 'NO'}")
+    row("patterns sweep, packed, cells stepping apart (s)", f"{apart:.2f}", "sample_many(merge=False)")
     row("patterns sweep speed-up, batched vs one at a time", f"{one / batched:.1f}x", "goal >= 20x")
     row("patterns sweep speed-up, packed vs one at a time", f"{one / packed:.1f}x")
     row("patterns sweep speed-up, packed vs batched", f"{batched / packed:.2f}x",

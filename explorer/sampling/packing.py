@@ -21,6 +21,10 @@ that rounds differently (measured: fewer than 2 to 15 rows, the more the wider t
 an adaLN time embedding is such a (B, C) matmul). From 16 rows on, every row came out the same whatever
 shared its call. Other devices' kernels are not checked: there a packed row may differ in the last bit.
 
+Runs that differ only in steps, strategy, schedule, temperature and seed are first merged into one
+batch stepped together (merged.py: the same results, one set of tensor ops per step for all of them);
+`merge=False` keeps every run apart.
+
 Timing: a run's seconds are its own steps' wall time plus, for each shared model call, the call's wall
 time times its share of the call's rows (sampler.RunClock). So the runs of one sample_many add up to
 its wall time; a run's seconds are its cost inside the pack, not the time it would take alone.
@@ -33,6 +37,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from .merged import merge_key, merged_steps
 from .recorder import SamplingCancelled
 from .sampler import ModelCall, eval_mode, sample_steps
 from .trajectory import Trajectory
@@ -133,15 +138,29 @@ def _serve(model, unit: _Unit) -> None:
 
 
 class _Pack:
-    """The runs under way: each one's generator and its pending model call."""
+    """The walks under way (a run, or runs merged into one batch: merged.py), each one's step generator
+    and its pending model call(s)."""
 
-    def __init__(self, model, runs: Sequence[dict], on_finish, tokens_in_flight: int):
+    def __init__(self, model, runs: Sequence[dict], on_finish, tokens_in_flight: int, merge: bool):
         # every run is checked before any runs: a bad one fails the whole pack up front
-        self.steps = [sample_steps(model, **run) for run in runs]
-        self.tokens = [_run_tokens(model, run) for run in runs]
+        singles = [sample_steps(model, **run) for run in runs]
+        self.members = _walks(runs, merge)  # run indices of each walk, in order
+        self.steps = [singles[m[0]] if len(m) == 1 else
+                      merged_steps(model, [runs[i] for i in m], self._group_done(w)) for w, m in enumerate(self.members)]
+        self.tokens = [sum(_run_tokens(model, runs[i]) for i in m) for m in self.members]
         self.results: list[Trajectory | None] = [None] * len(runs)
-        self.pending: dict[int, ModelCall] = {}
+        self.pending: dict[int, ModelCall | list[ModelCall]] = {}
         self.on_finish, self.limit, self.next, self.busy = on_finish, tokens_in_flight, 0, 0
+
+    def _group_done(self, w: int):
+        def done(k: int, result) -> None:
+            self._finished(self.members[w][k], result)
+        return done
+
+    def _finished(self, i: int, result) -> None:
+        self.results[i] = result
+        if self.on_finish is not None:
+            self.on_finish(i, result)
 
     def admit(self) -> None:
         """Start runs in order while the tokens under way stay within the limit (at least one runs)."""
@@ -150,19 +169,37 @@ class _Pack:
             self.busy += self.tokens[i]
             self.advance(i)
 
-    def advance(self, i: int) -> None:
-        """Run i up to its next model call, or to its end (then on_finish(i, Trajectory or None))."""
+    def advance(self, w: int) -> None:
+        """Walk w up to its next model call(s), or to its end (then on_finish(i, Trajectory or None) for
+        its run; a merged walk reports each of its runs as it ends)."""
+        single = len(self.members[w]) == 1  # (a merged walk reported each run as it ended)
         try:
-            self.pending[i] = next(self.steps[i])
+            self.pending[w] = next(self.steps[w])
             return
         except StopIteration as done:
-            self.results[i] = done.value
+            result = done.value
         except SamplingCancelled:
-            self.results[i] = None
-        self.pending.pop(i, None)
-        self.busy -= self.tokens[i]
-        if self.on_finish is not None:
-            self.on_finish(i, self.results[i])
+            result = None
+        self.pending.pop(w, None)
+        self.busy -= self.tokens[w]
+        if single:
+            self._finished(self.members[w][0], result)
+
+
+def _walks(runs: Sequence[dict], merge: bool) -> list[list[int]]:
+    """Which runs step together: those merge_key() pairs (two or more) as one merged walk, in the order
+    of their first run; every other run alone."""
+    if not merge:
+        return [[i] for i in range(len(runs))]
+    by_key: dict = {}
+    for i, run in enumerate(runs):
+        key = merge_key(run)
+        by_key.setdefault(("alone", i) if key is None else key, []).append(i)
+    return list(by_key.values())
+
+
+def _flat(pending) -> list[ModelCall]:
+    return [c for p in pending for c in (p if isinstance(p, list) else [p])]
 
 
 def _run_tokens(model, run: dict) -> int:
@@ -173,7 +210,7 @@ def _run_tokens(model, run: dict) -> int:
 
 
 def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PER_CALL,
-                tokens_in_flight: int = TOKENS_IN_FLIGHT,
+                tokens_in_flight: int = TOKENS_IN_FLIGHT, merge: bool = True,
                 on_finish: Callable[[int, Trajectory | None], None] | None = None,
                 between_calls: Callable[[], object] | None = None) -> list[Trajectory | None]:
     """Run many sampler runs with shared model calls (see the module docstring); one result per run.
@@ -187,14 +224,15 @@ def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PE
     length are under way (their logits are held meanwhile); the first run always starts.
     between_calls(): called after each shared model call, e.g. to lend the device to other work
     between calls (a dashboard's waiting run need not wait for a whole round of calls).
+    merge: step runs that merged.merge_key pairs as one batch (the same results; False: each alone).
     """
     if getattr(model.config, "kind", "diffusion") != "diffusion":
         raise ValueError(f"sample_many() needs a diffusion model, got kind {model.config.kind!r}")
-    pack = _Pack(model, runs, on_finish, tokens_in_flight)
+    pack = _Pack(model, runs, on_finish, tokens_in_flight, merge)
     with torch.no_grad(), eval_mode(model):
         pack.admit()
         while pack.pending:
-            for unit in _units(list(pack.pending.values()), tokens_per_call):
+            for unit in _units(_flat(pack.pending.values()), tokens_per_call):
                 _serve(model, unit)
                 if between_calls is not None:
                     between_calls()

@@ -1,0 +1,241 @@
+"""Merged runs: sampler runs that differ only in steps, strategy, schedule, temperature and seed, stepped as one batch.
+
+A sweep is many small runs (seed 000's: 18 cells of 30 rows, 1 to 32 steps). Packing (packing.py) shares
+their model calls, but each run still takes its own sampler steps: on a GPU those small steps, not the
+model, were four fifths of a packed sweep (benchmarks/bench_sampler.py on an H200). Here the runs become
+groups of rows of one batch, and one step does the tensor work of every group at once.
+
+Each group gets exactly what sampler.sample_steps gives its run alone (a test holds every field of the
+Trajectory to it, timings aside):
+  - its random numbers come from its own generator, drawn in the same order and shapes as alone (the
+    Gumbel noise of the group's masked positions, then a position-only strategy's (B, L) uniforms);
+  - its model calls are its own: one ModelCall per group that needs logits (yielded together, so a
+    driver serves them as it serves separate runs' calls: packing computes a one-canvas call as one
+    row, exactly as call_model does alone), and the same NFE;
+  - a group steps while s < its own step count, and its k comes from its own schedule.
+Only what merges exactly is merged (eligible()): one block, schedule decoding (no threshold or factor), no
+revision, guidance, alg_temp, annealing or EOS rules, one generator per run, record=False and no
+on_step; top-k / top-p, length and template shared. sample_many merges such runs and packs the rest.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..devices import model_device
+from .config import SamplerConfig
+from .proposals import filter_logits, gumbel, uniform_noise
+from .recorder import Recorder, SamplingCancelled
+from .sampler import NAN, ModelCall, as_config, initial_state, make_canvas, plan_blocks, rank_in_row, resolve_generators
+from .schedules import get_schedule
+from .strategies import get_strategy
+
+VARYING = ("steps", "strategy", "schedule", "temperature", "seed")  # what may differ between merged runs
+
+
+def merge_key(run: dict):
+    """What runs must share to be merged (hashable), or None if this run cannot be merged."""
+    cfg = as_config(run["config"])
+    if run.get("record", True) or run.get("on_step") is not None or isinstance(run.get("generator"), (list, tuple)):
+        return None
+    if (cfg.adaptive or cfg.remask > 0 or cfg.cfg_scale > 0 or cfg.alg_temp > 0 or cfg.temperature_end is not None
+            or cfg.suppress_eos != "off" or cfg.block_length != 0):
+        return None
+    shared = cfg.replace(**{k: getattr(SamplerConfig(), k) for k in VARYING}).to_dict()
+    return (tuple(sorted(shared.items())), run.get("length"), run.get("template"))
+
+
+@dataclass(eq=False)
+class _Group:
+    """One run of the merge (the k-th): rows a:b of the batch."""
+
+    k: int
+    a: int
+    b: int
+    config: SamplerConfig
+    generator: torch.Generator
+    seed: int
+    steps: int
+    should_stop: object = None
+    nfe: int = 0
+    stale: bool = True
+    done: bool = False
+    spent: float = 0.0  # the run's own seconds: its share of each step, and its model calls
+    charged: float | None = None
+
+    def __post_init__(self):
+        self.strategy = get_strategy(self.config.strategy)
+        self.schedule = get_schedule(self.config.schedule)
+        self.recorder = Recorder(torch.empty(0), False, None, self.should_stop, clock=lambda: self.spent)
+
+
+def merged_steps(model, runs: list[dict], on_group_done):
+    """The merged runs as one step generator: yields a list of ModelCalls (one per group needing logits)
+    and reads their logits; on_group_done(k, Trajectory or None) as group k ends (None: cancelled)."""
+    device, mask_id = model_device(model), model.config.mask_id
+    first = runs[0]
+    canvas = make_canvas(model, first.get("length"), first.get("template"))
+    blocks = plan_blocks(canvas.fixed, 0)
+    groups, start = [], 0
+    for run in runs:
+        cfg = as_config(run["config"])
+        n, gen = resolve_generators(run.get("generator"), run.get("batch_size"), cfg.seed)
+        groups.append(_Group(len(groups), start, start + n, cfg, gen, cfg.seed if run.get("generator") is None
+                             else -1, max(cfg.steps, 1), run.get("should_stop")))
+        start += n
+    st = initial_state(canvas, start, device)
+    walk = _Walk(model, groups, st, canvas, blocks, device, mask_id, on_group_done)
+    yield from walk.run()
+
+
+class _Walk:
+    def __init__(self, model, groups, st, canvas, blocks, device, mask_id, on_group_done):
+        self.model, self.groups, self.st, self.canvas, self.blocks = model, groups, st, canvas, blocks
+        self.device, self.mask_id, self.on_group_done = device, mask_id, on_group_done
+        self.cfg = groups[0].config  # top_k, top_p: shared
+        self.mask_index = torch.tensor([mask_id], device=device)
+        self.block = torch.as_tensor(~canvas.fixed, device=device)  # (L,) the one block: all positions to fill
+        self.N = ((st.x == mask_id) & self.block).sum(dim=1)  # (B,) masked at the block's start
+        self.logits = None  # (B, L, V) each group's latest logits, [MASK] at -inf
+        sizes = torch.tensor([g.b - g.a for g in groups], device=device)
+        self.group_of_row = torch.repeat_interleave(torch.arange(len(groups), device=device), sizes)  # (B,)
+        per_row = lambda values, dtype: torch.tensor(values, dtype=dtype, device=device)[self.group_of_row]
+        self.temps = per_row([g.config.temperature for g in groups], torch.float64)  # (B,)
+        self.steps = per_row([g.steps for g in groups], torch.long)  # (B,)
+        self.strategies = sorted({g.config.strategy for g in groups})
+        self.strategy_of_row = per_row([self.strategies.index(g.config.strategy) for g in groups], torch.long)
+        self.schedules = sorted({g.config.schedule for g in groups})
+        self.schedule_of_row = per_row([self.schedules.index(g.config.schedule) for g in groups], torch.long)
+
+    def per_group(self, rows: torch.Tensor) -> list:
+        """(B,) bool per row -> one bool per group (any row), with one host sync for all groups."""
+        hits = torch.zeros(len(self.groups), device=self.device).index_add_(0, self.group_of_row, rows.float())
+        return (hits > 0).tolist()
+
+    def run(self):
+        for s in range(max(g.steps for g in self.groups)):
+            yield from self._step(s)
+            for g in self.groups:
+                if not g.done and s == g.steps - 1:
+                    self._finish(g)
+        return None
+
+    def _step(self, s: int):
+        st, start, self.waited = self.st, time.perf_counter(), 0.0
+        masked = st.x == self.mask_id  # (B, L)
+        todo = masked & self.block
+        stepping = [g for g in self.groups if not g.done and s < g.steps]
+        means = torch.stack([masked[g.a:g.b].float().mean() for g in stepping]).tolist()  # each group's t, alone
+        has_todo = self.per_group(todo.any(dim=1))
+        active = [g for g in stepping if has_todo[g.k]]  # alone, the others skip the step
+        called = yield from self._refresh(active, masked)
+        commit = torch.zeros_like(todo)
+        if active:
+            proposals, scores, conf = self._propose(active, masked)
+            commit = self._choose(active, todo, scores, s)
+            st.x = torch.where(commit, proposals, st.x)
+            st.committed_at.masked_fill_(commit, s)
+            st.commit_conf = torch.where(commit, conf, st.commit_conf)
+        changed = self.per_group(commit.any(dim=1))
+        seconds = time.perf_counter() - start - self.waited  # the model calls are charged by the driver
+        rows = sum(g.b - g.a for g in stepping)
+        for g, t in zip(stepping, means):
+            g.stale = g.stale or changed[g.k]
+            self._record(g, s, t, g in called, seconds * (g.b - g.a) / rows)
+
+    def _refresh(self, active, masked):
+        """Each active group whose canvas changed since its last call asks its own model call (rule 9)."""
+        stale = [g for g in active if g.stale]
+        if not stale:
+            return set()
+        calls = [ModelCall(self.st.x[g.a:g.b], masked[g.a:g.b].float().mean(dim=1)) for g in stale]
+        paused = time.perf_counter()
+        yield calls
+        self.waited = time.perf_counter() - paused
+        if self.logits is None:
+            self.logits = torch.empty((self.st.x.shape[0], *calls[0].logits.shape[1:]), device=self.device)
+        for g, call in zip(stale, calls):
+            self.logits[g.a:g.b] = call.logits.float().index_fill(-1, self.mask_index, float("-inf"))
+            g.nfe, g.stale = g.nfe + 1, False
+            g.charged = call.seconds
+        return set(stale)
+
+    def _propose(self, active, masked):
+        """Proposals, strategy scores and confidence (B, L), as each group's _propose alone gives them."""
+        st, rows = self.st, torch.zeros(masked.shape[0], dtype=torch.bool, device=self.device)
+        for g in active:
+            rows[g.a:g.b] = True
+        where = (masked & rows[:, None]).nonzero(as_tuple=True)  # row-major: each group's own order
+        logits = self.logits[where]  # (M, V)
+        drawn = self._draw(active, logits, where[0])
+        proposals = st.x.index_put(where, drawn)  # (B, L)
+        probs = torch.softmax(logits, dim=-1)  # (M, V) untempered, as _scored
+        conf = torch.full(st.x.shape, NAN, device=self.device)
+        conf[where] = probs.gather(-1, proposals[where].unsqueeze(-1)).squeeze(-1)
+        scores = torch.full(st.x.shape, NAN, device=self.device)
+        entry_strategy = self.strategy_of_row[where[0]]  # (M,)
+        for i, name in enumerate(self.strategies):  # distribution scores: row-wise, so computed for every
+            strategy = get_strategy(name)            # entry and kept where the entry's group uses them
+            if not getattr(strategy, "position_only", False):
+                value = strategy(probs[None], proposals[where][None], None)[0].float()  # (M,)
+                scores[where] = torch.where(entry_strategy == i, value, scores[where])
+        for g in active:  # position scores: drawn from each group's generator, (B_g, L) as alone
+            if getattr(g.strategy, "position_only", False):
+                own = g.strategy(None, proposals[g.a:g.b], g.generator).float()  # (B_g, L)
+                scores[g.a:g.b] = own.masked_fill(~masked[g.a:g.b], NAN)
+        return proposals, scores, conf
+
+    def _draw(self, active, logits, row_of):
+        """draw() of each group: argmax at T = 0, else Gumbel-max in float64 after top-k / top-p, the
+        noise from the group's generator, shaped (its masked positions, V) as alone."""
+        out = logits.argmax(dim=-1)  # (M,)
+        counts = torch.bincount(self.group_of_row[row_of], minlength=len(self.groups)).tolist()
+        noise = [uniform_noise((counts[g.k], logits.shape[-1]), g.generator)  # (alone, a step with masked
+                 for g in active if g.config.temperature != 0]                   # positions always draws)
+        if not noise:
+            return out
+        hot = self.temps[row_of] != 0  # (M,)
+        scaled = filter_logits(logits[hot].double() / self.temps[row_of[hot], None], self.cfg.top_k, self.cfg.top_p)
+        scaled += gumbel(torch.cat(noise).to(self.device))
+        return out.masked_scatter(hot, scaled.argmax(dim=-1))
+
+    def _choose(self, active, todo, scores, s: int):
+        """The k best-scored masked positions of each active group (k from its own schedule)."""
+        key = scores.clamp(min=torch.finfo(scores.dtype).min).masked_fill(~todo, float("-inf"))
+        rank = rank_in_row(key, descending=True)  # (B, L)
+        n = todo.sum(dim=1)  # (B,)
+        k = torch.zeros_like(n)
+        # seed and linear are integer arithmetic, elementwise in S: one call for all their rows, with each
+        # row's own step count (rows already past theirs have nothing to do; S = s + 1 keeps them finite)
+        S = torch.maximum(self.steps, torch.full_like(self.steps, s + 1))
+        for name in {g.config.schedule for g in active}:
+            mine = [g for g in active if g.config.schedule == name]
+            if name in ("seed", "linear"):
+                rows = (self.schedule_of_row == self.schedules.index(name)) & todo.any(dim=1)
+                k = torch.where(rows, mine[0].schedule(n, self.N, s, S), k)
+            else:
+                for g in mine:
+                    k[g.a:g.b] = g.schedule(n[g.a:g.b], self.N[g.a:g.b], s, g.steps)
+        return todo & (rank < k.clamp(min=0).minimum(n)[:, None])
+
+    def _record(self, g: _Group, s: int, t: float, called: bool, seconds: float) -> None:
+        seconds += (g.charged or 0.0) if called else 0.0
+        g.charged, g.spent = None, g.spent + seconds
+        try:
+            g.recorder.add(s, None, None, None, None, None, None, t=t, temperature=g.config.temperature,
+                           called=called, seconds=seconds)
+        except SamplingCancelled:
+            g.done = True
+            self.on_group_done(g.k, None)
+
+    def _finish(self, g: _Group) -> None:
+        g.done = True
+        st = self.st
+        traj = g.recorder.finish(
+            final=st.x[g.a:g.b], committed_at=st.committed_at[g.a:g.b], commit_confidence=st.commit_conf[g.a:g.b],
+            fixed=self.canvas.fixed, nfe=g.nfe, config=g.config, seed=g.seed, mask_id=self.mask_id,
+            kind="diffusion", tokenizer=getattr(self.model, "tokenizer", None), blocks=np.asarray(self.blocks))
+        self.on_group_done(g.k, traj)

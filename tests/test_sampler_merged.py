@@ -1,0 +1,96 @@
+"""Merged runs (sampling/merged.py, issue 17): runs that differ only in steps, strategy, schedule,
+temperature and seed step as one batch inside sample_many, and each still returns exactly what sample()
+returns for it alone; runs that cannot merge exactly are never merged."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.sampling import SamplerConfig, sample, sample_many
+from explorer.sampling.merged import merge_key
+from explorer.sampling.packing import _walks
+from tests.test_sampler_rows import assert_same_run
+from tests.test_sweep_packed import CountingModel, gen, patterns_model
+
+GRID = [SamplerConfig(steps=steps, strategy=strategy, schedule=schedule, temperature=temperature, top_k=9)
+        for steps, strategy, schedule, temperature in [
+            (1, "confidence", "linear", 1.0), (3, "random", "seed", 0.7), (7, "margin", "cosine", 1.3),
+            (24, "entropy", "linear", 0.0), (5, "left_to_right", "seed", 1.0), (12, "confidence", "cosine", 0.0),
+            (32, "random", "linear", 1.0), (2, "confidence", "seed", 1.0)]]
+
+
+def runs_of(configs, sizes, **extra):
+    return [dict(config=c, batch_size=n, generator=gen(40 + i), record=False, **extra)
+            for i, (c, n) in enumerate(zip(configs, sizes))]
+
+
+@pytest.mark.parametrize("template", [None, "AB█CD[___]E"])
+def test_merged_runs_equal_their_solo_runs(template):
+    model = CountingModel(patterns_model())
+    sizes = [3, 20, 7, 16, 1, 30, 18, 5]  # below and above packing's MIN_PACK_ROWS
+    runs = runs_of(GRID, sizes, template=template)
+    assert _walks(runs, merge=True) == [list(range(len(GRID)))]  # one batch for all eight
+    merged = sample_many(model, runs)
+    merged_calls, model.calls = model.calls, 0
+    for i, (config, n) in enumerate(zip(GRID, sizes)):
+        assert_same_run(merged[i], sample(model, config, batch_size=n, generator=gen(40 + i), record=False,
+                                          template=template))
+    assert merged_calls < model.calls  # and the calls were still shared
+    if template is not None:
+        assert all(t.final[:, :2].tolist() == [[0, 1]] * t.final.shape[0] for t in merged)  # "AB" kept
+
+
+def test_only_exact_merges_are_made():
+    """Runs whose sampling merged.py does not reproduce exactly stay alone (and packed)."""
+    base = dict(config=SamplerConfig(), batch_size=4, record=False)
+    assert merge_key(base) is not None
+    assert merge_key(dict(base, config=SamplerConfig(steps=5, strategy="random", seed=3))) == merge_key(base)
+    for other in (SamplerConfig(top_p=0.9), SamplerConfig(top_k=3)):  # shared knobs: another batch
+        assert merge_key(dict(base, config=other)) not in (None, merge_key(base))
+    assert merge_key(dict(base, length=12)) != merge_key(base)
+    for config in (SamplerConfig(threshold=0.5), SamplerConfig(factor=1.0), SamplerConfig(remask=0.2),
+                   SamplerConfig(block_length=4), SamplerConfig(alg_temp=0.5), SamplerConfig(temperature_end=0.2),
+                   SamplerConfig(cfg_scale=1.0), SamplerConfig(suppress_eos="both")):
+        assert merge_key(dict(base, config=config)) is None, config
+    assert merge_key(dict(base, record=True)) is None
+    assert merge_key(dict(base, on_step=lambda rec: None)) is None
+    assert merge_key(dict(base, generator=[gen(0), gen(1)], batch_size=None)) is None
+
+
+def test_a_mixed_pack_merges_what_it_can_and_every_run_is_its_solo_run():
+    model = patterns_model()
+    configs = [SamplerConfig(steps=4), SamplerConfig(threshold=0.3), SamplerConfig(steps=9, strategy="random"),
+               SamplerConfig(steps=6, block_length=8)]
+    runs = runs_of(configs, [10, 10, 10, 10])
+    assert _walks(runs, merge=True) == [[0, 2], [1], [3]]
+    done = []
+    trajs = sample_many(model, runs, on_finish=lambda i, t: done.append(i))
+    assert sorted(done) == [0, 1, 2, 3] and done.index(0) < done.index(2)  # 4 steps end before 9
+    for i, config in enumerate(configs):
+        assert_same_run(trajs[i], sample(model, config, batch_size=10, generator=gen(40 + i), record=False))
+
+
+def test_a_cancelled_merged_run_is_none_and_the_others_finish():
+    model = patterns_model()
+    steps_seen = []
+
+    def stop_after_two():
+        steps_seen.append(1)
+        return len(steps_seen) >= 2
+
+    runs = runs_of([SamplerConfig(steps=8), SamplerConfig(steps=8, strategy="random")], [6, 6])
+    runs[0]["should_stop"] = stop_after_two
+    trajs = sample_many(model, runs)
+    assert trajs[0] is None and trajs[1] is not None
+    assert_same_run(trajs[1], sample(model, runs[1]["config"], batch_size=6, generator=gen(41), record=False))
+
+
+def test_merging_can_be_switched_off_with_the_same_results():
+    model = patterns_model()
+    runs = runs_of(GRID[:4], [8, 8, 8, 8])
+    merged = sample_many(model, runs)
+    alone = sample_many(model, runs_of(GRID[:4], [8, 8, 8, 8]), merge=False)
+    for a, b in zip(merged, alone):
+        assert np.array_equal(a.final, b.final) and a.nfe == b.nfe and np.array_equal(a.step_t, b.step_t)
+    assert torch.equal(torch.as_tensor(merged[0].committed_at), torch.as_tensor(alone[0].committed_at))
