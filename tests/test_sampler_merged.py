@@ -84,6 +84,10 @@ def test_a_cancelled_merged_run_is_none_and_the_others_finish():
     trajs = sample_many(model, runs)
     assert trajs[0] is None and trajs[1] is not None
     assert_same_run(trajs[1], sample(model, runs[1]["config"], batch_size=6, generator=gen(41), record=False))
+    done = []
+    runs = runs_of([SamplerConfig(steps=8), SamplerConfig(steps=12)], [6, 6], should_stop=lambda: True)
+    assert sample_many(model, runs, on_finish=lambda i, t: done.append((i, t))) == [None, None]  # all cancelled
+    assert sorted(done, key=lambda d: d[0]) == [(0, None), (1, None)]
 
 
 def test_merging_can_be_switched_off_with_the_same_results():

@@ -92,6 +92,8 @@ def merged_steps(model, runs: list[dict], on_group_done):
 
 
 class _Walk:
+    """The merged runs' shared state (one canvas of all their rows) and the step they take together."""
+
     def __init__(self, model, groups, st, canvas, blocks, device, mask_id, on_group_done):
         self.model, self.groups, self.st, self.canvas, self.blocks = model, groups, st, canvas, blocks
         self.device, self.mask_id, self.on_group_done = device, mask_id, on_group_done
@@ -117,6 +119,8 @@ class _Walk:
 
     def run(self):
         for s in range(max(g.steps for g in self.groups)):
+            if all(g.done for g in self.groups):  # every run cancelled
+                break
             yield from self._step(s)
             for g in self.groups:
                 if not g.done and s == g.steps - 1:
