@@ -131,11 +131,14 @@ class _Walk:
         st, start, self.waited = self.st, time.perf_counter(), 0.0
         masked = st.x == self.mask_id  # (B, L)
         todo = masked & self.block
-        stepping = [g for g in self.groups if not g.done and s < g.steps]
+        stepping = self._not_stopped([g for g in self.groups if not g.done and s < g.steps])
+        if not stepping:
+            return
         means = torch.stack([masked[g.a:g.b].float().mean() for g in stepping]).tolist()  # each group's t, alone
         has_todo = self.per_group(todo.any(dim=1))
         active = [g for g in stepping if has_todo[g.k]]  # alone, the others skip the step
         called = yield from self._refresh(active, masked)
+        active = self._not_stopped(active)  # a cancel during the model calls ends a run before its step's work
         commit = torch.zeros_like(todo)
         if active:
             proposals, scores, conf = self._propose(active, masked)
@@ -149,6 +152,16 @@ class _Walk:
         for g, t in zip(stepping, means):
             g.stale = g.stale or changed[g.k]
             self._record(g, s, t, g in called, seconds * (g.b - g.a) / rows)
+
+    def _not_stopped(self, groups: list) -> list:
+        """The groups whose should_stop() is not true; the others end now, cancelled (alone, a run is
+        cancelled after the step in which should_stop turns true: here the merged step's work for all
+        runs is not made to wait, which kept a dashboard's next run waiting about one step)."""
+        for g in groups:
+            if g.should_stop is not None and g.should_stop():
+                g.done = True
+                self.on_group_done(g.k, None)
+        return [g for g in groups if not g.done]
 
     def _refresh(self, active, masked):
         """Each active group whose canvas changed since its last call asks its own model call (rule 9)."""
