@@ -13,7 +13,7 @@ Trajectory to it, timings aside):
     driver serves them as it serves separate runs' calls: packing computes a one-canvas call as one
     row, exactly as call_model does alone), and the same NFE;
   - a group steps while s < its own step count, and its k comes from its own schedule.
-Only what merges exactly is merged (eligible()): one block, schedule decoding (no threshold or factor), no
+Only what merges exactly is merged (merge_key()): one block, schedule decoding (no threshold or factor), no
 revision, guidance, alg_temp, annealing or EOS rules, one generator per run, record=False and no
 on_step; top-k / top-p, length and template shared. sample_many merges such runs and packs the rest.
 """
@@ -27,7 +27,7 @@ import torch
 
 from ..devices import model_device
 from .config import SamplerConfig
-from .proposals import filter_logits, gumbel, uniform_noise
+from .proposals import draw_rows
 from .recorder import Recorder, SamplingCancelled
 from .sampler import NAN, ModelCall, as_config, initial_state, make_canvas, plan_blocks, rank_in_row, resolve_generators
 from .schedules import get_schedule
@@ -105,7 +105,6 @@ class _Walk:
         sizes = torch.tensor([g.b - g.a for g in groups], device=device)
         self.group_of_row = torch.repeat_interleave(torch.arange(len(groups), device=device), sizes)  # (B,)
         per_row = lambda values, dtype: torch.tensor(values, dtype=dtype, device=device)[self.group_of_row]
-        self.temps = per_row([g.config.temperature for g in groups], torch.float64)  # (B,)
         self.steps = per_row([g.steps for g in groups], torch.long)  # (B,)
         self.strategies = sorted({g.config.strategy for g in groups})
         self.strategy_of_row = per_row([self.strategies.index(g.config.strategy) for g in groups], torch.long)
@@ -187,7 +186,7 @@ class _Walk:
             rows[g.a:g.b] = True
         where = (masked & rows[:, None]).nonzero(as_tuple=True)  # row-major: each group's own order
         logits = self.logits[where]  # (M, V)
-        drawn = self._draw(active, logits, where[0])
+        drawn = self._draw(logits, where[0])
         proposals = st.x.index_put(where, drawn)  # (B, L)
         probs = torch.softmax(logits, dim=-1)  # (M, V) untempered, as _scored
         conf = torch.full(st.x.shape, NAN, device=self.device)
@@ -205,19 +204,11 @@ class _Walk:
                 scores[g.a:g.b] = own.masked_fill(~masked[g.a:g.b], NAN)
         return proposals, scores, conf
 
-    def _draw(self, active, logits, row_of):
-        """draw() of each group: argmax at T = 0, else Gumbel-max in float64 after top-k / top-p, the
-        noise from the group's generator, shaped (its masked positions, V) as alone."""
-        out = logits.argmax(dim=-1)  # (M,)
-        counts = torch.bincount(self.group_of_row[row_of], minlength=len(self.groups)).tolist()
-        noise = [uniform_noise((counts[g.k], logits.shape[-1]), g.generator)  # (alone, a step with masked
-                 for g in active if g.config.temperature != 0]                   # positions always draws)
-        if not noise:
-            return out
-        hot = self.temps[row_of] != 0  # (M,)
-        scaled = filter_logits(logits[hot].double() / self.temps[row_of[hot], None], self.cfg.top_k, self.cfg.top_p)
-        scaled += gumbel(torch.cat(noise).to(self.device))
-        return out.masked_scatter(hot, scaled.argmax(dim=-1))
+    def _draw(self, logits, row_of):
+        """draw() of each group (proposals.draw_rows with a group per "row": the group's temperature, and
+        noise from its generator shaped (its masked positions, V), as its run alone draws)."""
+        return draw_rows(logits, self.group_of_row[row_of], [g.config.temperature for g in self.groups],
+                         [g.generator for g in self.groups], self.cfg.top_k, self.cfg.top_p)
 
     def _choose(self, active, todo, scores, s: int):
         """The k best-scored masked positions of each active group (k from its own schedule)."""

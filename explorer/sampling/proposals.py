@@ -70,7 +70,8 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     as nonzero() gives them). Row i uses temperatures[i] and generators[i], and gets exactly the
     tokens draw(logits[rows == i], temperatures[i], generators[i]) would give: its noise is drawn
     from its own generator with the shape a run of that row alone draws, then all rows go to the
-    device at once (one copy, one argmax)."""
+    device at once (one copy, one argmax). A "row" may be a group of batch rows sharing a generator
+    (merged.py: a merged run's rows), numbered in the order of its entries."""
     out = logits.argmax(dim=-1)  # (M,) temperature-0 rows keep this
     counts = torch.bincount(rows.cpu(), minlength=len(generators)).tolist()
     hot = [i for i, (n, T) in enumerate(zip(counts, temperatures)) if n and T != 0]
