@@ -74,10 +74,12 @@ def wait_until(condition, timeout: float = 60.0) -> None:
 
 def wait_finished(page, states) -> str:
     """Until the newest session's run has ended and the page shows its final text; returns that text."""
-    wait_until(lambda: states and not explore(states[-1]).running and explore(states[-1]).trajectory is not None)
-    final = explore(states[-1]).frames.text()
-    wait_until(lambda: sample_text(page) == final)
-    return final
+    def shown():  # read together each time: a final text read once could be a superseded run's
+        ex = states[-1] if states else None
+        return (ex is not None and not explore(ex).running and explore(ex).trajectory is not None
+                and sample_text(page) == explore(ex).frames.text())
+    wait_until(shown)
+    return explore(states[-1]).frames.text()
 
 
 def sample_text(page) -> str:
