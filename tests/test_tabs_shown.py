@@ -79,3 +79,30 @@ def test_a_tab_can_bring_another_to_the_front(checkpoints):
     assert tabs.active == titles.index("Explore") and state.show_tab == ""
     state.show_tab = "Nowhere"
     assert tabs.active == titles.index("Explore")
+
+
+def test_a_hidden_tab_view_is_built_when_first_shown_from_its_state_then(checkpoints):
+    """A page builds only Explore's view; a hidden tab's view is built on its first showing (building all
+    five cost 1 s of server time per page opened), from its state as it is then, and kept afterwards."""
+    from explorer.dashboard.tabs import LaterView
+    from explorer.dashboard.tabs.compare.view import CompareView
+
+    app = create_app("tiny", "cpu", autoload=False)
+    state = app.explorer_state
+    explore(state).param.update(auto_run=False, sweep_auto=False)
+    tabs, titles = find_tabs(app), list(state.tabs)
+    compare = titles.index("Compare")
+    later = tabs.lazy_views[compare]
+    assert isinstance(later, LaterView) and later._view is None and len(tabs[compare]) == 0
+    columns = state.tabs["Compare"].columns
+    state.tabs["Compare"].add_column()  # the state works before any view exists (a link sets it)
+    assert state.tabs["Compare"].columns != columns
+    tabs.active = compare
+    view, shown_object = later._view, tabs[compare][0]
+    assert isinstance(view, CompareView) and len(tabs[compare]) == 1
+    shown = [c for c in view.columns if c.layout.visible]
+    assert len(shown) == len(state.tabs["Compare"].columns.split("|"))  # drawn from the state as it was then
+    tabs.active = 0
+    tabs.active = compare
+    assert tabs[compare][0] is shown_object and later._view is view  # built once
+    state.close()

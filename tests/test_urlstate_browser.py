@@ -31,12 +31,12 @@ def dummy_tab_module():
         URL_PARAMS = ("level",)
         level = param.Integer(3, bounds=(1, 10), label="Level")
 
-    def build(state):
-        tab = DummyState(state)
-        return tab, pn.Column(pn.widgets.IntInput.from_param(tab.param.level, css_classes=["dummy-level"]))
+    def new_view(tab):
+        return pn.Column(pn.widgets.IntInput.from_param(tab.param.level, css_classes=["dummy-level"]))
 
     module = types.ModuleType("explorer.dashboard.tabs.dummy")
-    module.build = build
+    module.new_state, module.new_view = DummyState, new_view
+    module.build = lambda session: (lambda tab: (tab, new_view(tab)))(DummyState(session))
     return module
 
 

@@ -14,7 +14,7 @@ import panel as pn
 
 from explorer.dashboard.runtime.dispatch import call_now, document_dispatcher
 from explorer.dashboard.session import Session
-from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, build_tab
+from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, LaterView, build_tab
 from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.base import watch_presentation
 from explorer.dashboard.ui.header import HeaderView
@@ -59,7 +59,7 @@ def build_tabs(state: Session):
                    name="tabs")
     tabs.lazy_views = {}
     for name in TAB_NAMES:
-        _, view = build_tab(name, state)
+        _, view = build_tab(name, state, lazy=True)  # built when first shown (build_tab says why)
         tabs.lazy_views[len(tabs)] = view
         tabs.append((name, pn.Column(sizing_mode="stretch_width")))
     return tabs
@@ -68,6 +68,8 @@ def build_tabs(state: Session):
 def fill_tab(tabs, index: int) -> None:
     """Put a tab's view into its slot if it is out (on the UI thread, holding the document)."""
     view = tabs.lazy_views.pop(index, None)
+    if isinstance(view, LaterView):
+        view = view.build()
     if view is not None:  # (its components must not be pn.layout.Divider: see views/base.rule)
         tabs[index].objects = [view]
 

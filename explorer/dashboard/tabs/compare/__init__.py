@@ -8,10 +8,19 @@ from .state import CompareState
 
 
 def build(session):
-    """(CompareState, CompareView) of one browser session."""
-    # imported here, not above: importing the state (tests, scripts, the layering check) must not
-    # load Panel and Bokeh, and Python runs this file before state.py whenever state.py is imported
+    """(CompareState, its view) of one browser session (tabs.build_tab registers the state)."""
+    state = new_state(session)
+    return state, new_view(state)
+
+
+def new_state(session):
+    return CompareState(session)
+
+
+def new_view(state):
+    """The tab's view of `state`; apart from build() so that a page builds it only when the tab is shown."""
+    # imported here, not above: importing the state (tests, scripts, the layering check) must not load
+    # Panel and Bokeh, and Python runs this file before state.py whenever state.py is imported
     from .view import CompareView
 
-    tab = CompareState(session)
-    return tab, CompareView(tab=tab)
+    return CompareView(tab=state)

@@ -7,12 +7,19 @@ from .state import ExploreState
 
 def build(session):
     """(ExploreState, viewable) of the Explore tab of `session`."""
-    from .view import (
-        explore_view,  # Panel only when a page is built (tests drive the state alone)
-    )
+    state = new_state(session)
+    return state, new_view(state)
 
-    state = ExploreState(session)
-    return state, explore_view(state)
+
+def new_state(session):
+    return ExploreState(session)
+
+
+def new_view(state):
+    """The tab's view of `state` (Panel is imported only when a page is built: tests drive the state alone)."""
+    from .view import explore_view
+
+    return explore_view(state)
 
 
 def open_session(checkpoint: str | None = None, device: str = "auto", *, dispatch=None, fallback=None, **params):

@@ -16,9 +16,19 @@ from .state import InspectState
 
 
 def build(session):
-    """(InspectState, its view) for the browser session."""
-    # Imported here, not at the top: importing the package (and so .state) must not load Panel.
+    """(InspectState, its view) of one browser session (tabs.build_tab registers the state)."""
+    state = new_state(session)
+    return state, new_view(state)
+
+
+def new_state(session):
+    return InspectState(session)
+
+
+def new_view(state):
+    """The tab's view of `state`; apart from build() so that a page builds it only when the tab is shown."""
+    # imported here, not above: importing the state (tests, scripts, the layering check) must not load
+    # Panel and Bokeh, and Python runs this file before state.py whenever state.py is imported
     from .view import InspectView
 
-    tab = InspectState(session)
-    return tab, InspectView(tab=tab)
+    return InspectView(tab=state)

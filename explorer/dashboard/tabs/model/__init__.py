@@ -8,10 +8,20 @@ from __future__ import annotations
 
 def build(session):
     """(ModelState, its view) for the app's tab list."""
+    state = new_state(session)
+    return state, new_view(state)
+
+
+def new_state(session):
     # Imported here, not at the top: Python runs this file before any submodule, so a top-level import
     # of the view would load Panel and Bokeh for everything that imports only .state or .meta.
     from .state import ModelState
+
+    return ModelState(session)
+
+
+def new_view(state):
+    """The tab's view of `state`; apart from build() so that a page builds it only when the tab is shown."""
     from .view import ModelTab
 
-    state = ModelState(session)
-    return state, ModelTab(state=state)
+    return ModelTab(state=state)

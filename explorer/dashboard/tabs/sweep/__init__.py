@@ -10,10 +10,19 @@ from .state import SweepTabState
 
 
 def build(session):
-    """(SweepTabState, SweepTabView) of one browser session (tabs.build_tab registers the state)."""
+    """(SweepTabState, its view) of one browser session (tabs.build_tab registers the state)."""
+    state = new_state(session)
+    return state, new_view(state)
+
+
+def new_state(session):
+    return SweepTabState(session)
+
+
+def new_view(state):
+    """The tab's view of `state`; apart from build() so that a page builds it only when the tab is shown."""
     # imported here, not above: importing the state (tests, scripts, the layering check) must not load
     # Panel and Bokeh, and Python runs this file before state.py whenever state.py is imported
     from .view import SweepTabView
 
-    tab = SweepTabState(session)
-    return tab, SweepTabView(tab=tab)
+    return SweepTabView(tab=state)
