@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,17 @@ SIDEBAR_SIZES_JS = """() => { const size = (cls, tag) => { let found = 0; const 
           size('quality-x', 'button'), size('confidence-mode', 'button')]; }"""
 
 
+def settled(page, js: str, reads: int = 3, gap_ms: int = 100, timeout: float = 10.0):
+    """`js`'s value once it has stayed the same for `reads` reads `gap_ms` apart (Bokeh lays the plots
+    out again over a few frames after the window changes; a fixed 700 ms wait cost 5 s per test)."""
+    deadline, same, last = time.monotonic() + timeout, 0, None
+    while same < reads and time.monotonic() < deadline:
+        page.wait_for_timeout(gap_ms)
+        value = page.evaluate(js)
+        same, last = (same + 1 if value == last else 1), value
+    return last
+
+
 def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
     """Issue 15, defect 2: at 1024x768 the Explore tab's right column (confidence, quality) ran past the
     window's edge with no scroll, and presentation mode left the sidebar's values and buttons small. At
@@ -223,8 +235,7 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
         sizes[presentation] = page.evaluate(SIDEBAR_SIZES_JS)
         for width, height in ((1024, 768), (1280, 720), (1366, 768), (1920, 1080)):
             page.set_viewport_size({"width": width, "height": height})
-            page.wait_for_timeout(700)  # Bokeh lays the plots out again
-            inner, scrollable, canvases, controls = page.evaluate(CANVASES_JS)
+            inner, scrollable, canvases, controls = settled(page, CANVASES_JS)
             assert len(canvases) >= 3, (width, presentation)  # heatmap, confidence, quality at least
             cut = [box for box in canvases if box[1] > max(inner, scrollable) + 1 or box[0] < -1]
             assert not cut, f"{width}x{height}, presentation={presentation}: plots cut off at {cut} (page {inner} px)"
