@@ -243,7 +243,7 @@ class Page:
 
     def final_text(self) -> str:
         """The sample text as the page shows it (characters only, tints dropped)."""
-        found = CANVAS.search(self.text.text or "")
+        found = CANVAS.search(_unescape_markup(self.text.text))
         return html.unescape(TAGS.sub("", found.group(1))) if found else ""
 
     def value(self, name: str):

@@ -7,11 +7,11 @@ import html
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import Div
 
 from ....data.tokenizer import is_subword
 from ...frames import CODE
 from ...ui.base import StateView
+from ...ui.internals import live_html, set_live_html
 from ...ui.palette import FONT, MASKED_TEXT, STATE_COLORS
 
 LEVELS = 5  # confidence is shown in this many tint steps: equal classes merge into one <span>
@@ -61,13 +61,14 @@ def text_html(frames, row: int, boundaries: bool = False) -> str:
 class TextView(StateView):
     """Text at the selected step, tinted by confidence, newest characters highlighted.
 
-    A raw Bokeh Div whose `text` is replaced per step: one property change, against several model
-    updates (and ~4 ms) for a Panel HTML pane, 33 times per run. Its CSS travels inside the text
-    (Panel's design replaces a Bokeh model's own `stylesheets`)."""
+    A raw HTML model whose `text` is replaced per live tick: one property change, against several model
+    updates (and ~4 ms) for a Panel HTML pane, and no layout of the whole page in the browser, which a
+    Bokeh Div's text change costs (ui.internals.live_html). Its CSS travels inside the text (Panel's
+    design replaces a Bokeh model's own `stylesheets`)."""
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.div = Div(text="", sizing_mode="stretch_width", css_classes=["sample-text"])
+        self.div = live_html(sizing_mode="stretch_width", css_classes=["sample-text"])
         self.pane = pn.pane.Bokeh(self.div, sizing_mode="stretch_width", min_height=80)
         self._fonts()
         self._render()
@@ -77,7 +78,7 @@ class TextView(StateView):
     def _render(self):
         frames = self.state.frames
         if frames is None:
-            self.div.text = STYLE + '<p class="canvas m">Press Run to sample.</p>'
+            set_live_html(self.div, STYLE + '<p class="canvas m">Press Run to sample.</p>')
             return self.push(self.pane)
         row = self.state.shown_step
         new = int((frames.state[row] == CODE["new"]).sum())
@@ -86,7 +87,7 @@ class TextView(StateView):
                    f"(highlighted), {left} still masked; tint = confidence when committed</p>")
         tokenizer = getattr(self.state.session.model, "tokenizer", None)
         boundaries = is_subword(tokenizer)
-        self.div.text = STYLE + caption + text_html(frames, row, boundaries)
+        set_live_html(self.div, STYLE + caption + text_html(frames, row, boundaries))
         self.push(self.pane)
 
     def _fonts(self):
