@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def serve_in_process(build):
     (their background work would slow the tests that follow)."""
     import panel as pn
 
-    from tests.test_dashboard_served import free_port, get
+    from tests.test_dashboard_served import free_port
 
     states = []
 
@@ -113,12 +114,19 @@ def serve_in_process(build):
     port = free_port()
     server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
     try:
-        get(f"http://localhost:{port}/")  # wait until it answers
+        # wait until it listens; not a GET of the page, which would build (and leave) a whole
+        # session's app: 0.5 s of every browser test's set-up
+        wait_for(lambda: _listening(port), timeout=60, message=f"nothing listens on port {port}")
         yield f"http://localhost:{port}/", states
     finally:
         server.stop()
         for state in states:
             state.close()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("localhost", port)) == 0
 
 
 def explore(session):
