@@ -16,7 +16,7 @@ from tests.test_dashboard_browser import wait_until
 served, pytestmark = dashboard.served, dashboard.pytestmark
 
 
-def offline_page(browser, url):
+def offline_page(browser, url, query: str = ""):
     """A page that may only talk to `url`'s server; (page, requests that tried to leave, console errors)."""
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     outside, problems = [], []
@@ -32,7 +32,7 @@ def offline_page(browser, url):
             r.abort("namenotresolved")
 
     page.route("**/*", route)
-    page.goto(url)
+    page.goto(url + query)
     return page, outside, problems
 
 
@@ -43,7 +43,8 @@ def switch_checkpoint(page, state, name):
 
 def test_no_request_leaves_localhost(browser, served):
     url, states = served
-    page, outside, problems = offline_page(browser, url)
+    # a small Sweep-tab grid: the tab sweeps whenever the checkpoint changes while it is shown
+    page, outside, problems = offline_page(browser, url, "?sweep.samples=2&sweep.steps_grid=1,2,4")
     wait_until(lambda: states and explore(states[-1]).trajectory is not None and not explore(states[-1]).running)
     state = states[-1]
     wait_until(lambda: explore(state).quality.result is not None and not explore(state).quality.running)
