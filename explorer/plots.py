@@ -201,7 +201,7 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     """Quality vs steps (or NFE) with ±1 std bands per group, tokens/s on a second y axis, the AR
     baseline / held-out reference as their own lines, and each curve's sweet spot starred.
     width=None stretches the figure to its container (a dashboard column, a browser window); an int
-    fixes it (e.g. for a PNG of a known size). Returns a HoloViews Overlay."""
+    fixes it (e.g. for a PNG of a known size); title="" draws none. Returns a HoloViews Overlay."""
     hv = _hv()
 
     xcol = _x_column(summary, x)
@@ -222,7 +222,8 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     logy = metric in LOG_Y and bool((summary[f"{metric}_mean"].dropna() > 0).all())
     return hv.Overlay(els).opts(
         multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), logy=logy, height=height, **size, show_grid=True,
-        padding=0.05, legend_position="right", title=title or f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}",
+        padding=0.05, legend_position="right",
+        title=f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}" if title is None else title,
         **extra)
 
 

@@ -196,6 +196,13 @@ CANVASES_JS = """() => { const out = []; const walk = root => { for (const el of
   const controls = []; walk(document); return [window.innerWidth, document.documentElement.scrollWidth, out, controls]; }"""
 
 
+# The width (px) of the widest canvas in the heatmap view (shadow DOMs included).
+HEATMAP_WIDTH_JS = """() => { let w = 0; const walk = (root, inside) => { for (const el of root.querySelectorAll('*')) {
+  const here = inside || el.classList.contains('heatmap-view');
+  if (here && el.tagName === 'CANVAS') w = Math.max(w, el.getBoundingClientRect().width);
+  if (el.shadowRoot) walk(el.shadowRoot, here); } }; walk(document, false); return w; }"""
+
+
 # Font sizes (px) of the sidebar's Run button, checkpoint select and seed input, and of two segmented
 # controls beside the plots, read inside their shadow DOMs.
 SIDEBAR_SIZES_JS = """() => { const size = (cls, tag) => { let found = 0; const walk = root => {
@@ -241,6 +248,10 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
             assert not cut, f"{width}x{height}, presentation={presentation}: plots cut off at {cut} (page {inner} px)"
             cut = [box for box in controls if box[1] > max(inner, scrollable) + 1]  # buttons, inputs too
             assert not cut, f"{width}x{height}, presentation={presentation}: controls cut off: {cut}"
+            # the heatmap keeps its column's minimum width (the confidence column wraps under it): squeezed
+            # to 270 px at 1024 in presentation mode, its title was cut at the figure's edge
+            heatmap = page.evaluate(HEATMAP_WIDTH_JS)
+            assert heatmap >= 440, f"{width}x{height}, presentation={presentation}: heatmap {heatmap} px wide"
     # presentation mode enlarges the widget values, buttons and segmented controls too (shadow DOMs)
     assert all(big >= 1.4 * small for big, small in zip(sizes[True], sizes[False])), sizes
     assert problems == []
