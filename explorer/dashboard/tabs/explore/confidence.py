@@ -96,6 +96,7 @@ class ConfidenceView(StateView):
         p = figure(height=230, sizing_mode="stretch_width", x_range=Range1d(-0.5, 255.5), y_range=Range1d(0, 1),
                    tools="xpan,xwheel_zoom,reset,save", toolbar_location="above", x_axis_label="position",
                    y_axis_label="score", title="Proposals at this step", name="confidence")
+        p.toolbar.autohide = True  # shown on hover: above the plot it covered the end of the long titles
         # colour by `done`: 0 proposed, 1 committed, 2 the validation mean (the marker shape differs too)
         color = linear_cmap("done", [BAR_PROPOSED, BAR_COMMITTED, BAR_MEAN], 0, 2)
         bars = p.vbar(x="x", top="top", width=0.85, fill_color=color, line_color=color, source=self.source)
