@@ -86,7 +86,7 @@ def watch_presentation(session, figures=(), panes=(), text_panes=(), widgets=())
 # first render (a tab filled when first clicked) is given Bootstrap's whole stylesheet, whose h3 is 28 px;
 # made before (the tab opened from a link), only the theme's, 16 px (issue 15: headings changed size with
 # how the tab was opened). A stylesheet of the pane's own decides in both cases.
-HEADING_CSS = "h1, h2, h3 { font-size: 1.17em; margin: 0.3em 0; } p { font-size: inherit; }"
+HEADING_CSS = "h1, h2, h3 { font-size: 1.17em; font-weight: bold; margin: 0.3em 0; } p { font-size: inherit; }"
 
 
 def section(markdown: str, **kwargs) -> pn.pane.Markdown:
