@@ -160,6 +160,15 @@ def _fixed_xticks(ticks: list[float]):
     return hook
 
 
+def _readable_speed_axis(plot, element) -> None:
+    """A bokeh hook: the tokens/s axis in short numbers (500k, 1.2m), not Bokeh's 5.000e+5."""
+    from bokeh.models import Axis, NumeralTickFormatter
+
+    for axis in [*plot.state.left, *plot.state.right]:  # (the legend may be there too)
+        if isinstance(axis, Axis) and axis.axis_label == LABELS["tokens_per_s"]:
+            axis.formatter = NumeralTickFormatter(format="0.[0]a")
+
+
 def _sweet_spot_stars(diff: pd.DataFrame, metric: str, x: str, xcol: str, by: list, dims) -> list:
     """A black star on each curve at seed 000's sweet spot (experiments.sweet_spot: the fewest steps
     reaching 90% of that curve's best), its hover saying "Sweet spot ~N steps". The steps are chosen by
@@ -215,7 +224,7 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     els += _baseline_elements(summary, "reference", "held-out text", xs, xcol, metric, dims, False, "#757575")
     els += _sweet_spot_stars(diff, metric, x, xcol, by, dims)
     ticks = np.unique(np.round(xs[np.isfinite(xs)], 1))
-    extra = {"hooks": [_fixed_xticks([float(v) for v in ticks])]} if len(ticks) <= 12 else {}
+    hooks = [_readable_speed_axis] + ([_fixed_xticks([float(v) for v in ticks])] if len(ticks) <= 12 else [])
     size = {"responsive": True} if width is None else {"width": int(width)}
     # gen-PPL spans 500 (one step) to 10 (64 steps): on a linear axis every curve past 4 steps is a flat
     # line at the bottom (issue 15). Its log axis, and the speed axis beside it, show ratios instead.
@@ -223,8 +232,7 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     return hv.Overlay(els).opts(
         multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), logy=logy, height=height, **size, show_grid=True,
         padding=0.05, legend_position="right",
-        title=f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}" if title is None else title,
-        **extra)
+        title=f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}" if title is None else title, hooks=hooks)
 
 
 def speed_plot(summary: pd.DataFrame, *, x: str = "steps", by: Sequence[str] | None = None, logx: bool = True,

@@ -285,8 +285,13 @@ def test_quality_plot_stars_each_strategys_sweet_spot_and_sizes_as_asked():
     assert list(stars[0].dimension_values("spot")) == ["Sweet spot ~2 steps (c)", "Sweet spot ~4 steps (r)"]
     assert plot.opts.get("plot").kwargs["responsive"] is True
     assert quality_speed_plot(summary, "pattern_quality", width=640).opts.get("plot").kwargs["width"] == 640
-    summary["tokens_per_s_mean"], summary["tokens_per_s_std"] = 10.0, 1.0
+    summary["tokens_per_s_mean"], summary["tokens_per_s_std"] = 5e5, 1.0
     assert not any(el.label == "sweet spot" for el in speed_plot(summary))  # tokens/s: no better direction
+    hv.extension("bokeh")
+    for figure in (quality_speed_plot(summary, "pattern_quality"), speed_plot(summary)):  # 500k, not 5.000e+5
+        axes = [a for a in [*hv.render(figure).left, *hv.render(figure).right] if hasattr(a, "axis_label")]
+        speed = [a for a in axes if a.axis_label == "tokens / s"]
+        assert len(speed) == 1 and getattr(speed[0].formatter, "format", None) == "0.[0]a"
 
 
 # ----------------------------------------------------------------------------- CLI
