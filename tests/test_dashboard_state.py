@@ -297,6 +297,25 @@ def test_confidence_view_shows_every_committed_position_by_default(state):
     assert len(view.source.data["x"]) < LENGTH - 2
 
 
+def test_presentation_mode_shortens_the_confidence_title_and_enlarges_the_player(state):
+    """At projector type the confidence plot's title drops its name (the view selector says it: the
+    whole title ran past a 390-pixel column at 1366 px) and the play buttons grow; both come back."""
+    from explorer.dashboard.tabs.explore.confidence import ConfidenceView
+    from explorer.dashboard.tabs.explore.scrubber import ScrubberView
+
+    assert explore(state).start_run(wait=True), state.error
+    view, scrubber = ConfidenceView(state=explore(state)), ScrubberView(state=explore(state))
+    last = explore(state).frames.n_rows - 1
+    long_title, small = view.figure.title.text, scrubber.player.scale_buttons
+    assert long_title == f"Confidence when committed, step {last} (▼ this step)"
+    state.presentation = True
+    assert view.figure.title.text == f"Step {last} (▼ this step)" and scrubber.player.scale_buttons > small
+    explore(state).confidence_view = "this step"
+    assert view.figure.title.text == f"Step {last} (▼ committed)"
+    state.presentation = False
+    assert view.figure.title.text == f"Proposals, step {last} (▼ committed)" and scrubber.player.scale_buttons == small
+
+
 def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeypatch):
     """Issue 15, item 3: after a run the sweep starts only if its estimated model time (the run's time
     per call x the rows the sweep computes) is under AUTO_SWEEP_SECONDS; otherwise the panel says what it

@@ -123,16 +123,13 @@ class ConfidenceView(StateView):
         elif view == CONFIDENCE_VIEWS[0]:
             row = self.state.shown_step
             data = committed_bars(frames, row) if frames is not None and row > 0 else _empty()
-            p.title.text = ("Confidence when committed (▼ newest step)" if self.state.running else
-                            f"Confidence when committed, step {row} (▼ this step)" if row > 0 else
-                            "Confidence when committed: pick a step ≥ 1")
+            p.title.text = self._title("Confidence when committed", "▼ newest step", row, "▼ this step")
             p.yaxis.axis_label = "confidence when committed"
         else:
             row = self.state.shown_step
             data = step_bars(frames, row) if frames is not None and row > 0 else _empty()
             # one title while a run streams: a title that changes every tick re-lays the figure out
-            p.title.text = ("Proposals at the newest step (▼ committed)" if self.state.running else
-                            f"Step {row} proposals (▼ committed)" if row > 0 else "Proposals: pick a step ≥ 1")
+            p.title.text = self._title("Proposals", "newest step, ▼ committed", row, "▼ committed")
             p.yaxis.axis_label = f"score ({self.state.session.strategy})"
         if frames is not None:
             p.x_range.update(start=-0.5, end=frames.length - 0.5)
@@ -144,9 +141,20 @@ class ConfidenceView(StateView):
         p.y_range.update(**extent)
         self.push(self.pane)
 
+    def _title(self, what: str, live: str, row: int, done: str) -> str:
+        """One title while a run streams (a title that changes every tick re-lays the figure out), the
+        step after it. In presentation type the plot's name goes (the view selector above says it):
+        the whole title ran past a 390-pixel column at 1366 px."""
+        short = self.state.session.presentation
+        if self.state.running:
+            return live.capitalize() if short else f"{what} ({live})"
+        if row <= 0:
+            return "Pick a step ≥ 1" if short else f"{what}: pick a step ≥ 1"
+        return f"Step {row} ({done})" if short else f"{what}, step {row} ({done})"
+
     def _fonts(self):
         apply_fonts(self.figure, self.state.session.presentation)
-        self.push(self.pane)
+        self._draw()  # the titles' length follows the type size too
 
     def __panel__(self):
         return pn.Column(self.mode, self.t, self.notice, self.pane, sizing_mode="stretch_width",

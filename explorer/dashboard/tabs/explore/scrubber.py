@@ -16,6 +16,13 @@ class ScrubberView(StateView):
             self.state.param.step, start=0, end=1, interval=250, loop_policy="once", show_loop_controls=False,
             show_value=False, sizing_mode="stretch_width", height=60, scale_buttons=0.8, margin=(0, 10))
         self._resize()
+        self._buttons()
+        self.on(self.state.session, "presentation", self._buttons)
+
+    def _buttons(self):
+        """Play / step buttons a class can see from the back in presentation mode (0.8 is laptop size)."""
+        big = self.state.session.presentation
+        self.player.param.update(scale_buttons=1.5 if big else 0.8, height=90 if big else 60)
 
     @param.depends("state.run_id", "state.n_rows", "state.running", watch=True)
     def _resize(self):
