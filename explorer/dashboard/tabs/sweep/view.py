@@ -125,7 +125,7 @@ class TaskBar(pn.viewable.Viewer):
         show_notice(self.notice, t.error)
 
     def __panel__(self):
-        return pn.Column(pn.Row(self.run, self.stop, self.progress, self.status), self.notice,
+        return pn.Column(pn.FlexBox(self.run, self.stop, self.progress, self.status, align_items="center"), self.notice,
                          sizing_mode="stretch_width")
 
 
@@ -138,9 +138,11 @@ class SweepTabView(pn.viewable.Viewer):
         super().__init__(**params)
         tab = self.tab
         self.note = notice("warning")
-        self.quality_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380,
+        # side by side where both fit at 420 px, else one under the other (a 1024-pixel projector)
+        side = {"flex": "1 1 0", "min-width": "420px"}
+        self.quality_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, styles=side,
                                               css_classes=["sweep-quality-plot"])
-        self.speed_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380,
+        self.speed_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, styles=side,
                                             css_classes=["sweep-speed-plot"])
         self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300,
                                          css_classes=["sweep-summary"])
@@ -220,10 +222,11 @@ class SweepTabView(pn.viewable.Viewer):
              W.RadioButtonGroup.from_param(p.x), W.Select.from_param(p.metric, width=180),
              W.RadioButtonGroup.from_param(p.speed_metric)]
         watch_presentation(self.tab.session, widgets=w)
+        # rows that wrap: at projector type they ran past a 1024-pixel window's edge
         return pn.Column(
-            pn.Row(_labelled("Strategies", w[0]), _labelled("Schedules", w[1])),
-            pn.Row(*w[2:6], pn.Column(pn.Spacer(height=18), w[6])),
-            pn.Row(_labelled("x axis", w[7]), w[8], _labelled("Speed", w[9])),
+            pn.FlexBox(_labelled("Strategies", w[0]), _labelled("Schedules", w[1])),
+            pn.FlexBox(*w[2:6], pn.Column(pn.Spacer(height=18), w[6]), align_items="flex-end"),
+            pn.FlexBox(_labelled("x axis", w[7]), w[8], _labelled("Speed", w[9]), align_items="flex-end"),
             sizing_mode="stretch_width")
 
     def _downloads(self):
@@ -233,7 +236,7 @@ class SweepTabView(pn.viewable.Viewer):
 
         def figure(name, export):
             return lambda: None if self._figures.get(name) is None else export(self._figures[name])
-        return pn.Row(download_button("Table CSV", "sweep_table.csv", table(0)),
+        return pn.FlexBox(download_button("Table CSV", "sweep_table.csv", table(0)),
                       download_button("Summary CSV", "sweep_summary.csv", table(1)),
                       download_button("Quality HTML", "sweep_quality.html", figure("quality", plot_html)),
                       download_button("Quality PNG", "sweep_quality.png", figure("quality", plot_png)),
@@ -247,18 +250,18 @@ class SweepTabView(pn.viewable.Viewer):
             section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
                              "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best)."),
             self._controls(), TaskBar(task=self.tab.main), self.plot_notice,
-            pn.Row(self.quality_plot, self.speed_plot, sizing_mode="stretch_width"),
+            pn.FlexBox(self.quality_plot, self.speed_plot, sizing_mode="stretch_width"),
             self.summary, self._downloads(), sizing_mode="stretch_width")
         grid = pn.Column(
             section("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
-            pn.Row(pn.widgets.TextInput.from_param(p.grid_steps, width=170),
+            pn.FlexBox(pn.widgets.TextInput.from_param(p.grid_steps, width=170),
                    pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
             TaskBar(task=self.tab.grid, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
         temps = pn.Column(
             section("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
                              "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
                              "is repetition, not quality."),
-            pn.Row(pn.widgets.TextInput.from_param(p.temp_values, width=190),
+            pn.FlexBox(pn.widgets.TextInput.from_param(p.temp_values, width=190),
                    pn.widgets.IntInput.from_param(p.temp_steps, width=100),
                    pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
             TaskBar(task=self.tab.temps, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
