@@ -257,18 +257,21 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
     assert problems == []
 
 
-def test_sweep_tab_fits_a_projector_in_presentation_mode(browser, served):
-    """The Sweep tab at 1024x768 in presentation type: its control rows and its two plots wrap instead of
-    running past the window's edge (the controls did, and both plots' titles were cut)."""
+@pytest.mark.parametrize("tab, ready, plot", [
+    ("Sweep", lambda s: s.tabs["Sweep"].main.result is not None, ".sweep-speed-plot"),
+    ("Model", lambda s: s.tabs["Model"].meta, ".model-page")])
+def test_tab_fits_a_projector_in_presentation_mode(browser, served, tab, ready, plot):
+    """Sweep and Model at 1024x768 in presentation type: their rows wrap instead of running past the
+    window's edge (Sweep's controls did and both its plots' titles were cut; Model's curves ran off)."""
     url, states = served
-    page, problems = open_page(browser, f"{url}?tab=Sweep&presentation=true&sweep.samples=2&sweep.steps_grid=1,2,4")
+    page, problems = open_page(browser, f"{url}?tab={tab}&presentation=true&sweep.samples=2&sweep.steps_grid=1,2,4")
     page.set_viewport_size({"width": 1024, "height": 768})
-    wait_until(lambda: states and states[-1].tabs["Sweep"].main.result is not None)
-    page.locator(".sweep-speed-plot canvas, .sweep-speed-plot .bk-Canvas").first.wait_for(timeout=30_000)
+    wait_until(lambda: states and states[-1].model is not None and ready(states[-1]))
+    page.locator(f"{plot} canvas, {plot} .bk-Canvas").first.wait_for(timeout=30_000)
     inner, scrollable, canvases, controls = settled(page, CANVASES_JS)
     assert len(canvases) >= 2
     cut = [box for box in canvases + controls if box[1] > max(inner, scrollable) + 1 or box[0] < -1]
-    assert not cut, f"cut off at {inner} px: {cut}"
+    assert not cut, f"{tab}: cut off at {inner} px: {cut}"
     assert problems == []
 
 

@@ -240,9 +240,12 @@ class CheckpointPage(ModelView):
 
     def __panel__(self):
         right = pn.Column(self.curves, self.schedule, self.csv, self.time_emb, sizing_mode="stretch_width",
-                          styles={"flex": "3 1 0"}, min_width=420)
-        left = pn.Column(self.summary, styles={"flex": "2 1 0"}, min_width=360)
-        return pn.Row(left, right, sizing_mode="stretch_width", css_classes=["model-page"])
+                          styles={"flex": "3 1 0", "min-width": "420px"})
+        left = pn.Column(self.summary, styles={"flex": "2 1 0", "min-width": "360px"})
+        # a wrapping row (CSS minimum widths: Panel's min_width does not hold a flex item): at 1024 px
+        # in presentation type the plots ran past the window's edge; now they go under the summary
+        return pn.FlexBox(left, right, flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
+                          css_classes=["model-page"])
 
 
 class TrainingPanel(ModelView):
@@ -343,11 +346,12 @@ class TrainingPanel(ModelView):
                                  sizing_mode="stretch_width", css_classes=["train-disabled"])
         controls = pn.Column(
             pn.pane.HTML("<b>What to train</b>"), self.preset, pn.pane.HTML("<b>Learning-rate schedule</b>"),
-            self.schedule, pn.Row(self.steps, self.name_input), pn.Row(self.start, self.stop, self.clear), self.status,
-            self.error, self.done, self.sample, styles={"flex": "2 1 0"}, min_width=360)
-        plots = pn.Column(self.loss_pane, self.lr_pane, sizing_mode="stretch_width", styles={"flex": "3 1 0"},
-                          min_width=420)
-        return pn.Row(controls, plots, sizing_mode="stretch_width", css_classes=["train-panel"])
+            self.schedule, pn.FlexBox(self.steps, self.name_input), pn.FlexBox(self.start, self.stop, self.clear), self.status,
+            self.error, self.done, self.sample, styles={"flex": "2 1 0", "min-width": "360px"})
+        plots = pn.Column(self.loss_pane, self.lr_pane, sizing_mode="stretch_width",
+                          styles={"flex": "3 1 0", "min-width": "420px"})
+        return pn.FlexBox(controls, plots, flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
+                          css_classes=["train-panel"])
 
 
 def _intro() -> str:
