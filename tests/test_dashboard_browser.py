@@ -259,14 +259,20 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
 
 @pytest.mark.parametrize("tab, ready, plot", [
     ("Sweep", lambda s: s.tabs["Sweep"].main.result is not None, ".sweep-speed-plot"),
-    ("Model", lambda s: s.tabs["Model"].meta, ".model-page")])
+    ("Model", lambda s: s.tabs["Model"].meta, ".model-page"),
+    ("Compare", lambda s: s.tabs["Compare"].results and not s.tabs["Compare"].running, ".compare-column"),
+    ("Inspect", lambda s: True, ".inspect-fraction")])
 def test_tab_fits_a_projector_in_presentation_mode(browser, served, tab, ready, plot):
-    """Sweep and Model at 1024x768 in presentation type: their rows wrap instead of running past the
-    window's edge (Sweep's controls did and both its plots' titles were cut; Model's curves ran off)."""
+    """Each tab at 1024x768 in presentation type: its rows wrap instead of running past the window's
+    edge (Sweep's controls did and both its plots' titles were cut; Model's curves, Compare's fifth
+    preset and Inspect's download buttons ran off)."""
     url, states = served
     page, problems = open_page(browser, f"{url}?tab={tab}&presentation=true&sweep.samples=2&sweep.steps_grid=1,2,4")
     page.set_viewport_size({"width": 1024, "height": 768})
-    wait_until(lambda: states and states[-1].model is not None and ready(states[-1]))
+    try:
+        wait_until(lambda: states and states[-1].model is not None and ready(states[-1]))
+    except AssertionError:
+        raise AssertionError(f"{tab} never got ready: error {states[-1].error!r}, status {states[-1].status!r}, page {problems}")
     page.locator(f"{plot} canvas, {plot} .bk-Canvas").first.wait_for(timeout=30_000)
     inner, scrollable, canvases, controls = settled(page, CANVASES_JS)
     assert len(canvases) >= 2

@@ -229,7 +229,7 @@ class CompareView(pn.viewable.Viewer):
         self.preset_buttons = {key: pn.widgets.Button(label=label) for key, (label, _) in PRESETS.items()}
         for key, button in self.preset_buttons.items():
             button.on_click(lambda event, key=key: t.apply_preset(key))
-        self.presets = pn.Row(*self.preset_buttons.values(), css_classes=["compare-presets"])
+        self.presets = pn.FlexBox(*self.preset_buttons.values(), css_classes=["compare-presets"])  # wraps
         self.run = pn.widgets.Button.from_param(t.param.run, color="primary", width=90,
                                                 css_classes=["compare-run"])
         self.stop = pn.widgets.Button.from_param(t.param.stop, color="warning", width=80)

@@ -190,7 +190,7 @@ class InspectView(pn.viewable.Viewer):
         def acc_figure():
             return accuracy_plot(tab.accuracy, tab.t)
 
-        return pn.Row(
+        return pn.FlexBox(
             download_button("Predictions CSV", "inspect-predictions.csv", preds_csv),
             download_button("Accuracy CSV", "inspect-accuracy.csv",
                             lambda: None if tab.accuracy is None else table_csv(tab.accuracy)),
@@ -205,7 +205,7 @@ class InspectView(pn.viewable.Viewer):
         """Built with the page; nothing is computed until the tab is shown (InspectState.on_shown)."""
         controls = pn.Column(
             pn.Row(self.t, self.k, sizing_mode="stretch_width"),
-            pn.Row(self.seed, self.redraw, self.reset, sizing_mode="stretch_width"),
+            pn.FlexBox(self.seed, self.redraw, self.reset, align_items="flex-end", sizing_mode="stretch_width"),
             self.text, sizing_mode="stretch_width")
         return pn.Column(
             self.notice, controls, self.text_notice, self.busy,
@@ -213,7 +213,7 @@ class InspectView(pn.viewable.Viewer):
             pn.Accordion(("The same text at t = 0.2, 0.5 and 0.8", self.forward_many), sizing_mode="stretch_width"),
             heading("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
             pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
-            heading("Top-p: which candidates survive at one position"), pn.Row(self.nucleus_p, self.nucleus_at),
+            heading("Top-p: which candidates survive at one position"), pn.FlexBox(self.nucleus_p, self.nucleus_at),
             self.nucleus,
             heading("Masking statistics and accuracy on validation data"), self.plots, self.ratios, self.positions,
             self._downloads(), sizing_mode="stretch_width", css_classes=["inspect-tab"])
