@@ -239,8 +239,7 @@ def speed_plot(summary: pd.DataFrame, *, x: str = "steps", by: Sequence[str] | N
                title: str | None = None, width: int | None = None, height: int = 480, metric: str = "tokens_per_s"):
     """tokens/s (or metric="ms_per_sample") vs steps per group, with the AR baseline as its own line
     (seed 000's speed benchmark)."""
-    return quality_speed_plot(summary, metric, x=x, by=by, speed=False, logx=logx,
-                              title=title or f"{LABELS.get(metric, metric)} vs {LABELS.get(x, x)}", width=width,
+    return quality_speed_plot(summary, metric, x=x, by=by, speed=False, logx=logx, title=title, width=width,
                               height=height)
 
 

@@ -2,7 +2,8 @@
 
 Each package's `build(session) -> (TabState, viewable)` pairs its state.py (param, no Panel) with
 its view.py; `new_state(session)` and `new_view(state)` are the two halves, so that a page can build a
-hidden tab's view only when it is first shown. The TabState holds the tab's own knobs and results, registered in `session.tabs[name]`,
+hidden tab's view only when it is first shown (build_tab(lazy=True)). The TabState holds the tab's
+own knobs and results, registered in `session.tabs[name]`,
 so the URL can carry them (`URL_PARAMS`) and tests can drive a tab without a browser.
 """
 from __future__ import annotations
@@ -18,9 +19,13 @@ def build_tab(name: str, session, *, lazy: bool = False):
     a LaterView, built when first asked for (a page's hidden tabs: building all five views took 1 s
     of server time for every page opened, 0.3 s of it Compare's five heatmaps)."""
     module = importlib.import_module(f"{__name__}.{name.lower()}")
-    tab_state = module.new_state(session)
+    if lazy:
+        tab_state = module.new_state(session)
+        view = LaterView(module.new_view, tab_state)
+    else:
+        tab_state, view = module.build(session)
     session.tabs[name] = tab_state
-    return tab_state, (LaterView(module.new_view, tab_state) if lazy else module.new_view(tab_state))
+    return tab_state, view
 
 
 class LaterView:

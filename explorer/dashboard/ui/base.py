@@ -111,6 +111,20 @@ def checkbox(parameter, **kwargs) -> pn.widgets.CheckBoxGroup:
     return box
 
 
+def flex_item(grow: int, min_width: int) -> dict:
+    """`styles` of one item of a side_by_side row: its share of the row's width, and the width under
+    which it moves below its neighbour. CSS, because Panel's min_width did not hold a flex item (at
+    1024 px the Explore heatmap was squeezed to 274 px and its title cut)."""
+    return {"flex": f"{grow} 1 0", "min-width": f"{min_width}px"}
+
+
+def side_by_side(*items, **kwargs) -> pn.FlexBox:
+    """Items in one row where their minimum widths (flex_item) fit, else wrapped one under the other,
+    never past the window's edge (a 1024-pixel projector in presentation type)."""
+    return pn.FlexBox(*items, flex_direction="row", flex_wrap="wrap", align_items="flex-start",
+                      sizing_mode="stretch_width", **kwargs)
+
+
 def notice(kind: str = "danger", **kwargs):
     """An empty, hidden notice (pn.pane.Alert of `kind`: danger, warning, info, success); show_notice
     fills it. Every notice of the dashboard is one of these."""

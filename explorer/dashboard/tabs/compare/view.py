@@ -19,7 +19,7 @@ from bokeh.models import Range1d
 
 from ....experiments import METRIC_DIRECTION, RANKED_BY
 from ...downloads import download_button, trajectory_csv, trajectory_json
-from ...ui.base import notice, show_notice, watch_presentation
+from ...ui.base import flex_item, notice, show_notice, side_by_side, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
 from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
 from .state import (
@@ -135,7 +135,7 @@ class ColumnView(pn.viewable.Viewer):
             self.title, pn.Row(self.editor, self.remove, sizing_mode="stretch_width"),
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"]),
             self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
-            styles={"flex": "1 1 0", "min-width": "280px"}, css_classes=["compare-column"])
+            styles=flex_item(1, 280), css_classes=["compare-column"])
 
     def _download_buttons(self) -> list:
         """The column's trajectory as JSON and CSV, made only when clicked. Made once, here: a Panel
@@ -283,5 +283,5 @@ class CompareView(pn.viewable.Viewer):
                        align_items="center"),
             self.notice, self.info, self.legend,
             # wraps rather than running off the page: five 280 px columns need about 1,800 px
-            pn.FlexBox(*self.columns, flex_wrap="wrap", sizing_mode="stretch_width"), sizing_mode="stretch_width",
+            side_by_side(*self.columns), sizing_mode="stretch_width",
             css_classes=["compare-view"])

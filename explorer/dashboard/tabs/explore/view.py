@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import panel as pn
 
+from ...ui.base import flex_item, side_by_side
 from .confidence import ConfidenceView
 from .controls import ControlsView
 from .downloads import DownloadsView
@@ -21,13 +22,10 @@ def explore_view(state):
     """The tab's layout for an ExploreState (the sidebar is built by the app: ControlsView)."""
     left = pn.Column(HeatmapView(state=state), ScrubberView(state=state), TextView(state=state),
                      DownloadsView(state=state, part="run"), SamplesView(state=state), sizing_mode="stretch_width",
-                     styles={"flex": "3 1 0", "min-width": "480px"})
+                     styles=flex_item(3, 480))
     right = pn.Column(pn.pane.HTML("<b>Per-position confidence</b>", margin=(0, 10)), ConfidenceView(state=state),
                       QualityView(state=state), DownloadsView(state=state, part="sweep"),
-                      sizing_mode="stretch_width", styles={"flex": "2 1 0", "min-width": "380px"})
-    # A wrapping flex row: where the two columns' minimum widths do not fit (a 1024-pixel projector, the
-    # sidebar open) the right column moves under the left one instead of being cut off (issue 15). The
-    # minimum widths are CSS: Panel's min_width did not hold a flex item (at 1024 px in presentation
-    # mode the heatmap column was squeezed to 270 px and cut its title).
-    return pn.FlexBox(left, right, flex_direction="row", flex_wrap="wrap", align_items="flex-start",
-                      sizing_mode="stretch_width")
+                      sizing_mode="stretch_width", styles=flex_item(2, 380))
+    # where the two columns' minimum widths do not fit (a 1024-pixel projector, the sidebar open) the
+    # right column moves under the left one instead of being cut off (issue 15)
+    return side_by_side(left, right)

@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 
 from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
-from ...ui.base import apply_fonts, notice, rule, watch_presentation
+from ...ui.base import apply_fonts, flex_item, notice, rule, side_by_side, watch_presentation
 from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from .meta import (
     pattern_examples,
@@ -240,12 +240,9 @@ class CheckpointPage(ModelView):
 
     def __panel__(self):
         right = pn.Column(self.curves, self.schedule, self.csv, self.time_emb, sizing_mode="stretch_width",
-                          styles={"flex": "3 1 0", "min-width": "420px"})
-        left = pn.Column(self.summary, styles={"flex": "2 1 0", "min-width": "360px"})
-        # a wrapping row (CSS minimum widths: Panel's min_width does not hold a flex item): at 1024 px
-        # in presentation type the plots ran past the window's edge; now they go under the summary
-        return pn.FlexBox(left, right, flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
-                          css_classes=["model-page"])
+                          styles=flex_item(3, 420))
+        left = pn.Column(self.summary, styles=flex_item(2, 360))
+        return side_by_side(left, right, css_classes=["model-page"])  # at 1024 px the plots go under the summary
 
 
 class TrainingPanel(ModelView):
@@ -347,11 +344,9 @@ class TrainingPanel(ModelView):
         controls = pn.Column(
             pn.pane.HTML("<b>What to train</b>"), self.preset, pn.pane.HTML("<b>Learning-rate schedule</b>"),
             self.schedule, pn.FlexBox(self.steps, self.name_input), pn.FlexBox(self.start, self.stop, self.clear), self.status,
-            self.error, self.done, self.sample, styles={"flex": "2 1 0", "min-width": "360px"})
-        plots = pn.Column(self.loss_pane, self.lr_pane, sizing_mode="stretch_width",
-                          styles={"flex": "3 1 0", "min-width": "420px"})
-        return pn.FlexBox(controls, plots, flex_wrap="wrap", align_items="flex-start", sizing_mode="stretch_width",
-                          css_classes=["train-panel"])
+            self.error, self.done, self.sample, styles=flex_item(2, 360))
+        plots = pn.Column(self.loss_pane, self.lr_pane, sizing_mode="stretch_width", styles=flex_item(3, 420))
+        return side_by_side(controls, plots, css_classes=["train-panel"])
 
 
 def _intro() -> str:

@@ -16,7 +16,7 @@ import param
 from ....experiments import METRIC_DIRECTION, pick_metric
 from ....plots import LABELS, quality_speed_plot, speed_plot
 from ...downloads import download_button, plot_html, plot_png, table_csv
-from ...ui.base import checkbox, notice, rule, section, show_notice, watch_presentation
+from ...ui.base import checkbox, flex_item, notice, rule, section, show_notice, side_by_side, watch_presentation
 from ...ui.palette import FONT
 from .state import SweepTabState, SweepTask
 
@@ -138,8 +138,7 @@ class SweepTabView(pn.viewable.Viewer):
         super().__init__(**params)
         tab = self.tab
         self.note = notice("warning")
-        # side by side where both fit at 420 px, else one under the other (a 1024-pixel projector)
-        side = {"flex": "1 1 0", "min-width": "420px"}
+        side = flex_item(1, 420)  # side by side where both fit, else one under the other
         self.quality_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, styles=side,
                                               css_classes=["sweep-quality-plot"])
         self.speed_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, styles=side,
@@ -237,33 +236,33 @@ class SweepTabView(pn.viewable.Viewer):
         def figure(name, export):
             return lambda: None if self._figures.get(name) is None else export(self._figures[name])
         return pn.FlexBox(download_button("Table CSV", "sweep_table.csv", table(0)),
-                      download_button("Summary CSV", "sweep_summary.csv", table(1)),
-                      download_button("Quality HTML", "sweep_quality.html", figure("quality", plot_html)),
-                      download_button("Quality PNG", "sweep_quality.png", figure("quality", plot_png)),
-                      download_button("Speed HTML", "sweep_speed.html", figure("speed", plot_html)),
-                      download_button("Speed PNG", "sweep_speed.png", figure("speed", plot_png)),
-                      css_classes=["sweep-downloads"])
+                          download_button("Summary CSV", "sweep_summary.csv", table(1)),
+                          download_button("Quality HTML", "sweep_quality.html", figure("quality", plot_html)),
+                          download_button("Quality PNG", "sweep_quality.png", figure("quality", plot_png)),
+                          download_button("Speed HTML", "sweep_speed.html", figure("speed", plot_html)),
+                          download_button("Speed PNG", "sweep_speed.png", figure("speed", plot_png)),
+                          css_classes=["sweep-downloads"])
 
     def __panel__(self):
         p = self.tab.param
         main = pn.Column(
             section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
-                             "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best)."),
+                    "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best)."),
             self._controls(), TaskBar(task=self.tab.main), self.plot_notice,
-            pn.FlexBox(self.quality_plot, self.speed_plot, sizing_mode="stretch_width"),
+            side_by_side(self.quality_plot, self.speed_plot),
             self.summary, self._downloads(), sizing_mode="stretch_width")
         grid = pn.Column(
             section("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
             pn.FlexBox(pn.widgets.TextInput.from_param(p.grid_steps, width=170),
-                   pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
+                       pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
             TaskBar(task=self.tab.grid, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
         temps = pn.Column(
             section("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
-                             "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
-                             "is repetition, not quality."),
+                    "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
+                    "is repetition, not quality."),
             pn.FlexBox(pn.widgets.TextInput.from_param(p.temp_values, width=190),
-                   pn.widgets.IntInput.from_param(p.temp_steps, width=100),
-                   pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
+                       pn.widgets.IntInput.from_param(p.temp_steps, width=100),
+                       pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
             TaskBar(task=self.tab.temps, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
         return pn.Column(self.note, main, rule(), grid, rule(), temps,
                          sizing_mode="stretch_width", name="sweep-tab")
