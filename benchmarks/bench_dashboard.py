@@ -4,7 +4,9 @@
                                          [--profile N]   # + the N costliest functions of that work
 
 Setting (issue 5): `shakespeare`, 256 characters, 32 steps, on this CPU. Prints:
-  * the sampler's own time for one run (explorer.sampling.sample, no dashboard), median of --runs;
+  * the sampler's own time for one run (explorer.sampling.sample, no dashboard), median of --runs, before
+    the server starts, and again beside each run in the page (same seed, back to back): the goal of
+    issue 13 (whole run <= 1.15 x the sampler alone + 150 ms) is judged on those pairs;
   * served session, real headless Chromium: a knob change made in the page (the seed widget's value)
     -> the new run's start canvas (row 0) and its first sampled row (row 1) in the page's data, and
     the whole run until its last row is in the page; browser clock, median of --runs;
@@ -60,15 +62,17 @@ KNOB_JS = """async ([seed, lastRow]) => {
 
 def sampler_baseline(model, config, length: int, runs: int) -> float:
     """Median seconds of one recorded run of the real sampler, nothing else."""
+    sample_once(model, config.replace(steps=2), length)  # warm-up: allocator, kernels
+    return statistics.median(sample_once(model, config.replace(seed=100 + r), length) for r in range(runs))
+
+
+def sample_once(model, config, length: int) -> float:
+    """Seconds of one recorded run of explorer.sampling.sample, called directly."""
     from explorer.sampling import sample
 
-    sample(model, config.replace(steps=2), length=length)  # warm-up: allocator, kernels
-    times = []
-    for r in range(runs):
-        start = time.perf_counter()
-        sample(model, config.replace(seed=100 + r), length=length)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    start = time.perf_counter()
+    sample(model, config, length=length)
+    return time.perf_counter() - start
 
 
 class ServerWork:
@@ -147,6 +151,27 @@ def serve(checkpoint: str, work: ServerWork):
     return server, port, states
 
 
+def cpu_split() -> tuple[float, float]:
+    """CPU seconds so far of this process (server, sampler) and of the browser's processes (every
+    Chromium process under this one: renderer, compositor and raster threads, GPU process), which the
+    renderer's busy time alone leaves out. Linux only (/proc): NaN elsewhere."""
+    import os
+
+    from load_test import process_cpu_seconds, process_tree
+
+    if not Path("/proc/self/stat").exists():
+        return float("nan"), float("nan")
+    browser = [p for p in process_tree(os.getpid())[1:] if _command(p).startswith("chrom")]
+    return process_cpu_seconds(os.getpid()), sum(process_cpu_seconds(p) for p in browser)
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text()
+    except OSError:
+        return ""  # it has just exited
+
+
 def renderer_busy(cdp) -> float:
     """Seconds the page's renderer main thread has been busy (scripts, layout, paint)."""
     metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
@@ -167,7 +192,11 @@ def start_sweep_and_wait(state, timeout: float = 60.0) -> bool:
     return False
 
 
-def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, during_sweep: bool = False) -> list[dict]:
+def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, during_sweep: bool = False,
+                 alone=None) -> list[dict]:
+    """Each run: the sampler alone (`alone(seed)`, seconds; the page open and idle) and the same run made
+    by a knob change in the page, back to back, so the machine's drift (it is shared: medians of runs
+    minutes apart differed by 15%) falls on both sides of each ratio."""
     from playwright.sync_api import sync_playwright
 
     out = []
@@ -184,19 +213,30 @@ def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, d
         time.sleep(1.0)
         work.measuring = True
         for r in range(runs):
-            swept = start_sweep_and_wait(states[-1]) if during_sweep else None
-            work.reset()
-            busy = renderer_busy(cdp)
-            seen = page.evaluate(KNOB_JS, [1000 + r, last_row])
-            states[-1].tabs["Explore"]._runs.current.done.wait(60)
-            time.sleep(0.3)  # the final callbacks and patches
-            traj = states[-1].tabs["Explore"].trajectory
-            out.append({**seen, **({"sweep_was_running": float(swept)} if during_sweep else {}),
-                        "sampler_s": traj.seconds, "callbacks_s": work.callbacks,
-                        "callbacks_cpu_s": work.callbacks_cpu, "serialise_s": work.serialise,
-                        "patches": work.patches, "browser_s": renderer_busy(cdp) - busy})
+            alone_first = r % 2 == 0  # the order alternates, so neither side always runs on a fresher machine
+            alone_s = alone(1000 + r) if alone is not None and alone_first else float("nan")
+            out.append(page_run(page, cdp, states, work, 1000 + r, last_row, during_sweep))
+            if alone is not None and not alone_first:
+                alone_s = alone(1000 + r)
+            out[-1]["alone_s"] = alone_s
         browser.close()
     return out
+
+
+def page_run(page, cdp, states, work: ServerWork, seed: int, last_row: int, during_sweep: bool) -> dict:
+    """One run made by changing the seed knob in the page, with what it cost the server and the browser."""
+    swept = start_sweep_and_wait(states[-1]) if during_sweep else None
+    work.reset()
+    busy, (own, chrome) = renderer_busy(cdp), cpu_split()
+    seen = page.evaluate(KNOB_JS, [seed, last_row])
+    states[-1].tabs["Explore"]._runs.current.done.wait(60)
+    time.sleep(0.3)  # the final callbacks and patches
+    traj = states[-1].tabs["Explore"].trajectory
+    own_after, chrome_after = cpu_split()
+    return {**seen, **({"sweep_was_running": float(swept)} if during_sweep else {}),
+            "sampler_s": traj.seconds, "callbacks_s": work.callbacks, "callbacks_cpu_s": work.callbacks_cpu,
+            "serialise_s": work.serialise, "patches": work.patches, "browser_s": renderer_busy(cdp) - busy,
+            "browser_cpu_s": chrome_after - chrome, "server_cpu_s": own_after - own}
 
 
 def main() -> int:
@@ -227,26 +267,28 @@ def main() -> int:
     print(f"{args.checkpoint}: {args.length} chars, {args.steps} steps, {config.strategy} order, temperature "
           f"{config.temperature:g}, device {describe_device(device)}, torch threads {torch.get_num_threads()}")
     base = sampler_baseline(model, config, args.length, args.runs)
-    print(f"sampler alone (explorer.sampling.sample, recorded): {base * 1000:.0f} ms per run (median of {args.runs})")
+    print(f"sampler alone (explorer.sampling.sample, recorded), before the server starts: {base * 1000:.0f} ms per run "
+          f"(median of {args.runs})")
     if args.no_browser:
         return 0
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: browser figures skipped")
         return 0
-    report(args, base)
+    report(args, lambda seed: sample_once(model, config.replace(seed=seed), args.length))
     return 0
 
 
-def report(args, base: float) -> None:
+def report(args, alone) -> None:
     work = ServerWork(profile=bool(args.profile))
     work.patch_protocol()
     server, port, states = serve(args.checkpoint, work)
     try:
         url = f"http://localhost:{port}/?steps={args.steps}&length={args.length}"  # over the recommended ones
-        rows = browser_runs(url, states, work, args.runs, args.steps, args.during_sweep)
+        rows = browser_runs(url, states, work, args.runs, args.steps, args.during_sweep, alone)
     finally:
         server.stop()
     med = {k: statistics.median(r[k] for r in rows if k in r) for k in rows[0]}
+    base = med["alone_s"]
     print(f"knob change -> row 0 (start canvas) in the page: {med['row0']:.0f} ms; "
           f"-> row 1 (first sampled step): {med['row1']:.0f} ms")
     print(f"knob change -> last row in the page (whole run): {med['done']:.0f} ms; "
@@ -256,7 +298,13 @@ def report(args, base: float) -> None:
           f"(wall; {med['callbacks_cpu_s'] * 1000:.0f} ms CPU) + {med['serialise_s'] * 1000:.0f} ms serialising "
           f"{med['patches']:.0f} patches = {(med['callbacks_s'] + med['serialise_s']) * 1000:.0f} ms")
     print(f"browser renderer busy per run (receive, draw): {med['browser_s'] * 1000:.0f} ms")
+    print(f"CPU per run: browser processes (all threads) {med['browser_cpu_s'] * 1000:.0f} ms; this process "
+          f"(sampler, server) {med['server_cpu_s'] * 1000:.0f} ms")
     print(f"whole run in the page minus the sampler alone: {med['done'] - base * 1000:.0f} ms")
+    ratio = statistics.median(r["done"] / (r["alone_s"] * 1000) for r in rows)
+    goal = 1.15 * base * 1000 + 150
+    print(f"whole run / sampler alone, median of the back-to-back pairs: {ratio:.2f}; goal (issue 13): the whole "
+          f"run at most 1.15 x the sampler alone + 150 ms = {goal:.0f} ms: {'met' if med['done'] <= goal else 'NOT met'}")
     if args.during_sweep:
         print(f"(each knob change landed while Explore's quality sweep was computing: "
               f"{sum(r['sweep_was_running'] for r in rows):.0f} of {len(rows)} runs; it cancels the sweep)")

@@ -109,16 +109,18 @@ def rss_mb(pid: int) -> float:
     return total / 1024
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process (all its threads); 0 when it has just exited."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (stat's 14, 15)
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process tree."""
-    total, tick = 0, os.sysconf("SC_CLK_TCK")
-    for p in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / tick
+    return sum(process_cpu_seconds(p) for p in process_tree(pid))
 
 
 def snapshot_checkpoints(source: Path, dest: Path) -> Path:

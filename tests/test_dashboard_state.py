@@ -410,3 +410,46 @@ def test_checkbox_keeps_a_boolean_parameter_in_step_both_ways():
     assert box.value == []
     knobs.big = True
     assert box.value == ["Presentation (large type)"]
+
+
+def test_pages_show_no_process_wide_busy_spinner(checkpoints):
+    """Panel's busy state is one per process: a template's busy spinner turned in every open page
+    whenever any session handled an event, and a knob change kept it spinning through the whole run
+    (browser CPU on the sampler's cores: bench_dashboard). The header's status line says what each
+    session is doing instead."""
+    from explorer.dashboard import create_app
+
+    template = create_app(checkpoint="tiny", device="cpu", autoload=False)
+    assert template.busy_indicator is None
+
+
+def test_the_text_keeps_its_height_over_a_run_behind_the_last_runs_text(state):
+    """While a run streams (and while a finished one is scrubbed) the sample text lies over an invisible
+    copy of the last finished run's final text, so the box keeps its height as newlines are committed:
+    each change of its height made the browser lay the whole page out again. Behind a canvas of another
+    length there is none (its height would be wrong)."""
+    import html
+
+    from explorer.dashboard.tabs.explore.text import TextView
+
+    e = explore(state)
+    view = TextView(state=e)
+    live = []  # the markup of each live tick
+    e.param.watch(lambda event: live.append(html.unescape(view.div.text)) if e.running else None, "n_rows")
+
+    def ghost_of(text: str) -> str:
+        return f'<p class="ghost" aria-hidden="true">{html.escape(text)}</p>'
+
+    state.param.update(steps=6, seed=3)
+    assert e.start_run(wait=True)
+    first = e.frames.text()
+    assert live and not any('class="ghost"' in markup for markup in live)  # nothing behind the first run
+    assert ghost_of(first) in html.unescape(view.div.text)  # scrubbing the finished run
+    live.clear()
+    state.seed = 4
+    assert e.start_run(wait=True) and e.frames.text() != first
+    assert live and all(ghost_of(first) in markup for markup in live)
+    live.clear()
+    state.length = LENGTH // 2
+    assert e.start_run(wait=True)
+    assert live and not any('class="ghost"' in markup for markup in live)

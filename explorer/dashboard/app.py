@@ -154,7 +154,12 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     url = link_url(state, tabs)
     template = pn.template.BootstrapTemplate(
         title=TITLE, sidebar=[ControlsView(state=state.tabs["Explore"])], main=[url_notice(url), tabs],
-        header=[HeaderView(state=state)], header_background=ACCENT, sidebar_width=340, raw_css=[APP_CSS])
+        header=[HeaderView(state=state)], header_background=ACCENT, sidebar_width=340, raw_css=[APP_CSS],
+        # No busy spinner: Panel's busy state is process-wide, so every open page's spinner turned
+        # whenever any session handled an event, and a knob change kept it spinning through the run
+        # (about 45 ms of the browser's CPU per 32-step run, on the cores the sampler needs:
+        # benchmarks/bench_dashboard.py). The header's status line says what this session is doing.
+        busy_indicator=None)
     template.explorer_state = state  # the session: the handle tests and notebooks use to drive the app
     template.url_state = url
     if served_doc() is not None:

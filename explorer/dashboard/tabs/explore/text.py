@@ -17,7 +17,10 @@ from ...ui.palette import FONT, MASKED_TEXT, STATE_COLORS
 LEVELS = 5  # confidence is shown in this many tint steps: equal classes merge into one <span>
 TEXT_CSS = f"""
 .caption {{ font-size: var(--caption-size, 14px); margin: 0 0 0.3em 0; }}
-.canvas {{ font-size: var(--text-size, 15px); font-family: ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap;
+.stack {{ display: grid; }}
+.stack > p {{ grid-area: 1 / 1; }}
+.ghost {{ visibility: hidden; user-select: none; }}
+.canvas, .ghost {{ font-size: var(--text-size, 15px); font-family: ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap;
           word-break: break-all; overflow-wrap: anywhere; line-height: 1.45; margin: 0; max-width: 100%; }}
 .m {{ color: {MASKED_TEXT}; }}
 .f {{ color: #000; text-decoration: underline dotted #777; }}
@@ -70,6 +73,7 @@ class TextView(StateView):
         super().__init__(**params)
         self.div = live_html(sizing_mode="stretch_width", css_classes=["sample-text"])
         self.pane = pn.pane.Bokeh(self.div, sizing_mode="stretch_width", min_height=80)
+        self._ghost = (0, "")  # (length, escaped text) of the last finished run's final row
         self._fonts()
         self._render()
         self.on(self.state.session, "presentation", self._fonts)
@@ -86,9 +90,20 @@ class TextView(StateView):
         caption = (f'<p class="caption"><b>step {row}</b> of {frames.n_rows - 1}: {new} committed now '
                    f"(highlighted), {left} still masked; tint = confidence when committed</p>")
         tokenizer = getattr(self.state.session.model, "tokenizer", None)
-        boundaries = is_subword(tokenizer)
-        set_live_html(self.div, STYLE + caption + text_html(frames, row, boundaries))
+        if not self.state.running:
+            self._ghost = (frames.length, html.escape(frames.text()))
+        text = text_html(frames, row, is_subword(tokenizer))
+        set_live_html(self.div, STYLE + caption + self._stacked(text, frames.length))
         self.push(self.pane)
+
+    def _stacked(self, text: str, length: int) -> str:
+        """The text over an invisible copy of the last finished run's final text (of this length),
+        in one grid cell: the box is as tall as the taller of the two, so it keeps its height while a
+        run's newlines are committed, and while a finished run is scrubbed. Each change of its height
+        made Bokeh lay the whole page out again (~8 ms of the browser's CPU per live tick)."""
+        ghost_length, ghost = self._ghost
+        behind = f'<p class="ghost" aria-hidden="true">{ghost}</p>' if ghost_length == length else ""
+        return f'<div class="stack">{text}{behind}</div>'
 
     def _fonts(self):
         size = FONT[self.state.session.presentation]
