@@ -192,18 +192,30 @@ class Server:
 # ---------------------------------------------------------------------------- one page, as a client sees it
 
 def register_client_models() -> None:
-    """The client must know every model class the server's document uses: Panel's custom Bokeh
-    models (and any the app defines) are registered when their modules are imported."""
+    """The client must know every model class the server's document uses. Panel's custom Bokeh models
+    are registered when their modules are imported: each is imported when a document first names it
+    (type "panel.models.markup.HTML" -> module panel.models.markup), never all of them. Importing all
+    registered extension models the app does not use, Vizzu among them, whose JavaScript lives on a
+    CDN; a server in the same process (the tests) then linked it into every page it served."""
     import importlib
-    import pkgutil
 
-    import panel.models
+    from bokeh.core.serialization import Deserializer
+    from bokeh.model import Model
 
-    for info in pkgutil.iter_modules(panel.models.__path__):
-        try:
-            importlib.import_module(f"panel.models.{info.name}")
-        except Exception:  # an optional model whose library is missing: the app does not use it
-            pass
+    if getattr(Deserializer._resolve_type, "imports_panel_models", False):
+        return
+    resolve = Deserializer._resolve_type  # private: Bokeh has no hook for unknown types
+
+    def resolve_importing(self, name: str):
+        if name not in Model.model_class_reverse_map and name.startswith("panel.models."):
+            try:
+                importlib.import_module(name.rsplit(".", 1)[0])
+            except ImportError:
+                pass  # Bokeh's own error names the type
+        return resolve(self, name)
+
+    resolve_importing.imports_panel_models = True
+    Deserializer._resolve_type = resolve_importing
     try:
         importlib.import_module("explorer.dashboard.app")  # models the app itself may define
     except Exception:  # the page will say what is missing

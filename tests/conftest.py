@@ -52,17 +52,6 @@ def _fast_cpu_each_test():
     _fast_cpu()
 
 
-# Tests whose process state would leak into later served-app tests: an in-process Bokeh *client*
-# (the load test's) deserialises every Panel model, which registers extension models such as Vizzu,
-# whose JS lives on a CDN; every app served later in this process would then link it (offline: an
-# error). They run after everything else.
-RUN_LAST = ("tests/test_load_test.py",)
-
-
-def pytest_collection_modifyitems(session, config, items):
-    items.sort(key=lambda item: any(item.nodeid.startswith(p) for p in RUN_LAST))  # stable: order kept otherwise
-
-
 @pytest.fixture
 def checkpoints(tmp_path, monkeypatch):
     """A checkpoints/ directory of tiny models (tests/dashboard_support.py) that the dashboard reads

@@ -7,6 +7,8 @@ Needs /usr/bin/chromium and `pip install playwright`, as tests/test_dashboard_br
 """
 from __future__ import annotations
 
+import pytest
+
 from tests import test_dashboard_browser as dashboard
 from tests.dashboard_support import explore, BOKEH_VIEWS_JS
 from tests.test_dashboard_browser import wait_until
@@ -41,6 +43,7 @@ def switch_checkpoint(page, state, name):
     wait_until(lambda: state.model_info.get("name") == name and not explore(state).running and explore(state).trajectory is not None)
 
 
+@pytest.mark.auto_sweep  # the quality plot's assets count too
 def test_no_request_leaves_localhost(browser, served):
     url, states = served
     # a small Sweep-tab grid: the tab sweeps whenever the checkpoint changes while it is shown

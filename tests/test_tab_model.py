@@ -123,8 +123,9 @@ def test_stop_saves_what_it_has(ckpts):
     wait_for(lambda: len(tab.train_points) >= 3, message="no training records arrived")
     assert not tab.start_training() and "stop it before" in tab.task.error  # one training per session
     tab.param.trigger("stop_training")
-    wait_for(lambda: not tab.task.running, message="stop did not end the run")
-    assert tab.saved == "stopped", tab.task.error
+    # `saved` is set by the task's result watcher, just after `running` drops: wait for the name itself
+    wait_for(lambda: tab.saved == "stopped", message=f"stop did not save the run: {tab.task.status!r}")
+    assert not tab.task.running
     assert tab.task.status.startswith("saved checkpoints/stopped.safetensors at step")
     step = load_checkpoint(ckpts / "stopped.safetensors").meta["training_state"]["step"]
     assert 3 <= step < 5000

@@ -185,9 +185,10 @@ class Task(param.Parameterized):
     def _finish(self, job: Job, result, status: str, error: str) -> None:
         if job is not self.worker.current:
             return  # superseded: the newer job reports for itself
-        self.param.update(running=False, status=status, error=error)
-        if result is not None:
-            self.param.update(result=result, progress=100 if status.startswith("done") else self.progress)
+        ended = {"running": False, "status": status, "error": error}
+        if result is not None:  # one update: no watcher sees the task ended without its result
+            ended.update(result=result, progress=100 if status.startswith("done") else self.progress)
+        self.param.update(**ended)
 
     def show(self, result, status: str) -> None:
         """Show a result computed elsewhere (a cache hit), cancelling any work in progress."""
