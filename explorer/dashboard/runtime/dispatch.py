@@ -22,6 +22,10 @@ def document_dispatcher(doc) -> Dispatch:
     import panel as pn
     from panel.io.state import set_curdoc
 
+    from ..ui.internals import mend_panel_write_queue
+
+    mend_panel_write_queue()  # patches can otherwise stay unsent under load (see there)
+
     def dispatch(callback):
         def run():
             # unlocked(): every model change the callback makes goes out as ONE patch message
