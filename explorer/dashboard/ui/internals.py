@@ -70,7 +70,7 @@ def mend_panel_write_queue() -> None:
     finishes sending drops the flag even when another batch was queued meanwhile, and that batch's own
     task then finds no flag and returns: its messages stay unsent until some later write, forever if
     none comes. Seen under load: a page kept "sampling 8 steps …" after the run had ended, the server's
-    models holding the final text (benchmarks/load_test.py, about one run in ten with the CPU busy).
+    models holding the final text (a 4-session load test beside two CPU burners: about one attempt in six).
     This wraps the task so that whatever is left queued without a flag is sent. Idempotent."""
     from panel.io import document
 
