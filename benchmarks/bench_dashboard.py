@@ -6,7 +6,12 @@
 Setting (issue 5): `shakespeare`, 256 characters, 32 steps, on this CPU. Prints:
   * the sampler's own time for one run (explorer.sampling.sample, no dashboard), median of --runs, before
     the server starts, and again beside each run in the page (same seed, back to back): the goal of
-    issue 13 (whole run <= 1.15 x the sampler alone + 150 ms) is judged on those pairs;
+    issue 13 (whole run <= 1.15 x the sampler alone + 150 ms) is judged on those pairs. Those runs are
+    made on the device queue's thread, where the page's runs are made, and no other thread of this
+    process that outlives its work runs torch: each thread that runs a parallel torch op keeps its own
+    OpenMP team, and once the teams' threads outnumber the cores, libgomp makes idle workers sleep at
+    once instead of spinning, so every parallel op pays a wake-up (one sampler run went from about
+    540 to 650 ms when the benchmark's main thread had sampled too, measured on a 2-core CPU);
   * served session, real headless Chromium: a knob change made in the page (the seed widget's value)
     -> the new run's start canvas (row 0) and its first sampled row (row 1) in the page's data, and
     the whole run until its last row is in the page; browser clock, median of --runs;
@@ -67,12 +72,35 @@ def sampler_baseline(model, config, length: int, runs: int) -> float:
 
 
 def sample_once(model, config, length: int) -> float:
-    """Seconds of one recorded run of explorer.sampling.sample, called directly."""
-    from explorer.sampling import sample
+    """Seconds of one recorded run of explorer.sampling.sample (its Trajectory's own wall time), run
+    alone on the device queue's thread: no session, no page."""
+    from explorer.dashboard.runtime.queue import SampleRequest, device_queue
+    from explorer.dashboard.runtime.tasks import Job
+    from explorer.devices import model_device
 
-    start = time.perf_counter()
-    sample(model, config, length=length)
-    return time.perf_counter() - start
+    job, out = Job("bench"), {}
+    request = SampleRequest(job, model, config, length, None, on_done=lambda traj: out.update(traj=traj),
+                            on_failed=lambda e: out.update(error=e))
+    device_queue(model_device(model)).submit(request)
+    job.done.wait()
+    if "traj" not in out:
+        raise RuntimeError(f"the sampler run failed: {out.get('error')!r}")
+    return out["traj"].seconds
+
+
+def load_off_main(name: str, device):
+    """The model, loaded on a thread that then exits (its OpenMP team goes with it; see the docstring)."""
+    import threading
+
+    from explorer.dashboard.runtime import checkpoints
+
+    box = {}
+    loader = threading.Thread(target=lambda: box.update(model=checkpoints.load(name, device)))
+    loader.start()
+    loader.join()
+    if "model" not in box:
+        raise SystemExit(f"could not load {name}")
+    return box["model"]
 
 
 class ServerWork:
@@ -255,14 +283,13 @@ def main() -> int:
 
     import torch
 
-    from explorer.dashboard.runtime import checkpoints
     from explorer.devices import describe_device, resolve_device
     from explorer.sampling.config import config_for
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device("auto")
-    model = checkpoints.load(args.checkpoint, device)
+    model = load_off_main(args.checkpoint, device)
     config = config_for(model, steps=args.steps)  # the page runs the checkpoint's recommended knobs too
     print(f"{args.checkpoint}: {args.length} chars, {args.steps} steps, {config.strategy} order, temperature "
           f"{config.temperature:g}, device {describe_device(device)}, torch threads {torch.get_num_threads()}")
