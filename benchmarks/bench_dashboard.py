@@ -71,16 +71,17 @@ def sampler_baseline(model, config, length: int, runs: int) -> float:
     return statistics.median(sample_once(model, config.replace(seed=100 + r), length) for r in range(runs))
 
 
-def sample_once(model, config, length: int) -> float:
+def sample_once(model, config, length: int, owner=None) -> float:
     """Seconds of one recorded run of explorer.sampling.sample (its Trajectory's own wall time), run
-    alone on the device queue's thread: no session, no page."""
+    alone on the device queue's thread: no page. `owner`: the page's session, so that the queue does not
+    count a second asker and make the page's next run wait to gather a batch (queue._gather_wait)."""
     from explorer.dashboard.runtime.queue import SampleRequest, device_queue
     from explorer.dashboard.runtime.tasks import Job
     from explorer.devices import model_device
 
     job, out = Job("bench"), {}
     request = SampleRequest(job, model, config, length, None, on_done=lambda traj: out.update(traj=traj),
-                            on_failed=lambda e: out.update(error=e))
+                            on_failed=lambda e: out.update(error=e), owner=owner)
     device_queue(model_device(model)).submit(request)
     job.done.wait()
     if "traj" not in out:
@@ -222,7 +223,7 @@ def start_sweep_and_wait(state, timeout: float = 60.0) -> bool:
 
 def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, during_sweep: bool = False,
                  alone=None) -> list[dict]:
-    """Each run: the sampler alone (`alone(seed)`, seconds; the page open and idle) and the same run made
+    """Each run: the sampler alone (`alone(seed, owner)`, seconds; the page open and idle) and the same run made
     by a knob change in the page, back to back, so the machine's drift (it is shared: medians of runs
     minutes apart differed by 15%) falls on both sides of each ratio."""
     from playwright.sync_api import sync_playwright
@@ -242,10 +243,10 @@ def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, d
         work.measuring = True
         for r in range(runs):
             alone_first = r % 2 == 0  # the order alternates, so neither side always runs on a fresher machine
-            alone_s = alone(1000 + r) if alone is not None and alone_first else float("nan")
+            alone_s = alone(1000 + r, id(states[-1])) if alone is not None and alone_first else float("nan")
             out.append(page_run(page, cdp, states, work, 1000 + r, last_row, during_sweep))
             if alone is not None and not alone_first:
-                alone_s = alone(1000 + r)
+                alone_s = alone(1000 + r, id(states[-1]))
             out[-1]["alone_s"] = alone_s
         browser.close()
     return out
@@ -301,7 +302,7 @@ def main() -> int:
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: browser figures skipped")
         return 0
-    report(args, lambda seed: sample_once(model, config.replace(seed=seed), args.length))
+    report(args, lambda seed, owner: sample_once(model, config.replace(seed=seed), args.length, owner))
     return 0
 
 
