@@ -33,6 +33,23 @@ def _hv():
     return hv
 
 
+def render_bokeh(obj):
+    """The bokeh figure of a HoloViews object, rendered into a Document of its own.
+
+    hv.render, and the bokeh renderer's get_plot even when given a document, attach the plot to
+    bokeh's curdoc() unless the renderer is in server mode, and then set that document's theme.
+    curdoc() is process-wide: bokeh's patch_curdoc stack is one global list. So while a served session
+    ran a callback on the server's thread, a figure rendered on another thread (a download, a saved
+    plot) re-themed that session's document outside its lock. That raised "_pending_writes should be
+    non-None" (a download failed; tests/test_downloads.py failed now and then under pytest -n 2).
+    A server-mode copy of the renderer attaches the plot to the document it is given; the
+    process-wide renderer is left as it is."""
+    from bokeh.document import Document
+
+    renderer = _hv().renderer("bokeh").instance(mode="server")
+    return renderer.get_plot(obj, doc=Document()).state
+
+
 def _x_column(summary: pd.DataFrame, x: str) -> str:
     return x if x in summary.columns else f"{x}_mean"  # x = "nfe": the cell's mean NFE
 
@@ -246,8 +263,6 @@ def speed_plot(summary: pd.DataFrame, *, x: str = "steps", by: Sequence[str] | N
 def save_plot(obj, path: str | Path, resources: str = "inline") -> Path:
     """Standalone HTML (resources='inline' embeds BokehJS, ~3 MB, opens offline; 'cdn' is ~20 kB but
     needs the network), or PNG for a .png path (rendered by a headless Chromium, see save_png)."""
-    hv = _hv()
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".png":
@@ -257,7 +272,7 @@ def save_plot(obj, path: str | Path, resources: str = "inline") -> Path:
     from bokeh.embed import file_html
     from bokeh.resources import CDN, INLINE
 
-    html = file_html(hv.render(obj, backend="bokeh"), INLINE if resources == "inline" else CDN, path.stem)
+    html = file_html(render_bokeh(obj), INLINE if resources == "inline" else CDN, path.stem)
     path.write_text(html, encoding="utf-8")
     return path
 

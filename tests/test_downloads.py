@@ -93,6 +93,27 @@ def test_plot_html_is_standalone():
     assert "cdn.bokeh.org" not in html and "Bokeh.embed" in html  # inline: opens offline
 
 
+def test_figures_never_land_in_the_document_another_thread_is_serving(tmp_path):
+    """bokeh's curdoc() is process-wide: while a served session runs a callback (bokeh's patch_curdoc,
+    one global stack), it is that session's document for every thread. A download or a saved plot made
+    meanwhile re-themed it outside its lock ("_pending_writes should be non-None": the flaky failure of
+    the test above under pytest -n 2). Rendered under such a patch, neither touches the served document."""
+    from bokeh.document import Document
+    from bokeh.io.doc import patch_curdoc
+    from bokeh.models import Div
+
+    from explorer.plots import save_plot
+
+    served = Document()
+    served.add_root(Div(text="a served page"))
+    theme, changes = served.theme, []
+    served.on_change(changes.append)
+    with patch_curdoc(served):
+        assert "a test curve" in downloads.plot_html(_curve())
+        assert "a test curve" in save_plot(_curve(), tmp_path / "curve.html").read_text()
+    assert served.theme is theme and changes == []
+
+
 def test_plot_html_of_a_bokeh_figure():
     from bokeh.plotting import figure
 

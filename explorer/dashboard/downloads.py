@@ -130,14 +130,9 @@ def _bokeh_model(obj):
 
     if isinstance(obj, Model):
         return obj
-    from bokeh.document import Document
+    from ..plots import render_bokeh
 
-    from ..plots import _hv
-
-    # Into a document of its own: hv.render would use bokeh's current document, which is a served
-    # session's while a download is made inside its callback (or while another thread serves one),
-    # and changing that document outside its lock fails ("_pending_writes should be non-None").
-    return _hv().renderer("bokeh").get_plot(obj, doc=Document()).state
+    return render_bokeh(obj)  # never into a served session's document (see there)
 
 
 def plot_html(obj, title: str = "mdlm-explorer") -> str:
