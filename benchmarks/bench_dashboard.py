@@ -50,7 +50,7 @@ KNOB_JS = """async ([seed, lastRow]) => {
   let t0 = 0, finish = null;
   const check = () => {  // runs when the data source changes: a reset (new run) or a patched row
     const now = performance.now(), n = src.data.y.length ? rows() : -1;
-    if (n === 0 && seen.row0 === undefined) seen.row0 = now - t0;
+    if (n >= 0 && seen.row0 === undefined) seen.row0 = now - t0;  // row 0 may come with row 1
     if (n >= 1 && seen.row1 === undefined && seen.row0 !== undefined) seen.row1 = now - t0;
     if (n === lastRow && seen.row1 !== undefined && seen.done === undefined) { seen.done = now - t0; finish(); }
   };

@@ -4,6 +4,7 @@ seeds never leak between sessions; background work takes turns with the runs."""
 from __future__ import annotations
 
 import threading
+import types
 import time
 from contextlib import contextmanager
 
@@ -308,3 +309,92 @@ def test_only_a_queue_shared_by_sessions_waits_to_gather_a_batch(monkeypatch):
     clock[0] += 11  # both went quiet; "a" asks again, alone
     ask("a")
     assert q._gather_wait() == 0.0
+
+
+def pump(queued: list) -> None:
+    """Run what a session handed to its (test) dispatcher, as a page's event loop would."""
+    while queued:
+        queued.pop(0)()
+
+
+def queued_session(queued: list) -> Session:
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False, dispatch=queued.append)
+    s.load()
+    s._loads.current.done.wait(30)
+    pump(queued)
+    assert s.model is not None
+    return s
+
+
+def test_a_run_reaches_the_page_with_its_rows_and_waiting_is_said_only_of_a_wait(checkpoints, queue):
+    """Issue 13: the page's first message of a run carries its start canvas, its rows so far and the
+    header's line (one redraw, not three), and "waiting for the device" appears only once the run has
+    waited START_GRACE, never per knob change on an idle device."""
+    from explorer.dashboard.tabs.explore.state import START_GRACE
+
+    queued, said, updates = [], [], []
+    s = queued_session(queued)
+    e = explore(s)
+    s.param.watch(lambda event: said.append(event.new), "status")
+    e.param.watch(lambda *events: updates.append({ev.name: ev.new for ev in events}), ["run_id", "n_rows"])
+    with queue.turns.turn("background"):  # the device is busy: the run waits
+        e.start_run()
+        pump(queued)
+        assert said == [] and updates == []
+        wait_for(lambda: queued, timeout=10 * START_GRACE + 5)
+        pump(queued)
+        assert said == ["waiting for the device …"]
+    e._runs.current.done.wait(30)
+    pump(queued)  # the run's begin, its rows and its end, queued while the page was busy
+    rows = e.trajectory.n_steps + 1
+    assert updates[0] == {"run_id": 1, "n_rows": rows}  # the start came with every row, in one update
+    assert said[1:] == [said[1], e.session.status] and said[1].startswith("sampling")
+
+
+def test_a_run_whose_first_step_is_slow_shows_its_start_canvas_after_the_grace(checkpoints, queue):
+    """When no row follows the device's start within START_GRACE (a big model's first step), the
+    start canvas and the header's line are shown by the timer alone."""
+    from explorer.dashboard.frames import Frames, glyph_table
+    from explorer.dashboard.tabs.explore.state import START_GRACE
+
+    queued = []
+    s = queued_session(queued)
+    e = explore(s)
+    with queue.turns.turn("background"):  # the real run waits; its begin is played by hand
+        e.start_run()
+        m = s.model
+        frames = Frames(s.canvas().tokens, s.canvas().fixed, m.config.mask_id, glyph_table(m.tokenizer))
+        frames.expected_rows = s.steps + 1
+        e._begin(e._runs.current, frames, s.sampler_config())
+        assert e.run_id == 0 and not e.running  # not shown yet: it waits for a row
+        wait_for(lambda: len(queued) >= 2, timeout=10 * START_GRACE + 5)  # the wait's line, then the start
+        pump(queued)
+        assert e.run_id == 1 and e.running and e.frames is frames and e.n_rows == 1
+        assert s.status == f"sampling {s.steps} steps …"  # the begun run's line, not "waiting"
+        e.stop_run()
+    e._runs.current.done.wait(30)
+    pump(queued)
+    assert s.status == "stopped" and not e.running
+
+
+def test_no_live_tick_just_before_the_end(checkpoints):
+    """A tick is skipped when, at the run's pace so far, its end (which shows every row) comes sooner
+    than LIVE_INTERVAL: a redraw of the page for nothing, on the cores the sampler needs."""
+    from explorer.dashboard.tabs.explore.state import LIVE_INTERVAL
+
+    e = explore(session())
+    e.frames = types.SimpleNamespace(n_rows=5, expected_rows=33)
+    e._begun_at, e._shown_at = 0.0, 0.0
+    pace = LIVE_INTERVAL / 10  # seconds per row: 4 rows sampled by `now`
+    now = 4 * pace + LIVE_INTERVAL  # the interval has passed since the last tick...
+    e._begun_at = now - 4 * pace
+    assert e._tick_due(now)  # ...and 28 rows (2.8 intervals) are left
+    e.frames.n_rows = 31  # 2 rows left: 0.2 of an interval
+    e._begun_at = now - 30 * pace
+    assert not e._tick_due(now)
+    e.frames.n_rows = 40  # past the estimate (a threshold run): the end is unknown, so tick
+    assert e._tick_due(now)
+    e._shown_at = now - LIVE_INTERVAL / 2
+    assert not e._tick_due(now)  # within the interval: never
+    e.frames.n_rows = 2
+    assert e._tick_due(now)  # the first sampled row: at once

@@ -3,6 +3,7 @@ scheduled on the Bokeh document's event loop (where Bokeh models may be changed 
 tests it is simply called."""
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 Dispatch = Callable[[Callable[[], None]], None]
@@ -11,6 +12,19 @@ Dispatch = Callable[[Callable[[], None]], None]
 def call_now(callback: Callable[[], None]) -> None:
     """The dispatcher outside a server: run the callback in the calling thread."""
     callback()
+
+
+def call_later(dispatch: Dispatch, seconds: float, callback: Callable[[], None]) -> None:
+    """Hand `callback` to `dispatch` after `seconds`, from a timer thread (Bokeh's add_next_tick_callback,
+    which a served dispatcher uses, is the thread-safe way into a document). With `call_now` (scripts,
+    tests) it runs at once in the calling thread: there is no page whose messages a wait could merge,
+    and a timer thread would run it beside the thread that is still working."""
+    if dispatch is call_now:
+        callback()
+        return
+    timer = threading.Timer(seconds, dispatch, args=(callback,))
+    timer.daemon = True  # a pending wait never holds the server's exit
+    timer.start()
 
 
 def document_dispatcher(doc) -> Dispatch:

@@ -23,6 +23,7 @@ from ...frames import Frames, glyph_table
 from ...runtime import checkpoints
 from ...runtime.cache import SWEEPS
 from ...runtime.confidence import mean_confidence_table
+from ...runtime.dispatch import call_later
 from ...runtime.queue import SampleRequest
 from ...runtime.tasks import Task, TaskCancelled, Worker
 from ...session import KNOBS, expected_rows, run_template, sample_canvas
@@ -42,6 +43,10 @@ AUTO_RUN_MAX_PARAMS = 50_000_000  # auto-run stays on for models up to this size
 # every message; one per step per view kept Chromium busy ~1.5 s of a 32-step run here, on the cores
 # the sampler needs (benchmarks/bench_dashboard.py).
 LIVE_INTERVAL = 0.25
+# A run's start canvas waits up to this long for its first sampled row, so the page gets the two (and the
+# header's "sampling ..." line) in one message instead of three; a first step slower than this (a big
+# model) shows the start canvas first. "waiting for the device" is said only of a run not begun by then.
+START_GRACE = 0.15
 STEPS_GRID = (1, 2, 4, 8, 16, 32, 64)  # the quality sweep's x axis (steps up to the canvas's length)
 AUTO_SWEEP_ENV = "MDLM_EXPLORER_AUTO_SWEEP"
 
@@ -141,7 +146,9 @@ class ExploreState(TabState):
         self.confidence = Task("mean confidence", session.device, session.dispatch)
         self.samples = Task("more samples", session.device, session.dispatch)  # texts of one batched run
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
-        self._shown_at = 0.0  # when n_rows last ticked
+        self._shown_at = self._begun_at = 0.0  # when n_rows last ticked; when the device began the run
+        self._starting = None  # (job, frames, header line) of a run begun on the device, not yet shown
+        self._asked = None  # the latest start_run's token, until its run begins (for "waiting for the device")
         self._judge_name = None
         session.param.watch(lambda *events: self._knob_changed(), list(KNOBS))
         session.param.watch(lambda *events: self._model_loaded(), "loaded")
@@ -164,9 +171,16 @@ class ExploreState(TabState):
         s.error = ""
         self._cancel_sweep()
         model = s.model
-        s.status = "waiting for the device …"  # until the queue starts it (at once when idle)
+        asked = self._asked = object()
+        call_later(s.dispatch, START_GRACE, lambda: self._say_waiting(asked))
         self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), wait=wait)
         return True
+
+    def _say_waiting(self, asked) -> None:
+        """The header's line for a run the queue has not started after START_GRACE (another session's
+        run or a sweep holds the device); said at once it would cost the page a message per knob change."""
+        if asked is self._asked:
+            self.session.status = "waiting for the device …"
 
     def _run_request(self, job, model, config, canvas) -> SampleRequest:
         """This session's run for the device queue; its callbacks run on the device thread and hand
@@ -198,32 +212,61 @@ class ExploreState(TabState):
         self.session.dispatch(self._flush)
 
     def _flush(self) -> None:
-        """On the UI thread: append queued steps of the current run to its frames, then notify views."""
+        """On the UI thread: append queued steps of the current run to its frames, then notify views;
+        a run not shown yet (_begin) is shown now, with whatever rows it has, in the same message."""
         with self._pending_lock:
             pending, self._pending, self._flush_queued = self._pending, [], False
+        starting = self._take_start()
         added = 0
         for job, record in pending:
             if self._runs.is_current(job) and self.frames is not None:
                 self.frames.add_record(record)
                 added += 1
         now = time.monotonic()
-        if added and (self.frames.n_rows <= 2 or now - self._shown_at >= LIVE_INTERVAL):
+        if starting is not None:
+            self.session.status, self._shown_at = starting, now
+            rows = self.frames.n_rows
+            self.param.update(running=True, run_id=self.run_id + 1, n_rows=rows, step=rows - 1)
+        elif added and self._tick_due(now):
             # views draw the new rows, and the scrubber follows on the same tick (one update for both:
             # issue 15 saw it at step 0 while the text said "step 13 of 13")
             self._shown_at = now
             self.param.update(n_rows=self.frames.n_rows, step=self.frames.n_rows - 1)
 
+    def _tick_due(self, now: float) -> bool:
+        """Whether new rows are worth a message now: the first sampled row at once, then at most every
+        LIVE_INTERVAL, but not when the run's end (which shows every row at once) is due sooner than
+        that at its pace so far: a tick just before the end costs the page a redraw for nothing."""
+        rows = self.frames.n_rows
+        if rows <= 2:
+            return True
+        if now - self._shown_at < LIVE_INTERVAL:
+            return False
+        left = self.frames.expected_rows - rows  # <= 0: a threshold run past its estimate, end unknown
+        return left <= 0 or left * (now - self._begun_at) / (rows - 1) >= LIVE_INTERVAL
+
     def _begin(self, job, frames, config) -> None:
+        """The device has started the run: it is shown by the flush of its first row, or after
+        START_GRACE by a flush of its own, whichever comes first (see START_GRACE)."""
         if not self._runs.is_current(job):
             return
-        self.frames, self.trajectory = frames, None
-        self.session.status = run_status(self.session.model, config, frames)
-        self.param.update(running=True, run_id=self.run_id + 1, n_rows=frames.n_rows, step=0)
+        self._asked, self._begun_at = None, time.monotonic()
+        self._starting = (job, frames, run_status(self.session.model, config, frames))
+        call_later(self.session.dispatch, START_GRACE, self._flush)
+
+    def _take_start(self) -> str | None:
+        """Make the begun, unshown run (if still current) the one views read; its header line."""
+        starting, self._starting = self._starting, None
+        if starting is None or not self._runs.is_current(starting[0]):
+            return None
+        self.frames, self.trajectory = starting[1], None
+        return starting[2]
 
     def _end(self, job, traj, message: str) -> None:
         self._flush()
         if job is not self._runs.current:
             return
+        self._asked = None  # a run that ended (failed, stopped) before it began waits no more
         rows = self.frames.n_rows if self.frames is not None else self.n_rows
         self.param.update(n_rows=rows, running=False, step=max(rows - 1, 0))  # every row shown at the end
         s = self.session
