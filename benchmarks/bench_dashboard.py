@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CHROMIUM = "/usr/bin/chromium"
+QUIET_S = 1.2  # after a page run: > app.URL_QUIET, so the URL rewrite a knob change defers is done
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -245,6 +246,7 @@ def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, d
             alone_first = r % 2 == 0  # the order alternates, so neither side always runs on a fresher machine
             alone_s = alone(1000 + r, id(states[-1])) if alone is not None and alone_first else float("nan")
             out.append(page_run(page, cdp, states, work, 1000 + r, last_row, during_sweep))
+            time.sleep(QUIET_S)  # the page's deferred work (its URL rewrite) ends before the alone run
             if alone is not None and not alone_first:
                 alone_s = alone(1000 + r, id(states[-1]))
             out[-1]["alone_s"] = alone_s

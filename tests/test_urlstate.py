@@ -154,3 +154,31 @@ def test_watch_reports_every_change(session):
     session.tabs["Dummy"].level = 9
     url.tab = "Dummy"
     assert len(seen) == 3 and "dummy.level=9" in seen[-1] and "tab=Dummy" in seen[-1]
+
+
+def test_a_burst_of_changes_rewrites_the_url_once_when_the_knobs_rest(checkpoints):
+    """Issue 13: the URL is rewritten URL_QUIET after the last change (a slider drag: once), so the
+    write, which costs the page a message and a style-and-layout pass, stays out of the run a change
+    starts; the write carries the last values."""
+    import time
+
+    from explorer.dashboard.app import URL_QUIET, rewrite_when_quiet
+    from tests.dashboard_support import wait_for
+
+    queued, writes = [], []
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False, dispatch=queued.append)
+    url = url_for(s)
+
+    class Location:  # pn.state.location's one attribute that is written
+        search = property(lambda self: writes[-1] if writes else "", lambda self, value: writes.append(value))
+
+    rewrite_when_quiet(s, url, Location())
+    started = time.monotonic()
+    for seed in (1, 2, 3):
+        s.seed = seed
+    wait_for(lambda: len(queued) == 3, timeout=10 * URL_QUIET + 5)  # one timer per change...
+    assert time.monotonic() - started >= URL_QUIET
+    for callback in queued:
+        callback()
+    assert writes == [url.search()] and "seed=3" in writes[0]  # ...and only the last one writes
+    s.close()

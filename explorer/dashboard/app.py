@@ -12,7 +12,7 @@ import os
 
 import panel as pn
 
-from explorer.dashboard.runtime.dispatch import call_now, document_dispatcher
+from explorer.dashboard.runtime.dispatch import call_later, call_now, document_dispatcher
 from explorer.dashboard.session import Session
 from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, LaterView, build_tab
 from explorer.dashboard.tabs.explore.controls import ControlsView
@@ -23,6 +23,7 @@ from explorer.dashboard.ui.palette import ACCENT
 from explorer.dashboard.urlstate import UrlState, query_args
 
 TITLE = "mdlm-explorer"
+URL_QUIET = 1.0  # seconds the knobs rest before the link in the URL bar is rewritten (rewrite_when_quiet)
 APP_CSS = """
 .dashboard-header .hdr { color: white; }
 """
@@ -126,8 +127,25 @@ def link_url(state: Session, tabs) -> UrlState:
     state.param.watch(show_tab, "show_tab")
     location = pn.state.location
     if location is not None and served_doc() is not None:
-        url.watch(lambda: setattr(location, "search", url.search()))
+        rewrite_when_quiet(state, url, location)
     return url
+
+
+def rewrite_when_quiet(state: Session, url: UrlState, location) -> None:
+    """Rewrite the page's URL once its values have rested URL_QUIET seconds: a slider drag writes it
+    once, and the write stays out of the run the change starts (each write cost the browser a message
+    and a style-and-layout pass of the whole page, ~8 ms, on the cores the sampler needs: bench_dashboard)."""
+    latest = [None]
+
+    def write(token) -> None:
+        if token is latest[0]:
+            location.search = url.search()
+
+    def changed() -> None:
+        token = latest[0] = object()
+        call_later(state.dispatch, URL_QUIET, lambda: write(token))
+
+    url.watch(changed)
 
 
 def url_notice(url: UrlState):
