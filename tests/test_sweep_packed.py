@@ -185,3 +185,17 @@ def test_packed_sweep_cancel_mid_sweep_keeps_the_finished_batches():
     with pytest.raises(SweepCancelled) as info:  # cancelled before it starts: nothing runs
         sweep(model, base, {"steps": [1, 4]}, n_samples=20, cancel=lambda: True)
     assert info.value.done == 0 and info.value.table.empty
+
+
+def test_the_grouping_keys_come_from_one_host_copy_per_canvas_length():
+    """Off the CPU, _groups reads every call's canvas and t from one copy per canvas length (each
+    copy to the host waits for the device); the copies are each call's own rows, in order."""
+    from explorer.sampling.packing import _groups, host_copies
+
+    g = torch.Generator().manual_seed(0)
+    calls = [ModelCall(torch.randint(0, 9, (rows, length), generator=g), torch.rand(rows, generator=g))
+             for rows, length in ((3, 8), (1, 5), (4, 8), (2, 5), (1, 8))]
+    calls.append(ModelCall(calls[0].x.clone(), calls[0].t.clone()))  # identical to the first: one group
+    copied = host_copies(calls)
+    assert all(torch.equal(x, c.x) and torch.equal(t, c.t) for (x, t), c in zip(copied, calls))
+    assert [len(group) for _, group in _groups(calls)] == [2, 1, 1, 1, 1]

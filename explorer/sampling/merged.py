@@ -102,6 +102,7 @@ class _Walk:
         self.block = torch.as_tensor(~canvas.fixed, device=device)  # (L,) the one block: all positions to fill
         self.N = ((st.x == mask_id) & self.block).sum(dim=1)  # (B,) masked at the block's start
         self.logits = None  # (B, L, V) each group's latest logits, [MASK] at -inf
+        self.sizes = {g.b - g.a for g in groups}
         sizes = torch.tensor([g.b - g.a for g in groups], device=device)
         self.group_of_row = torch.repeat_interleave(torch.arange(len(groups), device=device), sizes)  # (B,)
         per_row = lambda values, dtype: torch.tensor(values, dtype=dtype, device=device)[self.group_of_row]
@@ -133,7 +134,7 @@ class _Walk:
         stepping = self._not_stopped([g for g in self.groups if not g.done and s < g.steps])
         if not stepping:
             return
-        means = torch.stack([masked[g.a:g.b].float().mean() for g in stepping]).tolist()  # each group's t, alone
+        means = self._group_means(masked, stepping)  # each group's t, as alone
         has_todo = self.per_group(todo.any(dim=1))
         active = [g for g in stepping if has_todo[g.k]]  # alone, the others skip the step
         called = yield from self._refresh(active, masked)
@@ -152,6 +153,15 @@ class _Walk:
             g.stale = g.stale or changed[g.k]
             self._record(g, s, t, g in called, seconds * (g.b - g.a) / rows)
 
+    def _group_means(self, masked: torch.Tensor, groups: list) -> list[float]:
+        """masked[g.a:g.b].float().mean() of each group, bit for bit: groups of one size are one
+        (G, rows x L) reduction (the same sum of 0/1 values, exact, times the same 1/N), one host sync;
+        groups of different sizes, one reduction each."""
+        if len(self.sizes) == 1:
+            per_group = masked.float().view(len(self.groups), -1).mean(dim=1).tolist()  # (G,)
+            return [per_group[g.k] for g in groups]
+        return torch.stack([masked[g.a:g.b].float().mean() for g in groups]).tolist()
+
     def _not_stopped(self, groups: list) -> list:
         """The groups whose should_stop() is not true; the others end now, cancelled (alone, a run is
         cancelled after the step in which should_stop turns true: here the merged step's work for all
@@ -167,23 +177,33 @@ class _Walk:
         stale = [g for g in active if g.stale]
         if not stale:
             return set()
-        calls = [ModelCall(self.st.x[g.a:g.b], masked[g.a:g.b].float().mean(dim=1)) for g in stale]
+        t = masked.float().mean(dim=1)  # (B,) each row's t: row-wise, so a group's slice is its run's t
+        calls = [ModelCall(self.st.x[g.a:g.b], t[g.a:g.b]) for g in stale]
         paused = time.perf_counter()
         yield calls
         self.waited = time.perf_counter() - paused
         if self.logits is None:
             self.logits = torch.empty((self.st.x.shape[0], *calls[0].logits.shape[1:]), device=self.device)
+        self._store(stale, [call.logits for call in calls])
         for g, call in zip(stale, calls):
-            self.logits[g.a:g.b] = call.logits.float().index_fill(-1, self.mask_index, float("-inf"))
             g.nfe, g.stale = g.nfe + 1, False
             g.charged = call.seconds
         return set(stale)
 
+    def _store(self, groups: list, logits: list) -> None:
+        """Each group's new logits (B_g, L, V) into its rows of self.logits, cast to float as .float()
+        would, [MASK] at -inf; in a few tensor ops whatever the number of groups (on a GPU each op is a
+        kernel launch, and one copy per group was a tenth of a merged sweep's launches)."""
+        if len(groups) == len(self.groups) and all(part.dtype == self.logits.dtype for part in logits):
+            torch.cat(logits, out=self.logits)  # every group: all the rows, in order
+        else:
+            rows = torch.cat([torch.arange(g.a, g.b) for g in groups]).to(self.device)
+            self.logits.index_copy_(0, rows, torch.cat(logits).to(self.logits.dtype))
+        self.logits.index_fill_(-1, self.mask_index, float("-inf"))  # every row: idempotent on the others
+
     def _propose(self, active, masked):
         """Proposals, strategy scores and confidence (B, L), as each group's _propose alone gives them."""
-        st, rows = self.st, torch.zeros(masked.shape[0], dtype=torch.bool, device=self.device)
-        for g in active:
-            rows[g.a:g.b] = True
+        st, rows = self.st, self._rows_of(active)
         where = (masked & rows[:, None]).nonzero(as_tuple=True)  # row-major: each group's own order
         logits = self.logits[where]  # (M, V)
         drawn = self._draw(logits, where[0])
@@ -198,11 +218,27 @@ class _Walk:
             if not getattr(strategy, "position_only", False):
                 value = strategy(probs[None], proposals[where][None], None)[0].float()  # (M,)
                 scores[where] = torch.where(entry_strategy == i, value, scores[where])
-        for g in active:  # position scores: drawn from each group's generator, (B_g, L) as alone
-            if getattr(g.strategy, "position_only", False):
-                own = g.strategy(None, proposals[g.a:g.b], g.generator).float()  # (B_g, L)
-                scores[g.a:g.b] = own.masked_fill(~masked[g.a:g.b], NAN)
+        positional = [g for g in active if getattr(g.strategy, "position_only", False)]
+        if positional:
+            scores = self._position_scores(positional, masked, scores)
         return proposals, scores, conf
+
+    def _rows_of(self, groups: list) -> torch.Tensor:
+        """(B,) bool: the rows of `groups` (one copy to the device, one gather)."""
+        chosen = torch.zeros(len(self.groups), dtype=torch.bool)
+        chosen[[g.k for g in groups]] = True
+        return chosen.to(self.device)[self.group_of_row]
+
+    def _position_scores(self, groups: list, masked: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Position-only strategies' scores of `groups` written into `scores` (NaN where not masked), each
+        group's (B_g, L) drawn as alone from its own generator: on the CPU (a position-only strategy
+        needs only the canvas's shape; random draws there in any case), then moved in one copy."""
+        B, L = masked.shape
+        drawn = torch.zeros((B, L))
+        for g in groups:
+            drawn[g.a:g.b] = g.strategy(None, torch.empty((g.b - g.a, L), dtype=torch.long), g.generator).float()
+        drawn = drawn.to(self.device).masked_fill(~masked, NAN)
+        return torch.where(self._rows_of(groups)[:, None], drawn, scores)
 
     def _draw(self, logits, row_of):
         """draw() of each group (proposals.draw_rows with a group per "row": the group's temperature, and

@@ -59,13 +59,32 @@ class _Unit:
         return sum(g[0].x.numel() for g in self.groups)
 
 
-def _one_canvas(call: ModelCall) -> bool:
-    x = call.x
-    return x.shape[0] == 1 or bool((x == x[:1]).all())
-
-
 def _bytes(t: torch.Tensor) -> bytes:
-    return t.cpu().numpy().tobytes()
+    return t.numpy().tobytes()
+
+
+def _on_host(calls: list[ModelCall]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each call's (x, t) on the CPU, for the grouping keys: off the CPU, one copy of each per canvas
+    length for the whole round (a copy to the host waits for the device: three per call were most of
+    a GPU sweep's host syncs)."""
+    if all(c.x.device.type == "cpu" for c in calls):
+        return [(c.x, c.t) for c in calls]
+    return host_copies(calls)
+
+
+def host_copies(calls: list[ModelCall]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """_on_host's copies: the calls of each canvas length concatenated, copied once, split back."""
+    out: list = [None] * len(calls)
+    by_length: dict[int, list[int]] = {}
+    for i, call in enumerate(calls):
+        by_length.setdefault(call.x.shape[1], []).append(i)
+    for idx in by_length.values():
+        rows = [calls[i].x.shape[0] for i in idx]
+        xs = torch.cat([calls[i].x for i in idx]).cpu().split(rows)
+        ts = torch.cat([calls[i].t for i in idx]).cpu().split(rows)
+        for i, x, t in zip(idx, xs, ts):
+            out[i] = (x, t)
+    return out
 
 
 def _groups(calls: list[ModelCall]) -> list[tuple[bool, list[ModelCall]]]:
@@ -73,9 +92,9 @@ def _groups(calls: list[ModelCall]) -> list[tuple[bool, list[ModelCall]]]:
     call is keyed by that canvas whatever its row count; runs that share knobs up to a point (with
     seed 000's schedule, 24 and 32 steps on a 24-long canvas commit one position a step) ask the same."""
     groups: dict[tuple, tuple[bool, list[ModelCall]]] = {}
-    for call in calls:
-        one = _one_canvas(call)
-        key = (one, call.x.shape[1], _bytes(call.x[:1] if one else call.x), _bytes(call.t[:1] if one else call.t))
+    for call, (x, t) in zip(calls, _on_host(calls)):
+        one = x.shape[0] == 1 or bool((x == x[:1]).all())
+        key = (one, x.shape[1], _bytes(x[:1] if one else x), _bytes(t[:1] if one else t))
         groups.setdefault(key, (one, []))[1].append(call)
     return list(groups.values())
 
