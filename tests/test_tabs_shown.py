@@ -106,3 +106,30 @@ def test_a_hidden_tab_view_is_built_when_first_shown_from_its_state_then(checkpo
     tabs.active = compare
     assert tabs[compare][0] is shown_object and later._view is view  # built once
     state.close()
+
+
+def test_a_dashboard_built_outside_a_session_takes_no_other_pages_link(checkpoints):
+    """create_app() in a script or notebook of a process that also serves: Bokeh's process-wide
+    current document may be a served session's (Panel's session_args falls back to it), and that
+    page's query is not this dashboard's link (seen as this file's flake beside served tests)."""
+    import weakref
+
+    import panel as pn
+    from bokeh.document import Document
+    from bokeh.io.doc import curdoc, set_curdoc
+
+    class Request:
+        arguments = {"tab": [b"Compare"], "seed": [b"77"]}
+
+    class Context:  # what a served document's session_context offers
+        request, destroyed = Request(), False
+
+    served, context, before = Document(), Context(), curdoc()
+    served._session_context = weakref.ref(context)
+    set_curdoc(served)
+    try:
+        assert pn.state.session_args == Request.arguments  # what Panel would have applied
+        app = create_app("tiny", "cpu", autoload=False)
+    finally:
+        set_curdoc(before)
+    assert app.explorer_state.seed != 77 and find_tabs(app).active == 0

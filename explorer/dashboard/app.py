@@ -39,6 +39,16 @@ def served_doc():
     return doc
 
 
+def page_args() -> dict:
+    """The query of this session's own page ({key: [bytes, ...]}), {} outside a served session.
+    pn.state.session_args reads pn.state.curdoc, which falls back to Bokeh's process-wide current
+    document: a dashboard built in a script or notebook of a process that also serves (a test run)
+    took another session's link as its own, tab and knobs."""
+    doc = served_doc()
+    request = getattr(doc.session_context, "request", None) if doc is not None else None
+    return dict(getattr(request, "arguments", None) or {})
+
+
 def _dispatcher():
     """Hand worker results to this session's event loop when served; call directly elsewhere."""
     doc = served_doc()
@@ -112,7 +122,7 @@ def link_url(state: Session, tabs) -> UrlState:
     knobs and the tab change."""
     titles = list(state.tabs)  # the order build_tabs appended them in
     url = UrlState(state, titles)
-    url.apply(query_args(pn.state.session_args))
+    url.apply(query_args(page_args()))
     state.load_hooks.append(url.hook)
     tabs.active = titles.index(url.tab)
     fill_tab(tabs, tabs.active)  # the tab a link opens on is in the first page
@@ -194,7 +204,7 @@ def served_args(checkpoint: str | None = None, device: str | None = None) -> dic
     MDLM_EXPLORER_CHECKPOINT / MDLM_EXPLORER_DEVICE. A URL value is only a wish: the state opens it
     only if it is one of the names in checkpoints/, else it opens the default and shows a notice."""
     configured = checkpoint or os.environ.get("MDLM_EXPLORER_CHECKPOINT") or None
-    query = pn.state.session_args.get("checkpoint") if pn.state.session_args else None
+    query = page_args().get("checkpoint")
     # errors="replace": bytes that are not UTF-8 make a name that matches nothing, not a traceback
     name = query[0].decode(errors="replace") if query else configured
     return {"checkpoint": name or None, "fallback": configured,
