@@ -6,7 +6,9 @@
    one run: one sample at a time, batched per cell (one `sample` of 30 rows per cell), and packed (all
    cells through `sample_many`: shared model calls, and the cells stepped as one merged batch; the same
    samples). Goals: packed >= 1.8x batched,
-   batched >= 20x one at a time. Batched and packed alternate over a few rounds (the CPU is shared);
+   batched >= 20x one at a time. Also the sweep's device ops (not views) and host syncs, batched vs
+   packed: a GPU's time follows them where kernel launches dominate, so a CPU-only session can see
+   what a change does there. Batched and packed alternate over a few rounds (the CPU is shared);
    the table gives medians, and the ratio of the medians.
 2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
    model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
@@ -143,12 +145,48 @@ def bench_sweep(device, quick: bool, random_weights: bool) -> None:
     row("patterns sweep speed-up, packed vs one at a time", f"{one / packed:.1f}x")
     row("patterns sweep speed-up, packed vs batched", f"{batched / packed:.2f}x",
         f"goal >= 1.8x; rounds {min(times['batched']) / min(times['packed']):.2f}x by the fastest")
+    ops = {name: device_ops(fn, model, configs, n) for name, fn in (("batched", sweep_batched), ("packed", sweep_packed))}
+    row("  device ops, batched / packed", f"{ops['batched'][0] / ops['packed'][0]:.2f}x",
+        f"{ops['batched'][0]} / {ops['packed'][0]} ops on the device ({ops['batched'][1]} / {ops['packed'][1]} "
+        f"host syncs): where kernel launches dominate (a GPU), the time follows these")
     # The sampler cannot beat the model: if one forward of 30 rows costs more than 1/20 of 30 forwards
     # of one row (compute-bound CPU), 20x is out of reach whatever the sampler does.
     L = model.config.block_size
     ceiling = statistics.median(n * forward_seconds(model, 1, L, 5) / forward_seconds(model, n, L, 1)
                                 for _ in range(15))  # interleaved: CPU load drifts
     row(f"  ceiling: {n} x forward(B=1) / forward(B={n})", f"{ceiling:.1f}x", "model only, no sampler")
+
+
+VIEW_OPS = ("view", "_unsafe_view", "slice", "select", "t", "transpose", "unsqueeze", "squeeze", "expand",
+            "permute", "detach", "alias", "as_strided", "split", "unbind", "narrow", "lift_fresh", "_reshape_alias")
+SYNC_OPS = ("_local_scalar_dense", "nonzero", "is_nonzero", "unique_dim", "_unique2", "masked_select")
+
+
+def device_ops(fn, *args) -> tuple[int, int]:
+    """(ops, host syncs) of fn(*args): aten ops with a tensor on the model's device that are not views (each a
+    kernel launch on a GPU; on the CPU every op counts), and those that make the host wait for the device
+    (an item(), a nonzero(), a copy to the host)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    device = args[0].device
+    counts = [0, 0]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, fargs=(), kwargs=None):
+            out = func(*fargs, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            tensors = [a for a in (*fargs, *(kwargs or {}).values(), out) if isinstance(a, torch.Tensor)]
+            on_device = any(a.device == device for a in tensors)
+            if on_device and name not in VIEW_OPS:
+                counts[0] += 1
+            to_host = name == "_to_copy" and device.type != "cpu" and isinstance(out, torch.Tensor) and out.device.type == "cpu"
+            if on_device and (name in SYNC_OPS or to_host):
+                counts[1] += 1
+            return out
+
+    with Count():
+        fn(*args)
+    return counts[0], counts[1]
 
 
 def forward_seconds(model, B: int, L: int, reps: int) -> float:
