@@ -111,11 +111,7 @@ class _Walk:
         self.strategy_of_row = per_row([self.strategies.index(g.config.strategy) for g in groups], torch.long)
         self.schedules = sorted({g.config.schedule for g in groups})
         self.schedule_of_row = per_row([self.schedules.index(g.config.schedule) for g in groups], torch.long)
-
-    def per_group(self, rows: torch.Tensor) -> list:
-        """(B,) bool per row -> one bool per group (any row), with one host sync for all groups."""
-        hits = torch.zeros(len(self.groups), device=self.device).index_add_(0, self.group_of_row, rows.float())
-        return (hits > 0).tolist()
+        self.changed = torch.zeros(st.x.shape[0], dtype=torch.bool, device=device)  # (B,) rows the last step changed
 
     def run(self):
         for s in range(max(g.steps for g in self.groups)):
@@ -134,33 +130,45 @@ class _Walk:
         stepping = self._not_stopped([g for g in self.groups if not g.done and s < g.steps])
         if not stepping:
             return
-        means = self._group_means(masked, stepping)  # each group's t, as alone
-        has_todo = self.per_group(todo.any(dim=1))
+        t, has_todo, n_masked = self._statistics(masked, todo)  # the step's one wait for the device
         active = [g for g in stepping if has_todo[g.k]]  # alone, the others skip the step
         called = yield from self._refresh(active, masked)
         active = self._not_stopped(active)  # a cancel during the model calls ends a run before its step's work
         commit = torch.zeros_like(todo)
         if active:
-            proposals, scores, conf = self._propose(active, masked)
+            proposals, scores, conf = self._propose(active, masked, n_masked)
             commit = self._choose(active, todo, scores, s)
             st.x = torch.where(commit, proposals, st.x)
             st.committed_at.masked_fill_(commit, s)
             st.commit_conf = torch.where(commit, conf, st.commit_conf)
-        changed = self.per_group(commit.any(dim=1))
+        self.changed = commit.any(dim=1)  # (B,) read with the next step's statistics (it marks a group stale)
         seconds = time.perf_counter() - start - self.waited  # the model calls are charged by the driver
         rows = sum(g.b - g.a for g in stepping)
-        for g, t in zip(stepping, means):
-            g.stale = g.stale or changed[g.k]
-            self._record(g, s, t, g in called, seconds * (g.b - g.a) / rows)
+        for g in stepping:
+            self._record(g, s, t[g.k], g in called, seconds * (g.b - g.a) / rows)
 
-    def _group_means(self, masked: torch.Tensor, groups: list) -> list[float]:
-        """masked[g.a:g.b].float().mean() of each group, bit for bit: groups of one size are one
-        (G, rows x L) reduction (the same sum of 0/1 values, exact, times the same 1/N), one host sync;
-        groups of different sizes, one reduction each."""
+    def _statistics(self, masked: torch.Tensor, todo: torch.Tensor):
+        """Per group, read from the device at once: its t (masked[g.a:g.b].float().mean(), as alone),
+        whether it has positions to fill, how many positions are masked; and each group whose canvas
+        the last step changed is marked stale (it asks a model call). On a GPU each read waits for the
+        device: reading these one by one was three waits a step."""
+        G = len(self.groups)
+        flags = torch.stack([todo.any(dim=1), self.changed]).float()  # (2, B)
+        hits = torch.zeros((2, G), device=self.device).index_add_(1, self.group_of_row, flags)  # (2, G)
+        counts = torch.zeros(G, device=self.device).index_add_(0, self.group_of_row, masked.sum(dim=1).float())
+        host = torch.cat([hits.flatten(), counts, self._group_means(masked)]).tolist()
+        has_todo, changed = [h > 0 for h in host[:G]], [h > 0 for h in host[G:2 * G]]
+        for g in self.groups:
+            g.stale = g.stale or changed[g.k]
+        return host[3 * G:], has_todo, [int(c) for c in host[2 * G:3 * G]]
+
+    def _group_means(self, masked: torch.Tensor) -> torch.Tensor:
+        """(G,) masked[g.a:g.b].float().mean() of each group, bit for bit: groups of one size are one
+        (G, rows x L) reduction (the same exact sum of 0/1 values times the same 1/N); groups of
+        different sizes, one reduction each."""
         if len(self.sizes) == 1:
-            per_group = masked.float().view(len(self.groups), -1).mean(dim=1).tolist()  # (G,)
-            return [per_group[g.k] for g in groups]
-        return torch.stack([masked[g.a:g.b].float().mean() for g in groups]).tolist()
+            return masked.float().view(len(self.groups), -1).mean(dim=1)
+        return torch.stack([masked[g.a:g.b].float().mean() for g in self.groups])
 
     def _not_stopped(self, groups: list) -> list:
         """The groups whose should_stop() is not true; the others end now, cancelled (alone, a run is
@@ -201,12 +209,15 @@ class _Walk:
             self.logits.index_copy_(0, rows, torch.cat(logits).to(self.logits.dtype))
         self.logits.index_fill_(-1, self.mask_index, float("-inf"))  # every row: idempotent on the others
 
-    def _propose(self, active, masked):
-        """Proposals, strategy scores and confidence (B, L), as each group's _propose alone gives them."""
+    def _propose(self, active, masked, n_masked: list[int]):
+        """Proposals, strategy scores and confidence (B, L), as each group's _propose alone gives them.
+        n_masked: each group's masked positions, known on the host: the entries are found and drawn
+        without waiting for the device."""
         st, rows = self.st, self._rows_of(active)
-        where = (masked & rows[:, None]).nonzero(as_tuple=True)  # row-major: each group's own order
+        counts = [n_masked[g.k] if g in active else 0 for g in self.groups]  # entries of each group
+        where = torch.nonzero_static(masked & rows[:, None], size=sum(counts)).unbind(1)  # row-major, as nonzero
         logits = self.logits[where]  # (M, V)
-        drawn = self._draw(logits, where[0])
+        drawn = self._draw(logits, where[0], counts)
         proposals = st.x.index_put(where, drawn)  # (B, L)
         probs = torch.softmax(logits, dim=-1)  # (M, V) untempered, as _scored
         conf = torch.full(st.x.shape, NAN, device=self.device)
@@ -240,11 +251,11 @@ class _Walk:
         drawn = drawn.to(self.device).masked_fill(~masked, NAN)
         return torch.where(self._rows_of(groups)[:, None], drawn, scores)
 
-    def _draw(self, logits, row_of):
+    def _draw(self, logits, row_of, counts: list[int]):
         """draw() of each group (proposals.draw_rows with a group per "row": the group's temperature, and
         noise from its generator shaped (its masked positions, V), as its run alone draws)."""
         return draw_rows(logits, self.group_of_row[row_of], [g.config.temperature for g in self.groups],
-                         [g.generator for g in self.groups], self.cfg.top_k, self.cfg.top_p)
+                         [g.generator for g in self.groups], self.cfg.top_k, self.cfg.top_p, counts=counts)
 
     def _choose(self, active, todo, scores, s: int):
         """The k best-scored masked positions of each active group (k from its own schedule)."""

@@ -65,15 +65,17 @@ def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator,
 
 
 def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators,
-              top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+              top_k: int = 0, top_p: float = 1.0, counts: list[int] | None = None) -> torch.Tensor:
     """One token per row of `logits` (M, V), where entry m belongs to batch row rows[m] (ascending,
     as nonzero() gives them). Row i uses temperatures[i] and generators[i], and gets exactly the
     tokens draw(logits[rows == i], temperatures[i], generators[i]) would give: its noise is drawn
     from its own generator with the shape a run of that row alone draws, then all rows go to the
     device at once (one copy, one argmax). A "row" may be a group of batch rows sharing a generator
-    (merged.py: a merged run's rows), numbered in the order of its entries."""
+    (merged.py: a merged run's rows), numbered in the order of its entries. counts: the entries of
+    each row, when the caller knows them on the host (else they are read from `rows`)."""
     out = logits.argmax(dim=-1)  # (M,) temperature-0 rows keep this
-    counts = torch.bincount(rows.cpu(), minlength=len(generators)).tolist()
+    if counts is None:  # entries per row, unless the caller knows them (reading them waits for the device)
+        counts = torch.bincount(rows.cpu(), minlength=len(generators)).tolist()
     hot = [i for i, (n, T) in enumerate(zip(counts, temperatures)) if n and T != 0]
     if not hot:
         return out
