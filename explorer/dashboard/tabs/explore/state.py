@@ -148,6 +148,7 @@ class ExploreState(TabState):
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._shown_at = self._begun_at = 0.0  # when n_rows last ticked; when the device began the run
         self._starting = None  # (job, frames, header line) of a run begun on the device, not yet shown
+        self._shown_job = None  # the run whose frames `frames` are: only its steps are added to them
         self._asked = None  # the latest start_run's token, until its run begins (for "waiting for the device")
         self._judge_name = None
         session.param.watch(lambda *events: self._knob_changed(), list(KNOBS))
@@ -217,11 +218,18 @@ class ExploreState(TabState):
         with self._pending_lock:
             pending, self._pending, self._flush_queued = self._pending, [], False
         starting = self._take_start()
-        added = 0
+        added, early = 0, []
         for job, record in pending:
-            if self._runs.is_current(job) and self.frames is not None:
-                self.frames.add_record(record)
-                added += 1
+            if not self._runs.is_current(job):
+                continue
+            if job is not self._shown_job:  # its _begin is still queued behind this flush: keep them for it
+                early.append((job, record))
+                continue
+            self.frames.add_record(record)
+            added += 1
+        if early:
+            with self._pending_lock:
+                self._pending[:0] = early
         now = time.monotonic()
         if starting is not None:
             self.session.status, self._shown_at = starting, now
@@ -252,6 +260,10 @@ class ExploreState(TabState):
             return
         self._asked, self._begun_at = None, time.monotonic()
         self._starting = (job, frames, run_status(self.session.model, config, frames))
+        with self._pending_lock:
+            early = bool(self._pending)  # steps a flush queued before this begin kept for it (_flush)
+        if early:
+            self._flush()
         call_later(self.session.dispatch, START_GRACE, self._flush)
 
     def _take_start(self) -> str | None:
@@ -259,7 +271,7 @@ class ExploreState(TabState):
         starting, self._starting = self._starting, None
         if starting is None or not self._runs.is_current(starting[0]):
             return None
-        self.frames, self.trajectory = starting[1], None
+        self._shown_job, self.frames, self.trajectory = starting[0], starting[1], None
         return starting[2]
 
     def _end(self, job, traj, message: str) -> None:
