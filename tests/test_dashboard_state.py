@@ -453,3 +453,24 @@ def test_the_text_keeps_its_height_over_a_run_behind_the_last_runs_text(state):
     state.length = LENGTH // 2
     assert e.start_run(wait=True)
     assert live and not any('class="ghost"' in markup for markup in live)
+
+
+def test_the_text_caption_gives_the_runs_step_count_while_it_runs(state):
+    """While a run streams, the caption counts its steps as the header and the scrubber do ("step 1 of
+    8", not "step 1 of 1"); a threshold run's count is unknown, so it says how many so far."""
+    import html
+
+    from explorer.dashboard.tabs.explore.text import TextView
+
+    e = explore(state)
+    view, seen = TextView(state=e), []
+    e.param.watch(lambda event: seen.append(html.unescape(view.div.text)) if e.running else None, "n_rows")
+    state.steps = 8
+    assert e.start_run(wait=True)
+    assert seen and all(f"</b> of 8:" in text for text in seen), seen[:2]
+    assert "step 8</b> of 8:" in html.unescape(view.div.text)  # the end
+    seen.clear()
+    state.threshold = 0.9
+    assert e.start_run(wait=True)
+    assert seen and all("so far:" in text for text in seen), seen[:2]
+    assert "so far" not in html.unescape(view.div.text)

@@ -34,6 +34,7 @@ class Frames:
         self.scores, self.proposals, self.step_conf = [nan], [initial], [nan]  # per-step proposals
         self.committed = [np.zeros(initial.shape, dtype=bool)]
         self.expected_rows = 1  # rows the run will produce when known (sizes the heatmap's axes)
+        self.rows_known = False  # expected_rows is exact (a step count), not a threshold run's guess
 
     @property
     def n_rows(self) -> int:

@@ -191,6 +191,7 @@ class ExploreState(TabState):
         def on_start():
             frames = Frames(canvas.tokens, canvas.fixed, model.config.mask_id, glyph_table(model.tokenizer))
             frames.expected_rows = expected_rows(model, config, canvas)
+            frames.rows_known = not (model.config.kind == "diffusion" and config.adaptive)
             dispatch(lambda: self._begin(job, frames, config))
 
         def on_failed(error):  # a readable notice, never a traceback in the page (the queue logs it)

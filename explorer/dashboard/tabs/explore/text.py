@@ -87,7 +87,7 @@ class TextView(StateView):
         row = self.state.shown_step
         new = int((frames.state[row] == CODE["new"]).sum())
         left = int((frames.state[row] == CODE["masked"]).sum())
-        caption = (f'<p class="caption"><b>step {row}</b> of {frames.n_rows - 1}: {new} committed now '
+        caption = (f'<p class="caption"><b>step {row}</b> {self._of(frames)}: {new} committed now '
                    f"(highlighted), {left} still masked; tint = confidence when committed</p>")
         tokenizer = getattr(self.state.session.model, "tokenizer", None)
         if not self.state.running:
@@ -95,6 +95,15 @@ class TextView(StateView):
         text = text_html(frames, row, is_subword(tokenizer))
         set_live_html(self.div, STYLE + caption + self._stacked(text, frames.length))
         self.push(self.pane)
+
+    def _of(self, frames) -> str:
+        """The run's length beside the step: while it runs, its step count when that is known (the
+        header's "sampling 64 steps" and the scrubber's range, not "step 12 of 12"); a threshold run's
+        is not, so its steps so far."""
+        last = frames.n_rows - 1
+        if not self.state.running:
+            return f"of {last}"
+        return f"of {max(frames.expected_rows - 1, last)}" if frames.rows_known else f"of {last} so far"
 
     def _stacked(self, text: str, length: int) -> str:
         """The text over an invisible copy of the last finished run's final text (of this length),
