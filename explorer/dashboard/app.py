@@ -12,7 +12,7 @@ import os
 
 import panel as pn
 
-from explorer.dashboard.runtime.dispatch import call_later, call_now, document_dispatcher
+from explorer.dashboard.runtime.dispatch import Later, call_now, document_dispatcher
 from explorer.dashboard.session import Session
 from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, LaterView, build_tab
 from explorer.dashboard.tabs.explore.controls import ControlsView
@@ -145,17 +145,8 @@ def rewrite_when_quiet(state: Session, url: UrlState, location) -> None:
     """Rewrite the page's URL once its values have rested URL_QUIET seconds: a slider drag writes it
     once, and the write stays out of the run the change starts (each write cost the browser a message
     and a style-and-layout pass of the whole page, ~8 ms, on the cores the sampler needs: bench_dashboard)."""
-    latest = [None]
-
-    def write(token) -> None:
-        if token is latest[0]:
-            location.search = url.search()
-
-    def changed() -> None:
-        token = latest[0] = object()
-        call_later(state.dispatch, URL_QUIET, lambda: write(token))
-
-    url.watch(changed)
+    later = Later(state.dispatch)
+    url.watch(lambda: later.schedule(URL_QUIET, lambda: setattr(location, "search", url.search())))
 
 
 def url_notice(url: UrlState):

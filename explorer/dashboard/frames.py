@@ -41,6 +41,11 @@ class Frames:
         return len(self.tokens)
 
     @property
+    def planned_rows(self) -> int:
+        """Rows the run will have as far as known: the expected count, or more if it outgrew it."""
+        return max(self.expected_rows, self.n_rows)
+
+    @property
     def length(self) -> int:
         return self.tokens[0].shape[0]
 

@@ -71,6 +71,11 @@ def expected_rows(model, config, canvas) -> int:
     return sum(split_steps(config.steps, n_blocks)) + 1
 
 
+def rows_known(model, config) -> bool:
+    """Whether expected_rows is exact: every run but a threshold-decoded diffusion run (a guess there)."""
+    return not (model.config.kind == "diffusion" and config.adaptive)
+
+
 def start_canvas(model, template: str, length: int, seed: int):
     """The canvas a run starts from, exactly as the sampler will build it (so row 0 is drawn at once)."""
     from ..sampling import blank_canvas, parse_template

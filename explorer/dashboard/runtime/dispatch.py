@@ -27,6 +27,27 @@ def call_later(dispatch: Dispatch, seconds: float, callback: Callable[[], None])
     timer.start()
 
 
+class Later:
+    """One pending delayed callback at a time through `dispatch` (call_later): scheduling another
+    supersedes it, and cancel() drops it; a superseded or cancelled one does nothing when its timer
+    fires. Used for the URL rewrite once the knobs rest, and for "waiting for the device"."""
+
+    def __init__(self, dispatch: Dispatch):
+        self.dispatch, self._latest = dispatch, None
+
+    def schedule(self, seconds: float, callback: Callable[[], None]) -> None:
+        token = self._latest = object()
+        call_later(self.dispatch, seconds, lambda: self._run(token, callback))
+
+    def cancel(self) -> None:
+        self._latest = None
+
+    def _run(self, token, callback) -> None:
+        if token is self._latest:
+            self._latest = None
+            callback()
+
+
 def document_dispatcher(doc) -> Dispatch:
     """A dispatcher that runs callbacks on `doc`'s event loop with the document lock held.
 

@@ -31,7 +31,7 @@ class ScrubberView(StateView):
         frames = self.state.frames
         if frames is None:
             return
-        rows = frames.n_rows if not self.state.running else max(frames.expected_rows, frames.n_rows)
+        rows = frames.planned_rows if self.state.running else frames.n_rows
         end = max(rows - 1, 1)
         if end != self.player.end or not self.state.running:
             # Set together: a value beyond the old end would be clamped by the browser widget.

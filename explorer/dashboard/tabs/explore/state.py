@@ -23,10 +23,10 @@ from ...frames import Frames, glyph_table
 from ...runtime import checkpoints
 from ...runtime.cache import SWEEPS
 from ...runtime.confidence import mean_confidence_table
-from ...runtime.dispatch import call_later
+from ...runtime.dispatch import Later, call_later
 from ...runtime.queue import SampleRequest
 from ...runtime.tasks import Task, TaskCancelled, Worker
-from ...session import KNOBS, expected_rows, run_template, sample_canvas
+from ...session import KNOBS, expected_rows, rows_known, run_template, sample_canvas
 from ..base import TabState
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class ExploreState(TabState):
         self._shown_at = self._begun_at = 0.0  # when n_rows last ticked; when the device began the run
         self._starting = None  # (job, frames, header line) of a run begun on the device, not yet shown
         self._shown_job = None  # the run whose frames `frames` are: only its steps are added to them
-        self._asked = None  # the latest start_run's token, until its run begins (for "waiting for the device")
+        self._waiting = Later(session.dispatch)  # "waiting for the device", unless the run begins first
         self._judge_name = None
         session.param.watch(lambda *events: self._knob_changed(), list(KNOBS))
         session.param.watch(lambda *events: self._model_loaded(), "loaded")
@@ -172,16 +172,9 @@ class ExploreState(TabState):
         s.error = ""
         self._cancel_sweep()
         model = s.model
-        asked = self._asked = object()
-        call_later(s.dispatch, START_GRACE, lambda: self._say_waiting(asked))
+        self._waiting.schedule(START_GRACE, lambda: setattr(s, "status", "waiting for the device …"))
         self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), wait=wait)
         return True
-
-    def _say_waiting(self, asked) -> None:
-        """The header's line for a run the queue has not started after START_GRACE (another session's
-        run or a sweep holds the device); said at once it would cost the page a message per knob change."""
-        if asked is self._asked:
-            self.session.status = "waiting for the device …"
 
     def _run_request(self, job, model, config, canvas) -> SampleRequest:
         """This session's run for the device queue; its callbacks run on the device thread and hand
@@ -191,7 +184,7 @@ class ExploreState(TabState):
         def on_start():
             frames = Frames(canvas.tokens, canvas.fixed, model.config.mask_id, glyph_table(model.tokenizer))
             frames.expected_rows = expected_rows(model, config, canvas)
-            frames.rows_known = not (model.config.kind == "diffusion" and config.adaptive)
+            frames.rows_known = rows_known(model, config)
             dispatch(lambda: self._begin(job, frames, config))
 
         def on_failed(error):  # a readable notice, never a traceback in the page (the queue logs it)
@@ -259,7 +252,8 @@ class ExploreState(TabState):
         START_GRACE by a flush of its own, whichever comes first (see START_GRACE)."""
         if not self._runs.is_current(job):
             return
-        self._asked, self._begun_at = None, time.monotonic()
+        self._waiting.cancel()
+        self._begun_at = time.monotonic()
         self._starting = (job, frames, run_status(self.session.model, config, frames))
         with self._pending_lock:
             early = bool(self._pending)  # steps a flush queued before this begin kept for it (_flush)
@@ -279,7 +273,7 @@ class ExploreState(TabState):
         self._flush()
         if job is not self._runs.current:
             return
-        self._asked = None  # a run that ended (failed, stopped) before it began waits no more
+        self._waiting.cancel()  # a run that ended (failed, stopped) before it began waits no more
         rows = self.frames.n_rows if self.frames is not None else self.n_rows
         self.param.update(n_rows=rows, running=False, step=max(rows - 1, 0))  # every row shown at the end
         s = self.session

@@ -103,7 +103,7 @@ class TextView(StateView):
         last = frames.n_rows - 1
         if not self.state.running:
             return f"of {last}"
-        return f"of {max(frames.expected_rows - 1, last)}" if frames.rows_known else f"of {last} so far"
+        return f"of {frames.planned_rows - 1}" if frames.rows_known else f"of {last} so far"
 
     def _stacked(self, text: str, length: int) -> str:
         """The text over an invisible copy of the last finished run's final text (of this length),
