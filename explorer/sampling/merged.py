@@ -214,7 +214,8 @@ class _Walk:
         n_masked: each group's masked positions, known on the host: the entries are found and drawn
         without waiting for the device."""
         st, rows = self.st, self._rows_of(active)
-        counts = [n_masked[g.k] if g in active else 0 for g in self.groups]  # entries of each group
+        on = {g.k for g in active}
+        counts = [n_masked[g.k] if g.k in on else 0 for g in self.groups]  # entries of each group
         where = torch.nonzero_static(masked & rows[:, None], size=sum(counts)).unbind(1)  # row-major, as nonzero
         logits = self.logits[where]  # (M, V)
         drawn = self._draw(logits, where[0], counts)
