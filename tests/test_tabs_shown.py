@@ -127,9 +127,13 @@ def test_a_dashboard_built_outside_a_session_takes_no_other_pages_link(checkpoin
     served, context, before = Document(), Context(), curdoc()
     served._session_context = weakref.ref(context)
     set_curdoc(served)
+    # no session document of this thread's context (an earlier test in this process may have left one):
+    # this test is about the process-wide fallback
+    own = pn.state._curdoc.set(None)
     try:
         assert pn.state.session_args == Request.arguments  # what Panel would have applied
         app = create_app("tiny", "cpu", autoload=False)
     finally:
+        pn.state._curdoc.reset(own)
         set_curdoc(before)
     assert app.explorer_state.seed != 77 and find_tabs(app).active == 0
