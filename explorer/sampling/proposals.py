@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 NEG_INF = float("-inf")
+TINY = torch.finfo(torch.float64).tiny  # the smallest uniform kept: log(0) would give an infinite draw
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -35,8 +36,7 @@ def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> t
 def uniform_noise(shape, generator: torch.Generator) -> torch.Tensor:
     """float64 uniforms in (0, 1) from the CPU generator, so every device sees the same numbers for
     the same seed (log(0) would give an infinite draw, hence the clamp)."""
-    u = torch.rand(shape, generator=generator, dtype=torch.float64)
-    return u.clamp_(min=torch.finfo(torch.float64).tiny)
+    return torch.rand(shape, generator=generator, dtype=torch.float64).clamp_(min=TINY)
 
 
 def gumbel_noise(shape, generator: torch.Generator, device) -> torch.Tensor:
@@ -49,6 +49,11 @@ def gumbel_noise(shape, generator: torch.Generator, device) -> torch.Tensor:
 
 def gumbel(u: torch.Tensor) -> torch.Tensor:
     return -torch.log(-torch.log(u))
+
+
+def gumbel_(u: torch.Tensor) -> torch.Tensor:
+    """gumbel(u) in place (u is overwritten): the same elementwise ops, without three temporaries."""
+    return u.log_().neg_().log_().neg_()
 
 
 def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator,
@@ -73,16 +78,21 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     device at once (one copy, one argmax). A "row" may be a group of batch rows sharing a generator
     (merged.py: a merged run's rows), numbered in the order of its entries. counts: the entries of
     each row, when the caller knows them on the host (else they are read from `rows`)."""
-    out = logits.argmax(dim=-1)  # (M,) temperature-0 rows keep this
     if counts is None:  # entries per row, unless the caller knows them (reading them waits for the device)
         counts = torch.bincount(rows.cpu(), minlength=len(generators)).tolist()
     hot = [i for i, (n, T) in enumerate(zip(counts, temperatures)) if n and T != 0]
     if not hot:
-        return out
+        return logits.argmax(dim=-1)  # (M,)
     temps = torch.tensor([float(T) for T in temperatures], dtype=torch.float64, device=logits.device)
-    sel = temps[rows] != 0  # (M,) entries of rows that sample
+    every = all(T != 0 for n, T in zip(counts, temperatures) if n)  # no temperature-0 entry: no selection
+    sel = None if every else temps[rows] != 0  # (M,) entries of rows that sample
+    entries, picked = (logits, rows) if every else (logits[sel], rows[sel])
     # elementwise division by the row's temperature: the same float64 result as draw()'s scalar one
-    scaled = filter_logits(logits[sel].double() / temps[rows[sel], None], top_k, top_p)  # (M', V)
-    noise = [uniform_noise((counts[i], logits.shape[-1]), generators[i]) for i in hot]
-    scaled += gumbel(torch.cat(noise).to(scaled.device))
-    return out.masked_scatter(sel, scaled.argmax(dim=-1))
+    scaled = filter_logits(entries.double() / temps[picked, None], top_k, top_p)  # (M', V)
+    # raw uniforms per row, as uniform_noise draws them, clamped once (elementwise: the same numbers)
+    noise = torch.cat([torch.rand((counts[i], logits.shape[-1]), generator=generators[i], dtype=torch.float64)
+                       for i in hot]).clamp_(min=TINY)
+    scaled += gumbel_(noise.to(scaled.device))
+    if every:
+        return scaled.argmax(dim=-1)  # (M,)
+    return logits.argmax(dim=-1).masked_scatter(sel, scaled.argmax(dim=-1))  # temperature-0 rows: argmax
