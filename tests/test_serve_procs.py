@@ -85,7 +85,10 @@ def test_two_processes_each_serve_sessions_with_their_own_queue(checkpoints, tmp
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=log, stderr=log)
     url, pages, forked = f"http://localhost:{port}/", [], []
     try:
-        assert get(url + "liveness")[0] == 200
+        try:
+            assert get(url + "liveness")[0] == 200
+        except OSError:  # it never answered: say why, from its own log
+            raise AssertionError(f"the server did not come up:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
         for _ in range(8):  # pairs of page requests at once, until both processes have made sessions
             pair = [threading.Thread(target=lambda: pages.append(get(url))) for _ in range(2)]
             for t in pair:
