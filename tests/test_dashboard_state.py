@@ -474,3 +474,22 @@ def test_the_text_caption_gives_the_runs_step_count_while_it_runs(state):
     assert e.start_run(wait=True)
     assert seen and all("so far:" in text for text in seen), seen[:2]
     assert "so far" not in html.unescape(view.div.text)
+
+
+def test_an_empty_quality_panel_says_how_to_fill_it(state):
+    """With auto-sweep off (`serve --no-auto-sweep`, a class's server) the quality panel was a heading over
+    a blank: it now says the sweep has not been computed and what Compute does; running and done say so."""
+    from explorer.dashboard.tabs.explore.quality import QualityView
+
+    e = explore(state)
+    e.param.update(sweep_strategies=["confidence"], sweep_samples=2)
+    view = QualityView(state=e)
+    assert "not computed for these knobs yet" in view.status.object and "Compute" in view.status.object
+    assert view.stop.disabled  # nothing to stop
+    e.quality.running = True
+    assert not view.stop.disabled
+    e.quality.running = False
+    assert e.start_sweep(wait=True) and e.quality.result is not None
+    assert view.status.object == "Quality vs steps: done" and view.plot.object is not None
+    e.quality.clear()  # what a checkpoint switch leaves
+    assert "not computed for these knobs yet" in view.status.object

@@ -15,6 +15,9 @@ from ...ui.palette import FONT
 
 log = logging.getLogger(__name__)
 
+# what an empty panel says (auto-sweep off: `serve --no-auto-sweep`, a class's server), instead of a blank
+IDLE_HINT = "not computed for these knobs yet. Compute samples every step count × the strategies ticked below"
+
 
 def quality_figure(summary, metric: str, x: str, presentation: bool):
     """The shared quality-vs-steps figure (sweet spots starred by explorer.plots), styled for the
@@ -59,7 +62,7 @@ class QualityView(StateView):
         self._draw()
         watch_presentation(self.state.session, widgets=(self.strategies, self.x, self.metric, self.samples,
                                                         self.auto, self.compute, self.stop))
-        self.on(self.state.quality, ["progress", "status", "error", "running"], self._progress)
+        self.on(self.state.quality, ["progress", "status", "error", "running", "result"], self._progress)
         self.on(self.state.quality, "result", self._draw)
         self.on(self.state.session, "presentation", self._draw)
 
@@ -67,7 +70,9 @@ class QualityView(StateView):
         task = self.state.quality
         self.progress.value = task.progress
         self.progress.active = task.running
-        self.status.object = f"Quality vs steps: {task.status}" if task.status else "Quality vs steps"
+        self.stop.disabled = not task.running  # as the sidebar's Stop: lit only while there is work to stop
+        status = task.status or ("" if task.running or task.result is not None else IDLE_HINT)
+        self.status.object = f"Quality vs steps: {status}" if status else "Quality vs steps"
         show_notice(self.notice, task.error)
 
     @param.depends("state.sweep_x", "state.sweep_metric", watch=True)
