@@ -14,7 +14,7 @@ import torch
 from explorer.data.patterns import pattern_tokenizer
 from explorer.experiments import SweepCancelled, sweep
 from explorer.sampling import SamplerConfig, sample, sample_many
-from explorer.sampling.packing import MIN_PACK_ROWS, _serve, _units
+from explorer.sampling.packing import CPU_CALL_TOKENS, MIN_PACK_ROWS, _in_cpu_calls, _serve, _units
 from explorer.sampling.sampler import ModelCall, call_model
 from tests.conftest import make_model
 from tests.test_sampler_rows import assert_same_run
@@ -54,6 +54,22 @@ class CountingModel(torch.nn.Module):
 
 def gen(seed):
     return torch.Generator().manual_seed(seed)
+
+
+def test_on_the_cpu_a_shared_calls_rows_go_through_the_model_in_near_equal_calls_of_enough_rows():
+    """_in_cpu_calls: about CPU_CALL_TOKENS per model call, never fewer than MIN_PACK_ROWS rows a call, and
+    every row's logits exactly those of one call of all the rows."""
+    model = CountingModel(patterns_model())
+    L = model.config.block_size
+    for rows, calls in [(CPU_CALL_TOKENS // L, 1), (CPU_CALL_TOKENS // L + 50, 2), (3 * CPU_CALL_TOKENS // L, 3),
+                        (MIN_PACK_ROWS + 3, 1)]:
+        x = torch.randint(0, model.config.mask_id + 1, (rows, L), generator=gen(rows))
+        t = torch.rand(rows, generator=gen(rows))
+        model.calls, model.rows = 0, []
+        with torch.no_grad():
+            out, whole = _in_cpu_calls(model, x, t), model.inner(x, t)
+        assert model.calls == calls and sum(model.rows) == rows and min(model.rows) >= MIN_PACK_ROWS
+        assert max(model.rows) - min(model.rows) <= 1 and torch.equal(out, whole)
 
 
 def test_a_calls_logits_do_not_depend_on_what_shares_its_model_call():
@@ -159,7 +175,9 @@ def test_packed_seed000_sweep_equals_cell_after_cell_and_each_batch_its_solo_run
     packed, packed_summary = sweep(model, base, SEED000, n_samples=30, seed=0)
     packed_calls, model.calls = model.calls, 0
     alone, alone_summary = sweep(model, base, SEED000, n_samples=30, seed=0, pack=False)
-    assert packed_calls < model.calls / 4  # 1 warm-up + 24 shared calls vs 1 + 190
+    # 1 warm-up + 24 shared calls, whose distinct rows the CPU computes in calls of about
+    # packing.CPU_CALL_TOKENS (53 model calls in all), vs 1 + 190
+    assert packed_calls < model.calls / 3
     pd.testing.assert_frame_equal(packed.drop(columns=TIMING), alone.drop(columns=TIMING))
     pd.testing.assert_frame_equal(packed_summary.drop(columns=[c for c in packed_summary if c.startswith(tuple(TIMING))]),
                                   alone_summary.drop(columns=[c for c in alone_summary if c.startswith(tuple(TIMING))]))

@@ -13,7 +13,8 @@ call of its own would have given, so every run returns what sample() returns for
     lead to the same commits, with the same random numbers, ask the same calls until they diverge;
   - calls of at least MIN_PACK_ROWS rows and one canvas length are concatenated into calls of about
     `tokens_per_call` tokens (never splitting a call) and the logits split back; equal rows in such a
-    call are computed once;
+    call are computed once, and on the CPU its distinct rows go through the model in near-equal calls
+    of about CPU_CALL_TOKENS (the forward's sweet spot there; each of at least MIN_PACK_ROWS rows);
   - calls of fewer rows go through the model alone, as they would in their own run.
 Why the threshold: a row's logits must not depend on which rows share its call. On the CPU (fp32) they
 do not, except where a matmul has few rows: the sgemm used here computes those with another kernel
@@ -44,6 +45,7 @@ from .trajectory import Trajectory
 
 MIN_PACK_ROWS = 16  # calls with fewer rows are computed alone (module docstring)
 TOKENS_PER_CALL = 4096  # rows x length per shared call: measured best here (patterns, 1 thread); larger calls fall out of L2
+CPU_CALL_TOKENS = 2400  # on the CPU a shared call's distinct rows go through the model in calls of about this (_in_cpu_calls)
 TOKENS_IN_FLIGHT = 1 << 18  # rows x length of the runs under way (their logits stay in memory)
 
 
@@ -129,11 +131,23 @@ def _distinct_rows(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return model(x, t)  # (measured on an H200: 0.56 ms a call, a third of the forward it would save)
     uniq, inverse = torch.unique(x, dim=0, return_inverse=True)  # (U, L), (N,)
     if uniq.shape[0] == x.shape[0] or uniq.shape[0] < MIN_PACK_ROWS:
-        return model(x, t)
+        return _in_cpu_calls(model, x, t)
     t_u = torch.empty(uniq.shape[0], dtype=t.dtype, device=t.device).scatter_(0, inverse, t)  # (U,)
     if not torch.equal(t_u[inverse], t):
+        return _in_cpu_calls(model, x, t)
+    return _in_cpu_calls(model, uniq, t_u)[inverse]  # (N, L, V)
+
+
+def _in_cpu_calls(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """model(x, t) (N, L, V) in near-equal calls of about CPU_CALL_TOKENS rows x length, each of at least
+    MIN_PACK_ROWS rows (so every row's logits are what any call of it gives). Why: a shared call is
+    planned at tokens_per_call to find equal rows across many runs, but on the CPU a forward's
+    activations fall out of L2 beyond about 2,000 tokens (patterns, 2 threads: 88 us a row at 90 rows,
+    102-113 at 150)."""
+    k = min(-(-x.numel() // CPU_CALL_TOKENS), x.shape[0] // MIN_PACK_ROWS)
+    if k <= 1:
         return model(x, t)
-    return model(uniq, t_u)[inverse]  # (N, L, V)
+    return torch.cat([model(xs, ts) for xs, ts in zip(x.tensor_split(k), t.tensor_split(k))])
 
 
 def _serve(model, unit: _Unit) -> None:
