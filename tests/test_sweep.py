@@ -393,3 +393,22 @@ def test_png_export_with_headless_chromium(tmp_path):
                             "tokens_per_s_mean": [300.0, 150.0, 75.0]})
     path = save_plot(quality_speed_plot(summary, "pattern_quality"), tmp_path / "q.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_a_std_band_stays_within_the_values_its_metric_can_take():
+    """mean ± 1 std of a quality in [0, 1] ran past 1 (seed 000's confidence at 16 steps: 0.92 ± 0.26), and a
+    gen-PPL band below 1; the band is clipped to the metric's range, and unknown metrics are left alone."""
+    import holoviews as hv
+
+    from explorer.plots import band, quality_speed_plot
+
+    summary = _summary([1, 2, 4], [0.1, 0.92, 0.5])
+    summary["pattern_quality_std"] = [0.2, 0.26, 0.1]
+    summary.attrs["knobs"] = ["steps"]
+    area = next(el for el in quality_speed_plot(summary, "pattern_quality", speed=False) if isinstance(el, hv.Area))
+    np.testing.assert_allclose(area.dimension_values(1), [0.0, 0.66, 0.4])  # the band's floor, clipped at 0
+    np.testing.assert_allclose(area.dimension_values(2), [0.3, 1.0, 0.6])  # its top, clipped at 1
+    low, high = band("gen_ppl", np.array([1.5]), np.array([2.0]))
+    assert low.tolist() == [1.0] and high.tolist() == [3.5]
+    low, high = band("some_new_score", np.array([0.5]), np.array([2.0]))
+    assert low.tolist() == [-1.5] and high.tolist() == [2.5]
