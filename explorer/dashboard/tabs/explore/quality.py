@@ -16,7 +16,7 @@ from ...ui.palette import FONT
 log = logging.getLogger(__name__)
 
 # what an empty panel says (auto-sweep off: `serve --no-auto-sweep`, a class's server), instead of a blank
-IDLE_HINT = "not computed for these knobs yet. Compute samples every step count × the strategies ticked below"
+IDLE_HINT = "not computed for these knobs yet: press Compute"
 
 
 def quality_figure(summary, metric: str, x: str, presentation: bool):
