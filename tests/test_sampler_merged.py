@@ -98,3 +98,16 @@ def test_merging_can_be_switched_off_with_the_same_results():
     for a, b in zip(merged, alone):
         assert np.array_equal(a.final, b.final) and a.nfe == b.nfe and np.array_equal(a.step_t, b.step_t)
     assert torch.equal(torch.as_tensor(merged[0].committed_at), torch.as_tensor(alone[0].committed_at))
+
+
+def test_a_groups_masked_count_is_recovered_exactly_from_its_float32_t():
+    """merged._statistics reads each group's t (a float32 mean of 0/1 values, as the run alone computes
+    it) and takes its masked count as round(t x positions) instead of reducing again on the device: exact
+    for any count up to 2^24 positions, whether the mean divides by N (CPU) or multiplies by 1/N (CUDA)."""
+    rng = np.random.default_rng(0)
+    for N in [1, 2, 3, 24, 720, 12_960, 99_991, 2**20 + 7, 2**24]:
+        counts = np.unique(np.concatenate([[0, 1, N - 1, N], rng.integers(0, N + 1, 2000)]))
+        divided = (counts.astype(np.float32) / np.float32(N)).astype(np.float32)
+        multiplied = (counts.astype(np.float32) * (np.float32(1) / np.float32(N))).astype(np.float32)
+        for t in (divided, multiplied):
+            assert (np.round(t.astype(np.float64) * N).astype(np.int64) == counts).all(), N

@@ -110,8 +110,11 @@ class _Walk:
         self.strategies = sorted({g.config.strategy for g in groups})
         self.strategy_of_row = per_row([self.strategies.index(g.config.strategy) for g in groups], torch.long)
         self.schedules = sorted({g.config.schedule for g in groups})
-        self.schedule_of_row = per_row([self.schedules.index(g.config.schedule) for g in groups], torch.long)
-        self.changed = torch.zeros(st.x.shape[0], dtype=torch.bool, device=device)  # (B,) rows the last step changed
+        schedule_of_row = per_row([self.schedules.index(g.config.schedule) for g in groups], torch.long)
+        self.rows_of_schedule = {name: schedule_of_row == i for i, name in enumerate(self.schedules)}  # (B,) each
+        self.unchanged = torch.zeros(st.x.shape[0], dtype=torch.bool, device=device)
+        self.changed = self.unchanged  # (B,) rows the last step changed
+        self.busy = None  # (B,) rows with positions to fill at this step's start (_statistics)
 
     def run(self):
         for s in range(max(g.steps for g in self.groups)):
@@ -134,14 +137,14 @@ class _Walk:
         active = [g for g in stepping if has_todo[g.k]]  # alone, the others skip the step
         called = yield from self._refresh(active, masked)
         active = self._not_stopped(active)  # a cancel during the model calls ends a run before its step's work
-        commit = torch.zeros_like(todo)
+        self.changed = self.unchanged  # (B,) read with the next step's statistics (it marks a group stale)
         if active:
             proposals, scores, conf = self._propose(active, masked, n_masked)
             commit = self._choose(active, todo, scores, s)
             st.x = torch.where(commit, proposals, st.x)
             st.committed_at.masked_fill_(commit, s)
             st.commit_conf = torch.where(commit, conf, st.commit_conf)
-        self.changed = commit.any(dim=1)  # (B,) read with the next step's statistics (it marks a group stale)
+            self.changed = commit.any(dim=1)
         seconds = time.perf_counter() - start - self.waited  # the model calls are charged by the driver
         rows = sum(g.b - g.a for g in stepping)
         for g in stepping:
@@ -153,14 +156,17 @@ class _Walk:
         the last step changed is marked stale (it asks a model call). On a GPU each read waits for the
         device: reading these one by one was three waits a step."""
         G = len(self.groups)
-        flags = torch.stack([todo.any(dim=1), self.changed]).float()  # (2, B)
+        self.busy = todo.any(dim=1)  # (B,) also _choose's
+        flags = torch.stack([self.busy, self.changed]).float()  # (2, B)
         hits = torch.zeros((2, G), device=self.device).index_add_(1, self.group_of_row, flags)  # (2, G)
-        counts = torch.zeros(G, device=self.device).index_add_(0, self.group_of_row, masked.sum(dim=1).float())
-        host = torch.cat([hits.flatten(), counts, self._group_means(masked)]).tolist()
-        has_todo, changed = [h > 0 for h in host[:G]], [h > 0 for h in host[G:2 * G]]
+        host = torch.cat([hits.flatten(), self._group_means(masked)]).tolist()
+        has_todo, changed, t = [h > 0 for h in host[:G]], [h > 0 for h in host[G:2 * G]], host[2 * G:]
         for g in self.groups:
             g.stale = g.stale or changed[g.k]
-        return host[3 * G:], has_todo, [int(c) for c in host[2 * G:3 * G]]
+        # masked count = t x positions, exactly: t is a count of at most 2^24 over its positions, rounded
+        # once to float32, so t x positions is within far less than 0.5 of it (one reduction fewer a step)
+        L = masked.shape[1]
+        return t, has_todo, [round(t[g.k] * (g.b - g.a) * L) for g in self.groups]
 
     def _group_means(self, masked: torch.Tensor) -> torch.Tensor:
         """(G,) masked[g.a:g.b].float().mean() of each group, bit for bit: groups of one size are one
@@ -222,14 +228,16 @@ class _Walk:
         proposals = st.x.index_put(where, drawn)  # (B, L)
         probs = torch.softmax(logits, dim=-1)  # (M, V) untempered, as _scored
         conf = torch.full(st.x.shape, NAN, device=self.device)
-        conf[where] = probs.gather(-1, proposals[where].unsqueeze(-1)).squeeze(-1)
+        conf[where] = probs.gather(-1, drawn.unsqueeze(-1)).squeeze(-1)  # drawn is proposals[where]
         scores = torch.full(st.x.shape, NAN, device=self.device)
-        entry_strategy = self.strategy_of_row[where[0]]  # (M,)
+        entry_strategy, values = self.strategy_of_row[where[0]], None  # (M,)
         for i, name in enumerate(self.strategies):  # distribution scores: row-wise, so computed for every
             strategy = get_strategy(name)            # entry and kept where the entry's group uses them
             if not getattr(strategy, "position_only", False):
-                value = strategy(probs[None], proposals[where][None], None)[0].float()  # (M,)
-                scores[where] = torch.where(entry_strategy == i, value, scores[where])
+                value = strategy(probs[None], drawn[None], None)[0].float()  # (M,)
+                values = torch.where(entry_strategy == i, value, NAN if values is None else values)
+        if values is not None:
+            scores[where] = values
         positional = [g for g in active if getattr(g.strategy, "position_only", False)]
         if positional:
             scores = self._position_scores(positional, masked, scores)
@@ -260,19 +268,20 @@ class _Walk:
 
     def _choose(self, active, todo, scores, s: int):
         """The k best-scored masked positions of each active group (k from its own schedule)."""
-        key = scores.clamp(min=torch.finfo(scores.dtype).min).masked_fill(~todo, float("-inf"))
+        key = torch.where(todo, scores.clamp(min=torch.finfo(scores.dtype).min), float("-inf"))
         rank = rank_in_row(key, descending=True)  # (B, L)
         n = todo.sum(dim=1)  # (B,)
-        k = torch.zeros_like(n)
+        k = None  # (B,) filled per schedule; rows no schedule sets keep 0
         # seed and linear are integer arithmetic, elementwise in S: one call for all their rows, with each
         # row's own step count (rows already past theirs have nothing to do; S = s + 1 keeps them finite)
-        S = torch.maximum(self.steps, torch.full_like(self.steps, s + 1))
-        for name in {g.config.schedule for g in active}:
+        S = self.steps.clamp(min=s + 1)
+        for name in sorted({g.config.schedule for g in active}):
             mine = [g for g in active if g.config.schedule == name]
             if name in ("seed", "linear"):
-                rows = (self.schedule_of_row == self.schedules.index(name)) & todo.any(dim=1)
-                k = torch.where(rows, mine[0].schedule(n, self.N, s, S), k)
+                rows = self.rows_of_schedule[name] & self.busy
+                k = torch.where(rows, mine[0].schedule(n, self.N, s, S), 0 if k is None else k)
             else:
+                k = torch.zeros_like(n) if k is None else k
                 for g in mine:
                     k[g.a:g.b] = g.schedule(n[g.a:g.b], self.N[g.a:g.b], s, g.steps)
         return todo & (rank < k.clamp(min=0).minimum(n)[:, None])
