@@ -310,10 +310,12 @@ def test_presentation_mode_shortens_the_confidence_title_and_enlarges_the_player
     assert long_title == f"Confidence when committed, step {last} (▼ this step)"
     state.presentation = True
     assert view.figure.title.text == f"Step {last} (▼ this step)" and scrubber.player.scale_buttons > small
+    assert view.figure.yaxis.axis_label == "confidence"  # the long label ran past the plot's height
     explore(state).confidence_view = "this step"
     assert view.figure.title.text == f"Step {last} (▼ committed)"
     state.presentation = False
     assert view.figure.title.text == f"Proposals, step {last} (▼ committed)" and scrubber.player.scale_buttons == small
+    assert view.figure.yaxis.axis_label == f"score ({state.strategy})"
 
 
 def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeypatch):

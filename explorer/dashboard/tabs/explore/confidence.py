@@ -119,18 +119,18 @@ class ConfidenceView(StateView):
             data = mean_bars(table) if table is not None else _empty()
             p.title.text = (f"Validation mean, t = {self.state.confidence_t:.2f}"
                             if table is not None else "Computing the validation mean …")
-            p.yaxis.axis_label = "mean max-probability"
+            p.yaxis.axis_label = self._axis("mean max-probability", "mean max-prob.")
         elif view == CONFIDENCE_VIEWS[0]:
             row = self.state.shown_step
             data = committed_bars(frames, row) if frames is not None and row > 0 else _empty()
             p.title.text = self._title("Confidence when committed", "▼ newest step", row, "▼ this step")
-            p.yaxis.axis_label = "confidence when committed"
+            p.yaxis.axis_label = self._axis("confidence when committed", "confidence")
         else:
             row = self.state.shown_step
             data = step_bars(frames, row) if frames is not None and row > 0 else _empty()
             # one title while a run streams: a title that changes every tick re-lays the figure out
             p.title.text = self._title("Proposals", "newest step, ▼ committed", row, "▼ committed")
-            p.yaxis.axis_label = f"score ({self.state.session.strategy})"
+            p.yaxis.axis_label = self._axis(f"score ({self.state.session.strategy})", "score")
         if frames is not None:
             p.x_range.update(start=-0.5, end=frames.length - 0.5)
             self._glyphs_of = sync_glyphs(self.vocab, frames.glyphs, self._glyphs_of)  # a new model's, once
@@ -151,6 +151,11 @@ class ConfidenceView(StateView):
         if row <= 0:
             return "Pick a step ≥ 1" if short else f"{what}: pick a step ≥ 1"
         return f"Step {row} ({done})" if short else f"{what}, step {row} ({done})"
+
+    def _axis(self, label: str, short: str) -> str:
+        """The y axis's label; in presentation type the short one (the view selector says which): the long
+        ones ran past the 230-pixel plot's height at 1366 x 768 ('confidence when committe')."""
+        return short if self.state.session.presentation else label
 
     def _fonts(self):
         apply_fonts(self.figure, self.state.session.presentation)
