@@ -213,8 +213,12 @@ def test_presentation_mode_enlarges_every_column(compare):
         assert c.figure.xaxis[0].major_label_text_font_size == FONT[True]["plot"]
         assert c.text.styles["--text-size"] == FONT[True]["text"] and c.metrics.styles["--caption-size"] == FONT[True]["base"]
     assert view.status.styles["font-size"] == FONT[True]["base"]
+    # the toolbar and the column editors too (they had stayed small: their shadow DOM needs a stylesheet)
+    toolbar = [*view.preset_buttons.values(), view.run, view.stop, view.add, column.editor, column.remove]
+    assert all(any(FONT[True]["base"] in str(css) for css in w.stylesheets) for w in toolbar)
     tab.session.presentation = False
     assert column.text.styles["--text-size"] == FONT[False]["text"]
+    assert not any(FONT[True]["base"] in str(css) for w in toolbar for css in w.stylesheets)
 
 
 def test_column_sources_do_not_take_the_live_heatmaps_names(compare):

@@ -80,6 +80,7 @@ def test_cached_result_comes_back_without_sampling(tab):
     assert tab.main.estimate.startswith("Run:")
     tab.samples = 2  # back to the knobs already swept: shown at once
     assert tab.main.result is first and tab.main.status == "from cache" and "cached" in tab.main.estimate
+    assert TaskBar(task=tab.main).status.object == "from cache"  # said once ('from cache · cached: ...' before)
     assert tab.start_sweep(wait=True) and tab.main.result is first
 
 
@@ -225,3 +226,27 @@ def test_an_unreachable_cluster_is_a_readable_notice(tab, monkeypatch):
     assert (tab.main.running, tab.main.result) == (False, None) and not tab.main.status.startswith("done")
     bar = TaskBar(task=tab.main)
     assert bar.notice.visible and bar.notice.object == error
+
+
+def test_the_task_bars_follow_the_presentation_type_size(tab):
+    """Run and Stop, the status and the button groups' names grow at projector type (they had stayed small)."""
+    from explorer.dashboard.ui.palette import FONT
+
+    bar = TaskBar(task=tab.main, session=tab.session)
+    big = lambda w: any(FONT[True]["base"] in str(css) for css in w.stylesheets)  # noqa: E731
+    assert not big(bar.run) and bar.status.styles["font-size"] == FONT[False]["base"]
+    tab.session.presentation = True
+    assert big(bar.run) and big(bar.stop) and bar.status.styles["font-size"] == FONT[True]["base"]
+    tab.session.presentation = False
+    assert not big(bar.stop)
+
+
+def test_at_projector_type_the_quality_plot_drops_its_title(tab):
+    """Its title ran past half a 1366-pixel page at projector type; the heading and the y axis name it."""
+    assert tab.start_sweep(wait=True)
+    title = lambda: tab.view.quality_plot.object.opts.get("plot").kwargs.get("title")  # noqa: E731
+    assert "vs denoising steps" in title()
+    tab.session.presentation = True
+    assert title() == "" and "vs denoising steps" in tab.view.speed_plot.object.opts.get("plot").kwargs["title"]
+    tab.session.presentation = False
+    assert "vs denoising steps" in title()

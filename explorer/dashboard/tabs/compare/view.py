@@ -219,7 +219,10 @@ class CompareView(pn.viewable.Viewer):
         cols = self.columns
         watch_presentation(t.session, figures=[c.figure for c in cols],
                            panes=[self.status, self.info, self.legend, *(c.title for c in cols)],
-                           text_panes=[pane for c in cols for pane in (c.text, c.metrics)])
+                           text_panes=[pane for c in cols for pane in (c.text, c.metrics)],
+                           # the toolbar and the column editors: at projector type they had stayed small
+                           widgets=[*self.preset_buttons.values(), self.run, self.stop, self.add,
+                                    *(w for c in cols for w in (c.editor, c.remove))])
 
     def _toolbar(self) -> None:
         """Preset buttons, Run, Stop and '+ column'."""
@@ -233,7 +236,7 @@ class CompareView(pn.viewable.Viewer):
         self.run = pn.widgets.Button.from_param(t.param.run, color="primary", width=90,
                                                 css_classes=["compare-run"])
         self.stop = pn.widgets.Button.from_param(t.param.stop, color="warning", width=80)
-        self.add = pn.widgets.Button(label="+ column", width=100, description="Compare one more configuration")
+        self.add = pn.widgets.Button(label="+ column", width=120, description="Compare one more configuration")
         self.add.on_click(lambda event: t.add_column())
 
     def _specs(self, *events):

@@ -91,15 +91,18 @@ def summary_frame(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     return out.astype(object).where(out.notna(), "–")
 
 
-def _labelled(label: str, widget):
-    """Button groups show no label of their own."""
-    return pn.Column(pn.pane.HTML(f"<span style='font-size: 14px'>{label}</span>", margin=(5, 10, 0, 10)), widget)
+def _labelled(label: str, widget, session):
+    """Button groups show no label of their own; this one follows the session's type size."""
+    name = pn.pane.HTML(label, margin=(5, 10, 0, 10))
+    watch_presentation(session, panes=[name])
+    return pn.Column(name, widget)
 
 
 class TaskBar(pn.viewable.Viewer):
     """Run / Stop, the progress bar, the expected cost before a run and the status or notice after."""
 
     task = param.ClassSelector(class_=SweepTask)
+    session = param.Parameter(doc="the browser session, whose presentation type size the bar follows")
     css = param.String("sweep-main", doc="CSS class prefix of its widgets (browser tests find them by it)")
 
     def __init__(self, **params):
@@ -115,12 +118,16 @@ class TaskBar(pn.viewable.Viewer):
         self.notice = notice("danger")
         t.param.watch(lambda *e: self._update(), ["progress", "status", "error", "estimate", "running"])
         self._update()
+        if self.session is not None:  # at projector type Run and Stop had stayed small
+            watch_presentation(self.session, panes=[self.status], widgets=(self.run, self.stop))
 
     def _update(self):
         t = self.task
         self.progress.value, self.progress.active = t.progress, t.running
         self.stop.disabled = not t.running
-        parts = [p for p in (t.status, "" if t.running else t.estimate) if p]
+        # a cached result shown says "from cache"; its estimate ("cached: ...") would say it twice
+        repeat = t.status == "from cache" and t.estimate.startswith("cached")
+        parts = [p for p in (t.status, "" if t.running or repeat else t.estimate) if p]
         self.status.object = html.escape(" · ".join(parts))
         show_notice(self.notice, t.error)
 
@@ -192,7 +199,10 @@ class SweepTabView(pn.viewable.Viewer):
             "legend": font["plot"]})
         figures = {}
         if metric is not None:
-            figures["quality"] = quality_speed_plot(summary, metric, x=tab.x, speed=False, height=380).opts(**style)
+            # at projector type no title (the heading and the y axis name it): it ran past a 1366 px page's half
+            title = "" if tab.session.presentation else None
+            figures["quality"] = quality_speed_plot(summary, metric, x=tab.x, speed=False, height=380,
+                                                    title=title).opts(**style)
         if f"{tab.speed_metric}_mean" in summary:
             figures["speed"] = speed_plot(summary, x=tab.x, metric=tab.speed_metric, height=380).opts(**style)
         return figures
@@ -220,12 +230,13 @@ class SweepTabView(pn.viewable.Viewer):
              W.IntInput.from_param(p.samples, width=120), checkbox(p.include_ar),
              W.RadioButtonGroup.from_param(p.x), W.Select.from_param(p.metric, width=180),
              W.RadioButtonGroup.from_param(p.speed_metric)]
-        watch_presentation(self.tab.session, widgets=w)
+        s = self.tab.session
+        watch_presentation(s, widgets=w)
         # rows that wrap: at projector type they ran past a 1024-pixel window's edge
         return pn.Column(
-            pn.FlexBox(_labelled("Strategies", w[0]), _labelled("Schedules", w[1])),
+            pn.FlexBox(_labelled("Strategies", w[0], s), _labelled("Schedules", w[1], s)),
             pn.FlexBox(*w[2:6], pn.Column(pn.Spacer(height=18), w[6]), align_items="flex-end"),
-            pn.FlexBox(_labelled("x axis", w[7]), w[8], _labelled("Speed", w[9]), align_items="flex-end"),
+            pn.FlexBox(_labelled("x axis", w[7], s), w[8], _labelled("Speed", w[9], s), align_items="flex-end"),
             sizing_mode="stretch_width")
 
     def _downloads(self):
@@ -248,14 +259,14 @@ class SweepTabView(pn.viewable.Viewer):
         main = pn.Column(
             section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
                     "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best)."),
-            self._controls(), TaskBar(task=self.tab.main), self.plot_notice,
+            self._controls(), TaskBar(task=self.tab.main, session=self.tab.session), self.plot_notice,
             side_by_side(self.quality_plot, self.speed_plot),
             self.summary, self._downloads(), sizing_mode="stretch_width")
         grid = pn.Column(
             section("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
             pn.FlexBox(pn.widgets.TextInput.from_param(p.grid_steps, width=170),
                        pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
-            TaskBar(task=self.tab.grid, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
+            TaskBar(task=self.tab.grid, session=self.tab.session, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
         temps = pn.Column(
             section("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
                     "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
@@ -263,6 +274,6 @@ class SweepTabView(pn.viewable.Viewer):
             pn.FlexBox(pn.widgets.TextInput.from_param(p.temp_values, width=190),
                        pn.widgets.IntInput.from_param(p.temp_steps, width=100),
                        pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
-            TaskBar(task=self.tab.temps, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
+            TaskBar(task=self.tab.temps, session=self.tab.session, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
         return pn.Column(self.note, main, rule(), grid, rule(), temps,
                          sizing_mode="stretch_width", name="sweep-tab")
