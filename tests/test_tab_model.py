@@ -193,6 +193,12 @@ def test_presentation_mode_enlarges_the_model_tab(ckpts):
     assert all(f.title.text_font_size == FONT[True]["title"] for f in figures)
     assert all(f.yaxis[0].axis_label_text_font_size == FONT[True]["plot"] for f in figures)
     assert page.summary.styles["font-size"] == FONT[True]["base"] == panel.status.styles["font-size"]
+    # the download and the time embedding too: the embedding's long title ran past it at projector type
+    assert any(FONT[True]["base"] in str(css) for css in page.csv.stylesheets)
+    opts = page.time_emb.object.opts.get().kwargs
+    assert opts["fontsize"]["title"] == FONT[True]["title"] and opts["title"].endswith("dims (unused)")
+    state.presentation = False
+    assert page.time_emb.object.opts.get().kwargs["fontsize"]["title"] == FONT[False]["title"]
     state.close()
 
 

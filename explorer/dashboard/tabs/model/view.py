@@ -180,12 +180,15 @@ def time_embedding_plot(meta: dict, presentation: bool = False):
     hv = _hv()
     ts, emb, dim, used = time_embedding(meta)
     how = "this model feeds it to every block (adaLN)" if used else "not used by this model (no time conditioning)"
+    title = f"Sinusoidal time embedding, {dim} dims: {how}"
+    if presentation:  # the whole title ran past the figure at projector type
+        title = f"Time embedding, {dim} dims ({'adaLN' if used else 'unused'})"
     size = FONT[presentation]
     return hv.Image((np.arange(dim), ts, emb), kdims=[hv.Dimension("dim", label="embedding dimension"),
                                                        hv.Dimension("t", label="time t")],
                     vdims=[hv.Dimension("value", range=(-1, 1))]).opts(
         cmap="RdBu", colorbar=True, invert_yaxis=True, height=240, responsive=True, toolbar=None, tools=["hover"],
-        title=f"Sinusoidal time embedding, {dim} dims: {how}",
+        title=title,
         fontsize={"title": size["title"], "labels": size["plot"], "xticks": size["plot"], "yticks": size["plot"]})
 
 
@@ -207,6 +210,9 @@ class CheckpointPage(ModelView):
         self._describe()
         self._draw()  # the figures are in no document yet: drawn here directly
         self.follow_fonts((self.curves_fig, self.lr_fig), (self.summary,))
+        watch_presentation(self.state.session, widgets=(self.csv,))
+        # the time embedding is a HoloViews figure drawn at a type size: drawn again when it changes
+        self.state.session.param.watch(lambda event: self._draw_time_embedding(), "presentation")
 
     @param.depends("state.meta", watch=True)
     def _meta_changed(self):
@@ -223,7 +229,11 @@ class CheckpointPage(ModelView):
         preview = checkpoints.corpus_preview(model) if model is not None else None
         self.summary.object = f"<div class='meta-page'>{summary_html(meta, name, preview)}</div>"
         self.csv.filename = f"{name}-curves.csv"
-        self.time_emb.object = time_embedding_plot(meta, self.state.session.presentation)
+        self._draw_time_embedding()
+
+    def _draw_time_embedding(self) -> None:
+        if self.state.meta:
+            self.time_emb.object = time_embedding_plot(self.state.meta, self.state.session.presentation)
 
     def _draw(self) -> None:
         """The Bokeh parts: stored curves, the stored schedule and the part of it used, titles."""
