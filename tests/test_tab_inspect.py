@@ -309,3 +309,18 @@ def test_the_same_text_at_several_t(inspect):
     counts = [block.count("█") for block in html.split("<b>t = ")[1:]]
     expected = [int(draw_mask(LENGTH, t, tab.mask_seed).sum()) for t in (0.2, 0.5, 0.8)]
     assert counts == expected and counts[0] < counts[1] < counts[2]
+
+
+def test_projector_type_reaches_the_tabs_inputs_and_buttons(inspect):
+    """The mask seed, the text box and the buttons draw in a shadow DOM the tab's type size does not reach:
+    at projector type they had stayed small."""
+    from explorer.dashboard.ui.palette import FONT
+
+    state, tab, view = inspect
+    widgets = (view.text, view.seed, view.redraw, view.reset, view.nucleus_at)
+    big = lambda w: any(FONT[True]["base"] in str(css) for css in w.stylesheets)  # noqa: E731
+    assert not any(big(w) for w in widgets)
+    state.presentation = True
+    assert all(big(w) for w in widgets)
+    state.presentation = False
+    assert not any(big(w) for w in widgets)

@@ -24,7 +24,7 @@ from .masking import draw_mask, fraction_check, pieces, positions
 from ....metrics import training_ratios
 from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
 from .state import InspectState
-from ...ui.base import heading, notice, show_notice
+from ...ui.base import heading, notice, show_notice, watch_presentation
 
 SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # seeds 002-004 show these t in one figure
 
@@ -66,10 +66,14 @@ class InspectView(pn.viewable.Viewer):
         self.t = pn.widgets.FloatSlider.from_param(p.t, sizing_mode="stretch_width", css_classes=["inspect-t"])
         self.seed = pn.widgets.IntInput.from_param(p.mask_seed, width=150)
         self.k = pn.widgets.IntSlider.from_param(p.k, width=200)
-        self.redraw = pn.widgets.Button.from_param(p.redraw, width=140, css_classes=["inspect-redraw"])
-        self.reset = pn.widgets.Button.from_param(p.use_default, width=170)
+        # widths that hold the labels at projector type too
+        self.redraw = pn.widgets.Button.from_param(p.redraw, width=170, css_classes=["inspect-redraw"])
+        self.reset = pn.widgets.Button.from_param(p.use_default, width=230)
         self.nucleus_p = pn.widgets.FloatSlider.from_param(p.nucleus_p, width=220, css_classes=["inspect-nucleus-p"])
         self.nucleus_at = pn.widgets.IntInput.from_param(p.nucleus_at, width=170)
+        # inputs and buttons draw in a shadow DOM the tab's type size does not reach (ui.base.widget_type_size)
+        watch_presentation(self.tab.session, widgets=(self.text, self.t, self.seed, self.k, self.redraw, self.reset,
+                                                      self.nucleus_p, self.nucleus_at))
 
     # ---------------------------------------------------------------- drawing
 
