@@ -6,7 +6,8 @@
    one run: one sample at a time, batched per cell (one `sample` of 30 rows per cell), and packed (all
    cells through `sample_many`: shared model calls, and the cells stepped as one merged batch; the same
    samples). Goals: packed >= 1.8x batched (issue 17: the median of the rounds' paired ratios),
-   batched >= 20x one at a time (issue 3). Also the sweep's device ops (not views) and host syncs, batched vs
+   batched >= 20x one at a time (issue 3). Also where each sweep's time goes (the model, the rest), and
+   the sweep's device ops (not views) and host syncs, batched vs
    packed: a GPU's time follows them where kernel launches dominate, so a CPU-only session can see
    what a change does there. Batched and packed alternate over a few rounds (the CPU is shared);
    the table gives medians of the times and of the rounds' batched / packed ratios.
@@ -149,6 +150,13 @@ def bench_sweep(device, quick: bool, random_weights: bool) -> None:
     row("patterns sweep speed-up, packed vs batched", f"{paired:.2f}x",
         f"goal >= 1.8x; median of {len(times['packed'])} rounds' ratios (medians' ratio {batched / packed:.2f}x, "
         f"fastest rounds' {min(times['batched']) / min(times['packed']):.2f}x)")
+    # where each sweep's time goes (one more pass each, the model timed with a sync around every call, so
+    # on a GPU the totals run a little over the rounds'): the model, and the rest (the sampler, packing)
+    for name, fn in (("batched", sweep_batched), ("packed", sweep_packed)):
+        inner = TimedModel(model)
+        total = timed(fn, inner, configs, n)
+        row(f"  {name} sweep: in the model / the rest (ms)", f"{inner.seconds * 1e3:.0f} / {(total - inner.seconds) * 1e3:.0f}",
+            "one pass, a sync around each model call")
     with as_off_the_cpu(device):
         ops = {name: device_ops(fn, model, configs, n) for name, fn in (("batched", sweep_batched), ("packed", sweep_packed))}
     row("  device ops, batched / packed", f"{ops['batched'][0] / ops['packed'][0]:.2f}x",
