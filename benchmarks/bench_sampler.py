@@ -150,20 +150,7 @@ def bench_sweep(device, quick: bool, random_weights: bool) -> None:
     row("patterns sweep speed-up, packed vs batched", f"{paired:.2f}x",
         f"goal >= 1.8x; median of {len(times['packed'])} rounds' ratios (medians' ratio {batched / packed:.2f}x, "
         f"fastest rounds' {min(times['batched']) / min(times['packed']):.2f}x)")
-    # where each sweep's time goes (one more pass each, the model timed with a sync around every call, so
-    # on a GPU the totals run a little over the rounds'): the model, and the rest (the sampler, packing)
-    for name, fn in (("batched", sweep_batched), ("packed", sweep_packed)):
-        inner = TimedModel(model)
-        total = timed(fn, inner, configs, n)
-        row(f"  {name} sweep: in the model / the rest (ms)", f"{inner.seconds * 1e3:.0f} / {(total - inner.seconds) * 1e3:.0f}",
-            "one pass, a sync around each model call")
-    with as_off_the_cpu(device):
-        ops = {name: device_ops(fn, model, configs, n) for name, fn in (("batched", sweep_batched), ("packed", sweep_packed))}
-    row("  device ops, batched / packed", f"{ops['batched'][0] / ops['packed'][0]:.2f}x",
-        f"{ops['batched'][0]} / {ops['packed'][0]} ops on the device ({ops['batched'][1]} / {ops['packed'][1]} "
-        f"host syncs): where kernel launches dominate (a GPU), the time follows these"
-        + ("; the packed sweep's CPU-only paths (unique rows, split calls) left out, as a GPU runs it"
-           if device.type == "cpu" else ""))
+    sweep_costs(device, model, configs, n)
     # The sampler cannot beat the model: if one forward of 30 rows costs more than 1/20 of 30 forwards
     # of one row (compute-bound CPU), 20x is out of reach whatever the sampler does.
     L = model.config.block_size
@@ -171,6 +158,24 @@ def bench_sweep(device, quick: bool, random_weights: bool) -> None:
                                 for _ in range(15))  # interleaved: CPU load drifts
     row(f"  ceiling: {n} x forward(B=1) / forward(B={n})", f"{ceiling:.1f}x", "model only, no sampler")
 
+
+def sweep_costs(device, model, configs, n) -> None:
+    """Where each sweep's time goes (one more pass each, the model timed with a sync around every call, so
+    on a GPU the totals run a little over the rounds'): the model and the rest (the sampler, packing);
+    and their device ops and host syncs, which a GPU's time follows where kernel launches dominate."""
+    sweeps = (("batched", sweep_batched), ("packed", sweep_packed))
+    for name, fn in sweeps:
+        inner = TimedModel(model)
+        total = timed(fn, inner, configs, n)
+        row(f"  {name} sweep: in the model / the rest (ms)", f"{inner.seconds * 1e3:.0f} / {(total - inner.seconds) * 1e3:.0f}",
+            "one pass, a sync around each model call")
+    with as_off_the_cpu(device):
+        ops = {name: device_ops(fn, model, configs, n) for name, fn in sweeps}
+    row("  device ops, batched / packed", f"{ops['batched'][0] / ops['packed'][0]:.2f}x",
+        f"{ops['batched'][0]} / {ops['packed'][0]} ops on the device ({ops['batched'][1]} / {ops['packed'][1]} "
+        f"host syncs): where kernel launches dominate (a GPU), the time follows these"
+        + ("; the packed sweep's CPU-only paths (unique rows, split calls) left out, as a GPU runs it"
+           if device.type == "cpu" else ""))
 
 VIEW_OPS = ("view", "_unsafe_view", "slice", "select", "t", "transpose", "unsqueeze", "squeeze", "expand",
             "permute", "detach", "alias", "as_strided", "split", "unbind", "narrow", "lift_fresh", "_reshape_alias")
