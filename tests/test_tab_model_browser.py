@@ -91,3 +91,14 @@ def test_page_then_live_training_stop_and_sample(browser, model_tab_only, served
     # Known, not this tab's: switching the checkpoint while any tab but Explore is shown makes Panel
     # link its loading.css from the CDN, which an offline machine cannot resolve (the Sweep tab too).
     assert [p for p in problems if "ERR_NAME_NOT_RESOLVED" not in p] == []
+
+
+def test_learning_rate_ticks_read_as_digit_and_power(browser):
+    """The LR axis's tick formatter (Bokeh runs it in the browser) gives 5e-4, not Bokeh's 5.000e-4."""
+    from explorer.dashboard.tabs.model.view import LR_TICK
+
+    page = browser.new_page()
+    got = page.evaluate(f"(ticks) => ticks.map(tick => (function(tick) {{ {LR_TICK} }})(tick))",
+                        [0, 1e-4, 3e-4, 5e-4, 2.5e-4, 0.001, 1e-6, 0.02])
+    assert got == ["0", "1e-4", "3e-4", "5e-4", "2.5e-4", "1e-3", "1e-6", "2e-2"]
+    page.close()

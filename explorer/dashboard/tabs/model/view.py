@@ -16,7 +16,7 @@ import html
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models import ColumnDataSource, CustomJSTickFormatter, HoverTool
 from bokeh.plotting import figure
 
 from ....names import LR_SCHEDULES
@@ -134,6 +134,15 @@ def earlier_columns(runs: list[dict], key: str, smooth: bool) -> dict:
     return cols
 
 
+# A learning-rate tick as its leading digits and power of ten: 5e-4, 2.5e-4, 0
+LR_TICK = """
+if (tick === 0) return "0";
+const e = Math.floor(Math.log10(Math.abs(tick)) + 1e-9);
+const m = Math.round(tick / Math.pow(10, e) * 10) / 10;
+return `${m}e${e}`;
+"""
+
+
 def lr_figure(title: str, height: int = 220, prefix: str = "live"):
     """(figure, planned source, actual source): the schedule's curve (grey dashed) and the LR used so far."""
     fig = figure(title=title, height=height, sizing_mode="stretch_width", x_axis_label="step",
@@ -143,7 +152,8 @@ def lr_figure(title: str, height: int = 220, prefix: str = "live"):
     fig.line("step", "lr", source=plan, color=PLAN_COLOR, line_width=2, line_dash="dashed", legend_label="schedule")
     used_line = fig.line("step", "lr", source=used, color=LR_COLOR, line_width=3, legend_label="used so far")
     fig.add_tools(HoverTool(renderers=[used_line], tooltips=[("step", "@step"), ("lr", "@lr{0.00e0}")]))
-    fig.yaxis.formatter.use_scientific = True
+    # "5e-4", not Bokeh's "5.000e-4": learning rates read as their leading digit and power
+    fig.yaxis.formatter = CustomJSTickFormatter(code=LR_TICK)
     fig.legend.location = "top_right"
     return fig, plan, used
 
