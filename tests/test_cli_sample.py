@@ -52,6 +52,13 @@ def test_plain_text_output(ckpt, capsys):
     assert rc == 0 and out.count("--- sample") == 2 and "NFE" in err
 
 
+def test_the_sample_count_is_spelled_as_sweep_spells_it(ckpt, capsys):
+    """`sweep --n 30` and `sample --n 3` (this was refused: '--n could match --num-samples, --no-cache')."""
+    for flag in ("--n", "-n", "--num-samples"):
+        rc, out, _ = run(capsys, "--checkpoint", ckpt, "--steps", "2", "--length", "6", flag, "3", "--json")
+        assert rc == 0 and len(json.loads(out)["texts"]) == 3
+
+
 def test_ar_checkpoint(tmp_path, capsys):
     path = str(write_checkpoint(tmp_path / "ar.safetensors", kind="ar"))
     rc, out, _ = run(capsys, "--checkpoint", path, "--prompt", "abc", "--length", "10", "--json", "--no-cache")

@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--chat", action="store_true",
                    help="send --prompt as the user's message in the model's chat template (instruct models); "
                         "the answer is generated after it, up to --length tokens in all")
-    p.add_argument("-n", "--num-samples", dest="n", type=int, default=1, help="samples to generate (batched)")
+    # --n as `sweep` spells it (a typed --n was refused as ambiguous: --num-samples or --no-cache)
+    p.add_argument("-n", "--n", "--num-samples", dest="n", type=int, default=1, help="samples to generate (batched)")
     p.add_argument("--no-cache", action="store_true", help="AR models: recompute the prefix for every token")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of plain text")
     p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICE_CHOICES)} (default auto)")

@@ -53,7 +53,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                         f"of text samples (default {DEFAULT_JUDGE} for the shipped character models when it "
                         "exists; 'none' to skip)")
     p.add_argument("--data", default=None, help="the training text file, to rebuild the held-out reference")
-    p.add_argument("--n", type=int, default=30, help="samples per cell (default 30)")
+    p.add_argument("-n", "--n", type=int, default=30, help="samples per cell (default 30)")  # -n as `sample` spells it
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--length", type=int, default=None, help="sample length (default: the model's context)")
     p.add_argument("--batch-size", type=int, default=None, help="samples per sampler call (default min(n, 64))")
