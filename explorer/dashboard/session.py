@@ -65,7 +65,7 @@ def expected_rows(model, config, canvas) -> int:
 
     if model.config.kind == "ar":
         return canvas.n_generate + 1
-    if config.adaptive:
+    if not rows_known(model, config):
         return min(canvas.n_generate, 32) + 1
     n_blocks = int(plan_blocks(canvas.fixed, config.block_length).max()) + 1
     return sum(split_steps(config.steps, n_blocks)) + 1

@@ -33,10 +33,15 @@ def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> t
     return logits
 
 
+def raw_uniforms(shape, generator: torch.Generator) -> torch.Tensor:
+    """float64 uniforms in [0, 1) from the CPU generator, so every device sees the same numbers for the
+    same seed; unclamped (uniform_noise clamps; draw_rows clamps many rows' at once)."""
+    return torch.rand(shape, generator=generator, dtype=torch.float64)
+
+
 def uniform_noise(shape, generator: torch.Generator) -> torch.Tensor:
-    """float64 uniforms in (0, 1) from the CPU generator, so every device sees the same numbers for
-    the same seed (log(0) would give an infinite draw, hence the clamp)."""
-    return torch.rand(shape, generator=generator, dtype=torch.float64).clamp_(min=TINY)
+    """float64 uniforms in (0, 1) (log(0) would give an infinite draw, hence the clamp)."""
+    return raw_uniforms(shape, generator).clamp_(min=TINY)
 
 
 def gumbel_noise(shape, generator: torch.Generator, device) -> torch.Tensor:
@@ -48,11 +53,8 @@ def gumbel_noise(shape, generator: torch.Generator, device) -> torch.Tensor:
 
 
 def gumbel(u: torch.Tensor) -> torch.Tensor:
-    return -torch.log(-torch.log(u))
-
-
-def gumbel_(u: torch.Tensor) -> torch.Tensor:
-    """gumbel(u) in place (u is overwritten): the same elementwise ops, without three temporaries."""
+    """-log(-log u), computed in place: u is overwritten (every caller passes uniforms of its own), and no
+    temporaries are made."""
     return u.log_().neg_().log_().neg_()
 
 
@@ -90,9 +92,8 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     # elementwise division by the row's temperature: the same float64 result as draw()'s scalar one
     scaled = filter_logits(entries.double() / temps[picked, None], top_k, top_p)  # (M', V)
     # raw uniforms per row, as uniform_noise draws them, clamped once (elementwise: the same numbers)
-    noise = torch.cat([torch.rand((counts[i], logits.shape[-1]), generator=generators[i], dtype=torch.float64)
-                       for i in hot]).clamp_(min=TINY)
-    scaled += gumbel_(noise.to(scaled.device))
+    noise = torch.cat([raw_uniforms((counts[i], logits.shape[-1]), generators[i]) for i in hot]).clamp_(min=TINY)
+    scaled += gumbel(noise.to(scaled.device))
     if every:
         return scaled.argmax(dim=-1)  # (M,)
     return logits.argmax(dim=-1).masked_scatter(sel, scaled.argmax(dim=-1))  # temperature-0 rows: argmax
