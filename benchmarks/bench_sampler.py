@@ -7,9 +7,8 @@
    cells through `sample_many`: shared model calls, and the cells stepped as one merged batch; the same
    samples). Goals: packed >= 1.8x batched (issue 17: the median of the rounds' paired ratios),
    batched >= 20x one at a time (issue 3). Also where each sweep's time goes (the model, the rest), and
-   the sweep's device ops (not views) and host syncs, batched vs
-   packed: a GPU's time follows them where kernel launches dominate, so a CPU-only session can see
-   what a change does there. Batched and packed alternate over a few rounds (the CPU is shared);
+   the sweeps' device ops (not views) and host syncs, batched vs packed: a GPU's time follows them
+   where kernel launches dominate, so a CPU-only session can see what a change does there. Batched and packed alternate over a few rounds (the CPU is shared);
    the table gives medians of the times and of the rounds' batched / packed ratios.
 2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
    model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
@@ -176,6 +175,7 @@ def sweep_costs(device, model, configs, n) -> None:
         f"host syncs): where kernel launches dominate (a GPU), the time follows these"
         + ("; the packed sweep's CPU-only paths (unique rows, split calls) left out, as a GPU runs it"
            if device.type == "cpu" else ""))
+
 
 VIEW_OPS = ("view", "_unsafe_view", "slice", "select", "t", "transpose", "unsqueeze", "squeeze", "expand",
             "permute", "detach", "alias", "as_strided", "split", "unbind", "narrow", "lift_fresh", "_reshape_alias")
