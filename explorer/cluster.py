@@ -31,11 +31,12 @@ import pandas as pd
 from distributed import Client, Event, KilledWorker, LocalCluster
 
 from . import experiments as ex
+from . import names
 from .checkpoint import load_checkpoint, resolve_checkpoint
 from .devices import resolve_device
 from .sampling import SamplerConfig
 
-SCHEDULER_ENV = "MDLM_EXPLORER_SCHEDULER"  # `run.py serve --scheduler` hands the address to the app here
+SCHEDULER_ENV = names.SCHEDULER_ENV  # `run.py serve --scheduler` hands the address to the app here
 CONNECT_TIMEOUT_S = 10.0
 RETRIES = 2  # a task that raises (say a transient CUDA error) runs again, up to this many times
 POLL_S = 0.05  # how often the client looks at its futures and at `cancel`

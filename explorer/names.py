@@ -16,3 +16,6 @@ HF_FAMILIES = ("mlm", "llada", "dream", "causal")  # BERT-family masked LMs; LLa
 # logits); causal LMs (GPT-2, Llama ...), which judge text (gen-PPL) and are not sampled here
 HF_DTYPES = ("bf16", "fp16", "fp32")
 SUPPRESS_EOS = ("off", "logits", "confidence", "both")  # LLaDA: EOS / end-of-turn never proposed, or committed last
+# `run.py serve --scheduler ADDRESS` hands the Dask scheduler's address to the app in this variable; here so
+# that a sweep can tell whether there is a cluster without importing explorer.cluster (and Dask)
+SCHEDULER_ENV = "MDLM_EXPLORER_SCHEDULER"

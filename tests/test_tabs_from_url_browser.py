@@ -82,15 +82,35 @@ def served(tmp_path, monkeypatch):
 
 def open_tab(browser, url: str, states, tab: str):
     """Open the link, wait for the tab's result to be drawn; returns (page, console problems, state)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # here: the module skips without playwright
+
     query = link(tab)
     page, problems = open_page(browser, f"{url}?{urlencode(query)}")
     page.set_viewport_size({"width": 1600, "height": STOPS[tab].height})  # the tour's: Inspect's plots are low
     page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0", timeout=60_000)
     page.evaluate(HELPERS_JS)
-    page.wait_for_function(f"() => {{ try {{ return !!({ready_js(tab)}); }} catch (e) {{ return false; }} }}",
-                           timeout=90_000, polling=250)
+    try:
+        page.wait_for_function(f"() => {{ try {{ return !!({ready_js(tab)}); }} catch (e) {{ return false; }} }}",
+                               timeout=90_000, polling=250)
+    except PlaywrightTimeout:  # say where it stood: a bare timeout (seen once in CI, Sweep) says nothing
+        pytest.fail(f"{tab} was not ready after 90 s; {where_it_stood(states, tab)}; problems: {problems}")
     wait_until(lambda: states and states[-1].model is not None)
     return page, problems, states[-1]
+
+
+def where_it_stood(states, tab: str) -> str:
+    """The newest session's model and its tab's background tasks, and who holds the device."""
+    from explorer.dashboard.runtime.queue import device_queue
+    from explorer.dashboard.runtime.tasks import Task
+
+    if not states:
+        return "no session was built"
+    state, turns = states[-1], device_queue("cpu").turns
+    tasks = {name: value for name, value in vars(state.tabs[tab]).items() if isinstance(value, Task)}
+    shown = {name: dict(running=t.running, status=t.status, error=t.error, progress=t.progress,
+                        result=t.result is not None) for name, t in tasks.items()}
+    return (f"{len(states)} session(s), model loaded: {state.model is not None}, tasks: {shown}, device turns: "
+            f"holder {turns._holder}, waiting {dict(turns._waiting)}, last {turns._last}")
 
 
 def knobs_applied(state, query: dict) -> None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from dataclasses import dataclass
 
 import param
 
+from .... import names
 from ....experiments import (
     QUALITY_METRICS,
     SweepCancelled,
@@ -169,8 +171,10 @@ class SweepTask(Task):
 def _cluster_client():
     """The server's Dask client, or None (no --scheduler). Called on the task's worker: connecting can
     take seconds. A scheduler that cannot be reached raises cluster.ClusterError, whose message the
-    Task shows as the notice. Imported here because explorer.cluster loads Dask (about a second),
-    which only a sweep needs, never importing the dashboard."""
+    Task shows as the notice. explorer.cluster loads Dask (about a second): only a server started with
+    --scheduler imports it, here, on its first sweep."""
+    if not os.environ.get(names.SCHEDULER_ENV, "").strip():
+        return None
     from .... import cluster
 
     return cluster.client_from_env()
