@@ -55,9 +55,10 @@ TOUR = (
          "reads `the have them to do have yhe have you dowt ty tife, / To give more, and the door you cand not`: "
          "confident and repetitive, as Figures §2 measures (its entropy 0.56-0.67 nats below real text). The page's "
          "own default, random order at 64 steps, reads closer to the held-out text."),
-    Stop("compare.png", "Compare", "checkpoint=patterns&seed=3&tab=Compare&compare.preset=strategies",
+    Stop("compare.png", "Compare", "checkpoint=patterns&steps=32&temperature=1.0&seed=3&tab=Compare&compare.preset=strategies",
          "seed 000 §4.2 / §7: confidence-based vs random remasking on one seed",
-         "Same seed, same model, two unmasking orders side by side: confidence-first vs random.",
+         "Same seed, same model, two unmasking orders side by side at 32 steps: confidence-first vs random (the "
+         "checkpoint's own recommendation, which the page starts from, is margin order at 10 steps, T 0.7).",
          "window.__tourColumnsDone()",
          reading="Confidence order tiles one symbol, `EEEEEEEEEEEEEEEEEEEEEEEE`: seed 000's pattern quality scores it "
          "1.000 and the period-2 quality 0.000 (one distinct symbol); random order's `MCMMGCMGMCGMMCMMGCMGMCGM` "

@@ -134,11 +134,17 @@ def _by_length(meta: dict) -> list[tuple[str, str]]:
 
 
 def _recommended(meta: dict) -> list[tuple[str, str]]:
-    """The sampler settings the checkpoint recommends and how they measured against held-out text."""
-    wanted, bars = meta.get("sampler_defaults") or {}, (meta.get("metrics") or {}).get("text_bars") or {}
+    """The sampler settings the checkpoint recommends and how they measured: against held-out text
+    (tools/choose_defaults.py), or by pattern quality (tools/choose_pattern_defaults.py)."""
+    metrics = meta.get("metrics") or {}
+    wanted, bars = meta.get("sampler_defaults") or {}, metrics.get("text_bars") or {}
     if not wanted:
         return []
     rows = [("settings", ", ".join(f"{k} {v}" for k, v in wanted.items()))]
+    if metrics.get("pattern_bars"):
+        b = metrics["pattern_bars"]
+        rows.append(("pattern quality", f"period-2 {b['pattern_quality_p2']:.3f} · the notebook's measure "
+                                        f"{b['pattern_quality']:.3f} · {b['samples']} samples, the best of the grid"))
     for block, b in bars.items():
         rows.append((block, f"gen-PPL {b['gen_ppl']:.1f} (held-out {b['ref_gen_ppl']:.1f}) · entropy "
                             f"{b['entropy']:.2f} ({b['ref_entropy']:.2f}) · {'passes' if b['passes'] else 'fails'} "
