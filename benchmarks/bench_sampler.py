@@ -173,7 +173,8 @@ def sweep_costs(device, model, configs, n) -> None:
     row("  device ops, batched / packed", f"{ops['batched'][0] / ops['packed'][0]:.2f}x",
         f"{ops['batched'][0]} / {ops['packed'][0]} ops on the device ({ops['batched'][1]} / {ops['packed'][1]} "
         f"host syncs): where kernel launches dominate (a GPU), the time follows these"
-        + ("; the packed sweep's CPU-only paths (unique rows, split calls) left out, as a GPU runs it"
+        + ("; the packed sweep's CPU-only paths (unique rows, split calls) left out and its grouping keys read "
+           "through host copies, as a GPU runs it"
            if device.type == "cpu" else ""))
 
 
@@ -191,11 +192,13 @@ def as_off_the_cpu(device):
     if device.type != "cpu":
         yield
         return
-    cpu_only, packing._distinct_rows = packing._distinct_rows, lambda model, x, t: model(x, t)
+    # and the grouping keys read through one host copy per canvas length, as off the CPU
+    cpu_only = packing._distinct_rows, packing._on_host
+    packing._distinct_rows, packing._on_host = (lambda model, x, t: model(x, t)), packing.host_copies
     try:
         yield
     finally:
-        packing._distinct_rows = cpu_only
+        packing._distinct_rows, packing._on_host = cpu_only
 
 
 def device_ops(fn, *args) -> tuple[int, int]:
@@ -220,9 +223,33 @@ def device_ops(fn, *args) -> tuple[int, int]:
                 counts[1] += 1
             return out
 
-    with Count():
+    with Count(), host_reads_counted(counts, device):
         fn(*args)
     return counts[0], counts[1]
+
+
+@contextlib.contextmanager
+def host_reads_counted(counts: list, device):
+    """On the CPU, tolist() and cpu() dispatch no op, but off the CPU each waits for the device: counted
+    here as the host syncs they are there (on a GPU the copy they make is counted as an op already)."""
+    if device.type != "cpu":
+        yield
+        return
+    saved = {name: getattr(torch.Tensor, name) for name in ("tolist", "cpu")}
+
+    def counted(read):
+        def wrapper(self, *a, **k):
+            counts[1] += 1
+            return read(self, *a, **k)
+        return wrapper
+
+    for name, read in saved.items():
+        setattr(torch.Tensor, name, counted(read))
+    try:
+        yield
+    finally:
+        for name, read in saved.items():
+            setattr(torch.Tensor, name, read)
 
 
 def forward_seconds(model, B: int, L: int, reps: int) -> float:

@@ -115,6 +115,9 @@ class _Walk:
         self.unchanged = torch.zeros(st.x.shape[0], dtype=torch.bool, device=device)
         self.changed = self.unchanged  # (B,) rows the last step changed
         self.busy = None  # (B,) rows with positions to fill at this step's start (_statistics)
+        self._rows: dict[tuple, torch.Tensor] = {}  # _rows_of's masks, per tuple of group numbers
+        # a position-only strategy reads only its proposals' shape: one stand-in per group size, never written
+        self._shapes = {n: torch.empty((n, st.x.shape[1]), dtype=torch.long) for n in self.sizes}
 
     def run(self):
         for s in range(max(g.steps for g in self.groups)):
@@ -245,10 +248,14 @@ class _Walk:
         return proposals, scores, conf
 
     def _rows_of(self, groups: list) -> torch.Tensor:
-        """(B,) bool: the rows of `groups` (one copy to the device, one gather)."""
-        chosen = torch.zeros(len(self.groups), dtype=torch.bool)
-        chosen[[g.k for g in groups]] = True
-        return chosen.to(self.device)[self.group_of_row]
+        """(B,) bool: the rows of `groups` (one copy to the device, one gather), kept per set of groups:
+        the active set changes only as runs end, and this was asked twice a step."""
+        key = tuple(g.k for g in groups)
+        if key not in self._rows:
+            chosen = torch.zeros(len(self.groups), dtype=torch.bool)
+            chosen[list(key)] = True
+            self._rows[key] = chosen.to(self.device)[self.group_of_row]
+        return self._rows[key]
 
     def _position_scores(self, groups: list, masked: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """Position-only strategies' scores of `groups` written into `scores` (NaN where not masked), each
@@ -257,7 +264,7 @@ class _Walk:
         B, L = masked.shape
         drawn = torch.zeros((B, L))
         for g in groups:
-            drawn[g.a:g.b] = g.strategy(None, torch.empty((g.b - g.a, L), dtype=torch.long), g.generator).float()
+            drawn[g.a:g.b] = g.strategy(None, self._shapes[g.b - g.a], g.generator).float()
         drawn = drawn.to(self.device).masked_fill(~masked, NAN)
         return torch.where(self._rows_of(groups)[:, None], drawn, scores)
 
