@@ -224,6 +224,18 @@ SIDEBAR_SIZES_JS = """() => { const size = (cls, tag) => { let found = 0; const 
           size('quality-x', 'button'), size('confidence-mode', 'button')]; }"""
 
 
+# Font sizes (px) of the laid-out download buttons' labels, and of the Sweep tab's summary table (shadow DOMs).
+DOWNLOAD_SIZES_JS = """() => { const out = []; const walk = root => { for (const el of root.querySelectorAll('*')) {
+  if (el.shadowRoot) walk(el.shadowRoot);
+  if (String(el.className).includes('download-button') && el.getBoundingClientRect().width > 0) {
+    const b = (el.shadowRoot || el).querySelector('button'); if (b) out.push(parseFloat(getComputedStyle(b).fontSize)); } } };
+  walk(document); return out; }"""
+TABLE_SIZE_JS = """() => { let size = 0; const walk = root => { for (const el of root.querySelectorAll('*')) {
+  if (el.shadowRoot) walk(el.shadowRoot);
+  if (!size && el.tagName === 'TABLE' && String(el.className).includes('panel-df')) size = parseFloat(getComputedStyle(el).fontSize); } };
+  walk(document); return size; }"""
+
+
 def settled(page, js: str, reads: int = 3, gap_ms: int = 100, timeout: float = 10.0):
     """`js`'s value once it has stayed the same for `reads` reads `gap_ms` apart (Bokeh lays the plots
     out again over a few frames after the window changes; a fixed 700 ms wait cost 5 s per test)."""
@@ -289,6 +301,12 @@ def test_tab_fits_a_projector_in_presentation_mode(browser, served, tab, ready, 
     assert len(canvases) >= 2
     cut = [box for box in canvases + controls if box[1] > max(inner, scrollable) + 1 or box[0] < -1]
     assert not cut, f"{tab}: cut off at {inner} px: {cut}"
+    # the download buttons at the presentation type too (they had stayed at 12-14 px); Compare shows its
+    # columns' buttons once they have results
+    sizes = page.evaluate(DOWNLOAD_SIZES_JS)
+    assert sizes and min(sizes) >= 18, f"{tab}: download buttons at {sizes} px"
+    if tab == "Sweep":  # its summary table too (Panel's DataFrame CSS fixed it at 12 px)
+        assert page.evaluate(TABLE_SIZE_JS) >= 16
     assert problems == []
 
 

@@ -197,10 +197,16 @@ class LazyDownload:
                                  description=reason or None)
 
 
-def download_button(label: str, filename: str, make, **kwargs):
+def download_button(label: str, filename: str, make, session=None, **kwargs):
     """A FileDownload button that calls `make()` (-> str or bytes) only when clicked. A failure shows
-    its reason on the button (a notice, no traceback); the next click tries again."""
+    its reason on the button (a notice, no traceback); the next click tries again. With the browser
+    `session`, its label follows the session's type size (projector type)."""
+    kwargs["css_classes"] = [*kwargs.get("css_classes", []), "download-button"]  # browser tests find them by it
     button = quiet_file_download()(label=label, filename=filename, color="default", **kwargs)
+    if session is not None:
+        from .ui.base import watch_presentation
+
+        watch_presentation(session, widgets=(button,))
     handler = LazyDownload(button, label, make)
 
     async def callback():  # a coroutine function, so Panel awaits it on the event loop

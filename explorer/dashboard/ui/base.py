@@ -48,6 +48,11 @@ def type_size(presentation: bool) -> dict:
     return {"font-size": base, "--bokeh-font-size": base}
 
 
+# Panel's DataFrame pane sets its table at 12 px whatever its pane's type size: relative instead (12 px at the
+# 14 px base type), so the table grows with its pane at projector type (watch_presentation's panes)
+TABLE_CSS = "table.panel-df { font-size: 0.86em; }"
+
+
 def widget_type_size(widget, presentation: bool) -> None:
     """A widget at the session's type size, its value, buttons and segments included: those are drawn
     in a shadow DOM whose theme sets their own sizes, so the host's font-size never reaches them (issue

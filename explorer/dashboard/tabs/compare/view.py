@@ -145,8 +145,9 @@ class ColumnView(pn.viewable.Viewer):
             return write(r["traj"], r["tokenizer"]) if r and not r.get("error") else None
 
         n = self.index + 1
-        return [download_button("JSON", f"compare-{n}.json", lambda: export(trajectory_json)),
-                download_button("CSV", f"compare-{n}.csv", lambda: export(trajectory_csv))]
+        s = self.tab.session
+        return [download_button("JSON", f"compare-{n}.json", lambda: export(trajectory_json), session=s),
+                download_button("CSV", f"compare-{n}.csv", lambda: export(trajectory_csv), session=s)]
 
     def _edited(self, event):
         specs = split_columns(self.tab.columns)

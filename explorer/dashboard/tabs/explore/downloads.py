@@ -25,7 +25,8 @@ class DownloadsView(StateView):
     def __init__(self, **params):
         super().__init__(**params)
         make = self._run_files() if self.part == "run" else self._sweep_files()
-        self.buttons = [downloads.download_button(label, filename, fn, width=150, margin=(2, 4))
+        # no fixed width: at projector type the labels grow past 150 px
+        self.buttons = [downloads.download_button(label, filename, fn, session=self.state.session, margin=(2, 4))
                         for label, filename, fn in make]
         self._names = [filename for _, filename, _ in make]  # prefixed with the checkpoint and seed
         self._available()

@@ -24,7 +24,7 @@ from .masking import draw_mask, fraction_check, pieces, positions
 from ....metrics import training_ratios
 from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
 from .state import InspectState
-from ...ui.base import heading, notice, show_notice, watch_presentation
+from ...ui.base import TABLE_CSS, heading, notice, show_notice, watch_presentation
 
 SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # seeds 002-004 show these t in one figure
 
@@ -45,7 +45,7 @@ class InspectView(pn.viewable.Viewer):
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.pane.DataFrame(None, index=False, float_format="{:.3f}".format, max_height=320,
                                        sizing_mode="stretch_width", css_classes=["inspect-table"],
-                                       styles={"overflow-y": "auto"})
+                                       stylesheets=[TABLE_CSS, ":host { overflow-y: auto; }"])
         self.busy = pn.pane.HTML("", sizing_mode="stretch_width")
         self.plots = pn.Row(sizing_mode="stretch_width")
         self.positions = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-positions"])
@@ -140,7 +140,7 @@ class InspectView(pn.viewable.Viewer):
         self._mark_stale()
         self.legend.object = legend_html(size)
         self.table.object = predictions_table(result, result["k"])
-        self.table.styles = {"overflow-y": "auto", "font-size": size["base"]}
+        self.table.styles = {"font-size": size["base"]}  # its table follows it (ui.base.TABLE_CSS)
 
     @param.depends("tab.text", "tab.t", "tab.mask_seed", "tab.k", watch=True)
     def _mark_stale(self):
@@ -194,13 +194,16 @@ class InspectView(pn.viewable.Viewer):
         def acc_figure():
             return accuracy_plot(tab.accuracy, tab.t)
 
+        def accuracy_csv():
+            return None if tab.accuracy is None else table_csv(tab.accuracy)
+
+        files = [("Predictions CSV", "inspect-predictions.csv", preds_csv),
+                 ("Accuracy CSV", "inspect-accuracy.csv", accuracy_csv),
+                 ("Accuracy plot PNG", "inspect-accuracy.png", lambda: plot_png(acc_figure())),
+                 ("Accuracy plot HTML", "inspect-accuracy.html", lambda: plot_html(acc_figure())),
+                 ("Mask-fraction plot PNG", "inspect-fraction.png", lambda: plot_png(self.fraction_figure()))]
         return pn.FlexBox(
-            download_button("Predictions CSV", "inspect-predictions.csv", preds_csv),
-            download_button("Accuracy CSV", "inspect-accuracy.csv",
-                            lambda: None if tab.accuracy is None else table_csv(tab.accuracy)),
-            download_button("Accuracy plot PNG", "inspect-accuracy.png", lambda: plot_png(acc_figure())),
-            download_button("Accuracy plot HTML", "inspect-accuracy.html", lambda: plot_html(acc_figure())),
-            download_button("Mask-fraction plot PNG", "inspect-fraction.png", lambda: plot_png(self.fraction_figure())),
+            *(download_button(label, name, make, session=tab.session) for label, name, make in files),
             sizing_mode="stretch_width", css_classes=["inspect-downloads"])
 
     # ---------------------------------------------------------------- layout

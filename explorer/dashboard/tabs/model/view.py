@@ -215,12 +215,12 @@ class CheckpointPage(ModelView):
         self.lr_fig, self.plan_src, self.used_src = lr_figure("Learning-rate schedule", height=200, prefix="stored")
         self.curves = pn.pane.Bokeh(self.curves_fig, sizing_mode="stretch_width", css_classes=["model-curves"])
         self.schedule = pn.pane.Bokeh(self.lr_fig, sizing_mode="stretch_width")
-        self.csv = download_button("Curves (CSV)", "curves.csv", lambda: curves_csv(self.state.meta))
+        self.csv = download_button("Curves (CSV)", "curves.csv", lambda: curves_csv(self.state.meta),
+                                   session=self.state.session)
         self.time_emb = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["model-time-embedding"])
         self._describe()
         self._draw()  # the figures are in no document yet: drawn here directly
         self.follow_fonts((self.curves_fig, self.lr_fig), (self.summary,))
-        watch_presentation(self.state.session, widgets=(self.csv,))
         # the time embedding is a HoloViews figure drawn at a type size: drawn again when it changes
         self.state.session.param.watch(lambda event: self._draw_time_embedding(), "presentation")
 

@@ -16,13 +16,24 @@ import param
 from ....experiments import METRIC_DIRECTION, pick_metric
 from ....plots import LABELS, quality_speed_plot, speed_plot
 from ...downloads import download_button, plot_html, plot_png, table_csv
-from ...ui.base import checkbox, flex_item, notice, rule, section, show_notice, side_by_side, watch_presentation
+from ...ui.base import (
+    TABLE_CSS,
+    checkbox,
+    flex_item,
+    notice,
+    rule,
+    section,
+    show_notice,
+    side_by_side,
+    watch_presentation,
+)
 from ...ui.palette import FONT
 from .state import SweepTabState, SweepTask
 
 log = logging.getLogger(__name__)
 
-CELL_CSS = ("font-family: monospace; white-space: pre-wrap; word-break: break-all; font-size: 12px; "
+# em, not px: the samples grow with the pane at projector type (12 px at the 14 px base type)
+CELL_CSS = ("font-family: monospace; white-space: pre-wrap; word-break: break-all; font-size: 0.86em; "
             "line-height: 1.25; max-height: 9em; overflow-y: auto")
 KNOB_COLUMNS = ("strategy", "schedule", "temperature", "threshold", "steps")
 
@@ -150,7 +161,7 @@ class SweepTabView(pn.viewable.Viewer):
                                               css_classes=["sweep-quality-plot"])
         self.speed_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, styles=side,
                                             css_classes=["sweep-speed-plot"])
-        self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300,
+        self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300, stylesheets=[TABLE_CSS],
                                          css_classes=["sweep-summary"])
         self.plot_notice = notice("danger")
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-grid-table"])
@@ -246,12 +257,12 @@ class SweepTabView(pn.viewable.Viewer):
 
         def figure(name, export):
             return lambda: None if self._figures.get(name) is None else export(self._figures[name])
-        return pn.FlexBox(download_button("Table CSV", "sweep_table.csv", table(0)),
-                          download_button("Summary CSV", "sweep_summary.csv", table(1)),
-                          download_button("Quality HTML", "sweep_quality.html", figure("quality", plot_html)),
-                          download_button("Quality PNG", "sweep_quality.png", figure("quality", plot_png)),
-                          download_button("Speed HTML", "sweep_speed.html", figure("speed", plot_html)),
-                          download_button("Speed PNG", "sweep_speed.png", figure("speed", plot_png)),
+        files = [("Table CSV", "sweep_table.csv", table(0)), ("Summary CSV", "sweep_summary.csv", table(1)),
+                 ("Quality HTML", "sweep_quality.html", figure("quality", plot_html)),
+                 ("Quality PNG", "sweep_quality.png", figure("quality", plot_png)),
+                 ("Speed HTML", "sweep_speed.html", figure("speed", plot_html)),
+                 ("Speed PNG", "sweep_speed.png", figure("speed", plot_png))]
+        return pn.FlexBox(*(download_button(label, name, make, session=self.tab.session) for label, name, make in files),
                           css_classes=["sweep-downloads"])
 
     def __panel__(self):
@@ -262,18 +273,22 @@ class SweepTabView(pn.viewable.Viewer):
             self._controls(), TaskBar(task=self.tab.main, session=self.tab.session), self.plot_notice,
             side_by_side(self.quality_plot, self.speed_plot),
             self.summary, self._downloads(), sizing_mode="stretch_width")
+        inputs = [pn.widgets.TextInput.from_param(p.grid_steps, width=170),
+                  pn.widgets.IntInput.from_param(p.grid_samples, width=120),
+                  pn.widgets.TextInput.from_param(p.temp_values, width=190),
+                  pn.widgets.IntInput.from_param(p.temp_steps, width=100),
+                  pn.widgets.IntInput.from_param(p.temp_samples, width=110)]
+        # at projector type the grid's and the comparison's inputs and tables had stayed small
+        watch_presentation(self.tab.session, panes=(self.summary, self.grid, self.temps), widgets=inputs)
         grid = pn.Column(
             section("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
-            pn.FlexBox(pn.widgets.TextInput.from_param(p.grid_steps, width=170),
-                       pn.widgets.IntInput.from_param(p.grid_samples, width=120)),
+            pn.FlexBox(*inputs[:2]),
             TaskBar(task=self.tab.grid, session=self.tab.session, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
         temps = pn.Column(
             section("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
                     "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
                     "is repetition, not quality."),
-            pn.FlexBox(pn.widgets.TextInput.from_param(p.temp_values, width=190),
-                       pn.widgets.IntInput.from_param(p.temp_steps, width=100),
-                       pn.widgets.IntInput.from_param(p.temp_samples, width=110)),
+            pn.FlexBox(*inputs[2:]),
             TaskBar(task=self.tab.temps, session=self.tab.session, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
         return pn.Column(self.note, main, rule(), grid, rule(), temps,
                          sizing_mode="stretch_width", name="sweep-tab")
