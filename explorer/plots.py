@@ -202,6 +202,33 @@ def _readable_speed_axis(plot, element) -> None:
             axis.formatter = NumeralTickFormatter(format="0.[0]a")
 
 
+def _log_speed_axis(low: float, high: float):
+    """A bokeh hook: the second (tokens/s) axis on a log scale from `low` to `high`. tokens/s falls as
+    1/steps, and one step is ten times the next point: on a linear axis every curve past 2 steps lay
+    flat at the bottom. HoloViews sets one scale for every y axis; the extra axis's scale and range are
+    set here."""
+    def hook(plot, element):
+        from bokeh.models import Axis, LogScale, LogTicker
+
+        fig = plot.state
+        for axis in [*fig.left, *fig.right]:
+            name = getattr(axis, "y_range_name", "default")
+            if isinstance(axis, Axis) and axis.axis_label == LABELS["tokens_per_s"] and name in fig.extra_y_ranges:
+                fig.extra_y_scales = {**fig.extra_y_scales, name: LogScale()}
+                fig.extra_y_ranges[name].start, fig.extra_y_ranges[name].end = low, high
+                axis.ticker = LogTicker()
+    return hook
+
+
+def _speed_span(summary: pd.DataFrame):
+    """(low, high) of the tokens/s curves with some room, or None when there are none to log."""
+    if "tokens_per_s_mean" not in summary:
+        return None
+    values = summary["tokens_per_s_mean"].to_numpy(float)
+    values = values[np.isfinite(values) & (values > 0)]
+    return (float(values.min()) / 1.4, float(values.max()) * 1.4) if len(values) else None
+
+
 def _sweet_spot_stars(diff: pd.DataFrame, metric: str, x: str, xcol: str, by: list, dims) -> list:
     """A black star on each curve at seed 000's sweet spot (experiments.sweet_spot: the fewest steps
     reaching 90% of that curve's best), its hover saying "Sweet spot ~N steps". The steps are chosen by
@@ -258,6 +285,9 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     els += _sweet_spot_stars(diff, metric, x, xcol, by, dims)
     ticks = np.unique(np.round(xs[np.isfinite(xs)], 1))
     hooks = [_readable_speed_axis] + ([_fixed_xticks([float(v) for v in ticks])] if len(ticks) <= 12 else [])
+    span = _speed_span(summary) if speed else None
+    if span is not None:
+        hooks.append(_log_speed_axis(*span))
     size = {"responsive": True} if width is None else {"width": int(width)}
     # gen-PPL spans 500 (one step) to 10 (64 steps): on a linear axis every curve past 4 steps is a flat
     # line at the bottom (issue 15). Its log axis, and the speed axis beside it, show ratios instead.

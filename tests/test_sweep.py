@@ -294,6 +294,27 @@ def test_quality_plot_stars_each_strategys_sweet_spot_and_sizes_as_asked():
         assert len(speed) == 1 and getattr(speed[0].formatter, "format", None) == "0.[0]a"
 
 
+def test_the_twin_speed_axis_is_logarithmic_over_the_measured_range():
+    """tokens/s falls as 1/steps and one step is ten times two: on a linear second axis every speed curve
+    past 2 steps lay flat at the bottom of the figure (and two strategies' curves on top of each other)."""
+    import holoviews as hv
+    from bokeh.models import LogScale, LogTicker
+
+    from explorer.plots import quality_speed_plot
+
+    summary = _summary([1, 2, 4, 8], [0.2, 0.5, 0.8, 0.9], pattern_quality_std=0.1)
+    summary["tokens_per_s_mean"], summary["tokens_per_s_std"] = [1.6e6, 1.2e5, 6e4, 3e4], 0.0
+    hv.extension("bokeh")
+    fig = hv.render(quality_speed_plot(summary, "pattern_quality"))
+    speed = [a for a in fig.right if getattr(a, "axis_label", None) == "tokens / s"]
+    assert len(speed) == 1 and isinstance(speed[0].ticker, LogTicker)
+    name = speed[0].y_range_name
+    assert isinstance(fig.extra_y_scales[name], LogScale)
+    span = fig.extra_y_ranges[name]
+    assert 0 < span.start < 3e4 and span.end > 1.6e6  # every point inside, none at or below zero
+    assert not isinstance(fig.y_scale, LogScale)  # the quality axis stays linear
+
+
 # ----------------------------------------------------------------------------- CLI
 
 @pytest.fixture
