@@ -353,6 +353,24 @@ def test_cli_sweep_writes_csv_summary_and_plot(ckpt_dir, capsys):
         f"f.{m}.{x}.html" for m in ("pattern_quality", "tokens_per_s") for x in ("nfe", "steps")]
 
 
+def test_cli_sweep_no_pack_times_each_batch_alone_with_the_same_samples(ckpt_dir, monkeypatch):
+    """--no-pack: no shared model calls (sample_many is never called), the same samples row for row."""
+    import explorer.experiments as ex
+
+    args = ["sweep", "--checkpoint", "pat", "--steps", "1,3", "--strategy", "confidence,random", "--n", "3",
+            "--no-reference"]
+    assert cli_main([*args, "--out", str(ckpt_dir / "packed.csv")]) == 0
+
+    def refused(*a, **k):
+        raise AssertionError("--no-pack packed the model calls")
+
+    monkeypatch.setattr(ex, "sample_many", refused)
+    assert cli_main([*args, "--no-pack", "--out", str(ckpt_dir / "alone.csv")]) == 0
+    packed, alone = pd.read_csv(ckpt_dir / "packed.csv"), pd.read_csv(ckpt_dir / "alone.csv")
+    assert len(alone) == 2 * 2 * 3 and alone["text"].tolist() == packed["text"].tolist()
+    assert alone["nfe"].tolist() == packed["nfe"].tolist()
+
+
 def test_cli_evaluate_patterns_and_text(ckpt_dir, capsys):
     assert cli_main(["evaluate", "--checkpoint", "pat", "--n", "2", "--steps", "4", "--val-sequences", "8"]) == 0
     out = capsys.readouterr().out

@@ -79,6 +79,10 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--x", default="steps", metavar="LIST", help="x axis: steps, nfe, or steps,nfe (default steps)")
     p.add_argument("--plot-resources", default="inline", choices=("inline", "cdn"),
                    help="inline: the HTML opens offline (~3 MB); cdn: small, needs the network")
+    p.add_argument("--no-pack", action="store_true",
+                   help="run the batches one after another, each timed alone, instead of packing every cell's model "
+                        "calls into shared ones (the same samples, slower): a cell's tokens/s is then its own speed, "
+                        "not its share of the packed sweep's time")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run the sampler calls as tasks on the Dask cluster of this scheduler "
@@ -226,7 +230,7 @@ def run_sweep(model, judge, ar, vary, args, reference, client=None):
         with _CtrlCCancels(cancel):
             table, summary = sweep(model, config_for(model), cells_from_vary(vary), args.n, args.seed, length=args.length,
                                    judge=judge, batch_size=args.batch_size, progress=progress, cancel=cancel,
-                                   include_ar=ar, reference=reference, client=client)
+                                   include_ar=ar, reference=reference, client=client, pack=not args.no_pack)
         return table, summary, False
     except SweepCancelled as e:
         return e.table, (aggregate(e.table, e.table.attrs.get("knobs")) if len(e.table) else None), True
