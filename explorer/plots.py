@@ -100,7 +100,12 @@ def band(metric: str, mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np
     return np.clip(mean - std, lo, hi), np.clip(mean + std, lo, hi)
 
 
-def _curve_elements(label, rows, xcol, metric, color, dims, speed: bool) -> list:
+# Speed curves of different groups often coincide point for point (a packed sweep's cells share model calls):
+# each group's own dash keeps the one drawn first visible under the next
+SPEED_DASHES = ("solid", "dashed", "dotted", "dashdot")
+
+
+def _curve_elements(label, rows, xcol, metric, color, dims, speed: bool, dash: str = "solid") -> list:
     """Mean curve with a ±1 std band, and (optionally) tokens/s on the second axis, for one group."""
     hv = _hv()
 
@@ -111,7 +116,7 @@ def _curve_elements(label, rows, xcol, metric, color, dims, speed: bool) -> list
     low, high = band(metric, mean, std)
     els = [hv.Area((x, low, high), xd, [yd, hv.Dimension(f"{yd.name}_band_top", label=f"{yd.label} + 1 std")]).opts(
                color=color, alpha=0.15, line_alpha=0),
-           hv.Curve((x, mean), xd, yd, label=label).opts(color=color, line_width=2.5),
+           hv.Curve((x, mean), xd, yd, label=label).opts(color=color, line_width=2.5, line_dash=dash),
            hv.Scatter((x, mean, std), xd, [yd, "std"]).opts(color=color, size=7, tools=["hover"])]
     if speed and "tokens_per_s_mean" in rows:
         tps = rows["tokens_per_s_mean"].to_numpy(float)
@@ -170,7 +175,8 @@ def _diffusion_curves(diff: pd.DataFrame, x: str, xcol: str, by: list, metric: s
         curves, flat = diff[~thr], diff[thr]
     els, groups = [], _groups(curves, by)
     for i, (label, rows) in enumerate(groups):
-        els += _curve_elements(label, rows, xcol, metric, PALETTE[i % len(PALETTE)], dims, speed)
+        dash = SPEED_DASHES[i % len(SPEED_DASHES)] if metric in ("tokens_per_s", "ms_per_sample") else "solid"
+        els += _curve_elements(label, rows, xcol, metric, PALETTE[i % len(PALETTE)], dims, speed, dash)
     if not flat.empty:
         els += _threshold_lines(flat, by, curves[xcol].to_numpy(float), metric, dims, len(groups))
     if "decoding" in curves and (curves["decoding"] == "threshold").any():

@@ -315,6 +315,20 @@ def test_the_twin_speed_axis_is_logarithmic_over_the_measured_range():
     assert not isinstance(fig.y_scale, LogScale)  # the quality axis stays linear
 
 
+def test_speed_curves_that_coincide_stay_distinguishable():
+    """Two strategies of a packed sweep often get the same tokens/s at every step count: each speed curve
+    has its own dash, so the first drawn is not hidden under the second."""
+    import holoviews as hv
+
+    from explorer.plots import speed_plot
+
+    summary = _summary([1, 2, 1, 2], [0.2, 0.5, 0.3, 0.4], tokens_per_s_mean=[1e5, 5e4] * 2, tokens_per_s_std=0.0,
+                       pattern_quality_std=0.1, strategy=["c", "c", "r", "r"])
+    summary.attrs["knobs"] = ["steps", "strategy"]
+    curves = [el for el in speed_plot(summary) if type(el) is hv.Curve]  # (an Area is a Curve too)
+    assert len(curves) == 2 and len({c.opts.get().kwargs["line_dash"] for c in curves}) == 2
+
+
 # ----------------------------------------------------------------------------- CLI
 
 @pytest.fixture
