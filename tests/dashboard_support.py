@@ -119,9 +119,17 @@ def serve_in_process(build):
         wait_for(lambda: _listening(port), timeout=60, message=f"nothing listens on port {port}")
         yield f"http://localhost:{port}/", states
     finally:
-        server.stop()
         for state in states:
             state.close()
+        stop_server(server)
+
+
+def stop_server(server) -> None:
+    """Stop a threaded pn.serve and wait for its thread: stop() only schedules the shutdown, and a loop still
+    running ran an ended test's session callbacks under Bokeh's process-wide patched curdoc while the next
+    test read it (seen as test_tabs_shown's flake)."""
+    server.stop()
+    server.join(timeout=15)
 
 
 def _listening(port: int) -> bool:

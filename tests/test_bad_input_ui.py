@@ -12,7 +12,7 @@ import torch
 
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.explore.controls import ControlsView
-from tests.dashboard_support import explore, wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints
+from tests.dashboard_support import explore, wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints, stop_server
 from tests.test_dashboard_served import check_page, free_port, get
 
 
@@ -158,7 +158,7 @@ def served(checkpoints):
     try:
         yield f"http://localhost:{port}/", states
     finally:
-        server.stop()
+        stop_server(server)
         for s in states:
             s.close()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from explorer.data.patterns import pattern_tokenizer
-from tests.dashboard_support import explore, CHROMIUM, LENGTH, save_tiny_checkpoints, serve_in_process, wait_for
+from tests.dashboard_support import explore, CHROMIUM, LENGTH, save_tiny_checkpoints, serve_in_process, wait_for, stop_server
 from tests.test_dashboard_served import free_port, get
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -370,6 +370,6 @@ def test_screenshot(browser, tmp_path, monkeypatch):
             ROOT.joinpath("assets").mkdir(exist_ok=True)
             shutil.copy(shot, ROOT / "assets" / "dashboard.png")
     finally:
-        server.stop()
+        stop_server(server)
         for state in states:
             state.close()

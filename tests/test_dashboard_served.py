@@ -8,7 +8,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from tests.dashboard_support import explore
+from tests.dashboard_support import explore, stop_server
 
 
 
@@ -52,7 +52,7 @@ def test_served_in_process_on_a_free_port(checkpoints):
     try:
         check_page(*get(f"http://localhost:{port}/"))
     finally:
-        server.stop()
+        stop_server(server)
 
 
 def test_panel_serve_runs_the_app_file(checkpoints):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints, stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("benchmarks_load_test", ROOT / "benchmarks" / "load_test.py")
@@ -35,7 +35,7 @@ def served(tmp_path, monkeypatch):
     try:
         yield f"http://localhost:{port}/"
     finally:
-        server.stop()
+        stop_server(server)
 
 
 def test_two_sessions_turn_knobs_without_errors_and_match_solo_runs(served, tmp_path):
