@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import pandas as pd  # noqa: E402
 
 from explorer.cli import CLIError  # noqa: E402
+from explorer.cli.sweep import parse_list  # noqa: E402
 
 KNOBS = ["strategy", "schedule", "temperature", "steps"]
 METRIC = "pattern_quality_p2"
@@ -44,22 +45,14 @@ def parse_args(argv):
     return args
 
 
-def _list(text: str, kind, flag: str) -> list:
-    try:
-        values = [kind(v.strip()) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise CLIError(f"{flag}: {text!r} is not a comma-separated list of {kind.__name__} values") from None
-    if not values:
-        raise CLIError(f"{flag}: give at least one value")
-    return values
-
-
 def grid(args) -> dict:
     """strategy x schedule x temperature x steps, checked against the sampler's registries before any model loads."""
     from explorer.sampling.config import SCHEDULES, STRATEGIES
 
-    vary = {"strategy": _list(args.strategies, str, "--strategies"), "schedule": _list(args.schedules, str, "--schedules"),
-            "temperature": _list(args.temperatures, float, "--temperatures"), "steps": _list(args.steps, int, "--steps")}
+    vary = {"strategy": parse_list(args.strategies, str, "--strategies"),
+            "schedule": parse_list(args.schedules, str, "--schedules"),
+            "temperature": parse_list(args.temperatures, float, "--temperatures"),
+            "steps": parse_list(args.steps, int, "--steps")}
     for flag, names, valid in (("--strategies", vary["strategy"], STRATEGIES), ("--schedules", vary["schedule"], SCHEDULES)):
         unknown = [n for n in names if n not in valid]
         if unknown:
