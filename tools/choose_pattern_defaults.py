@@ -39,7 +39,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's choice)")
     p.add_argument("--write", default=None, metavar="CHECKPOINT",
-                   help="store the recommended setting (sampler_defaults) and its figures in this checkpoint's metadata")
+                   help="store the recommended setting (sampler_defaults) and its figures in this checkpoint's "
+                        "metadata")
     args = p.parse_args(argv)
     args.argv = list(argv)
     return args
@@ -53,7 +54,8 @@ def grid(args) -> dict:
             "schedule": parse_list(args.schedules, str, "--schedules"),
             "temperature": parse_list(args.temperatures, float, "--temperatures"),
             "steps": parse_list(args.steps, int, "--steps")}
-    for flag, names, valid in (("--strategies", vary["strategy"], STRATEGIES), ("--schedules", vary["schedule"], SCHEDULES)):
+    for flag, names, valid in (("--strategies", vary["strategy"], STRATEGIES),
+                               ("--schedules", vary["schedule"], SCHEDULES)):
         unknown = [n for n in names if n not in valid]
         if unknown:
             raise CLIError(f"{flag}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
