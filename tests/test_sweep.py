@@ -385,6 +385,39 @@ def test_cli_sweep_no_pack_times_each_batch_alone_with_the_same_samples(ckpt_dir
     assert alone["nfe"].tolist() == packed["nfe"].tolist()
 
 
+def test_cli_sweep_from_csv_plots_a_saved_sweep_without_sampling(ckpt_dir, capsys, monkeypatch):
+    """--from-csv: the summary and the figures of an earlier --out table, nothing loaded or sampled; a file
+    that is not a sweep table, or neither --checkpoint nor --from-csv, is one error line and exit 2."""
+    import explorer.experiments as ex
+
+    saved = ckpt_dir / "saved.csv"
+    assert cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--strategy", "confidence,random", "--n", "2",
+                     "--out", str(saved)]) == 0
+    first = capsys.readouterr().out
+
+    def refused(*a, **k):
+        raise AssertionError("--from-csv sampled")
+
+    monkeypatch.setattr(ex, "sample", refused)
+    monkeypatch.setattr(ex, "sample_many", refused)
+    assert cli_main(["sweep", "--from-csv", str(saved), "--plot", str(ckpt_dir / "again.html"), "--metric",
+                     "pattern_quality,tokens_per_s", "--plot-resources", "cdn"]) == 0
+    again = capsys.readouterr().out
+    def cells(out):  # each printed row but its tokens/s: the cells, n, NFE and every quality mean ± sem
+        rows = [line.split() for line in out.splitlines() if line.startswith("diffusion")]
+        return [r[:5] + r[6:] for r in rows]
+
+    assert cells(again) == cells(first) and len(cells(first)) == 4
+    assert sorted(p.name for p in ckpt_dir.glob("again.*.html")) == ["again.pattern_quality.steps.html",
+                                                                   "again.tokens_per_s.steps.html"]
+    (ckpt_dir / "other.csv").write_text("a,b\n1,2\n")
+    for argv, says in ((["--from-csv", str(ckpt_dir / "other.csv")], "not a sweep's per-sample table"),
+                       (["--from-csv", str(ckpt_dir / "missing.csv")], "missing.csv"),
+                       (["--steps", "1,2"], "--checkpoint is required")):
+        assert cli_main(["sweep", *argv]) == 2
+        assert says in capsys.readouterr().err
+
+
 def test_cli_evaluate_patterns_and_text(ckpt_dir, capsys):
     assert cli_main(["evaluate", "--checkpoint", "pat", "--n", "2", "--steps", "4", "--val-sequences", "8"]) == 0
     out = capsys.readouterr().out

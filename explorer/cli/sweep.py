@@ -15,6 +15,7 @@ import argparse
 import signal
 import sys
 import threading
+from dataclasses import fields
 from pathlib import Path
 
 from ..names import DEVICES
@@ -45,9 +46,11 @@ def parse_list(text: str, kind, flag: str) -> list:
     return out
 
 
-def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    """Options shared with `evaluate`: what to load and how to score text."""
-    p.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
+def add_common_arguments(p: argparse.ArgumentParser, checkpoint_required: bool = True) -> None:
+    """Options shared with `evaluate`: what to load and how to score text. The sweep checks --checkpoint
+    itself: --from-csv needs none."""
+    p.add_argument("--checkpoint", required=checkpoint_required,
+                   help=CHECKPOINT_HELP + ("" if checkpoint_required else " (required unless --from-csv)"))
     p.add_argument("--judge", default=None,
                    help=f"AR checkpoint, or a Hugging Face causal LM (hf:ORG/NAME or a directory), scoring gen-PPL "
                         f"of text samples (default {DEFAULT_JUDGE} for the shipped character models when it "
@@ -64,7 +67,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser):
-    add_common_arguments(p)
+    add_common_arguments(p, checkpoint_required=False)
     for knob, (_, default) in KNOB_LISTS.items():
         p.add_argument("--" + knob.replace("_", "-"), default=default, metavar="LIST",
                        help="comma-separated values to sweep" + (f" (default {default})" if default else ""))
@@ -79,6 +82,9 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--x", default="steps", metavar="LIST", help="x axis: steps, nfe, or steps,nfe (default steps)")
     p.add_argument("--plot-resources", default="inline", choices=("inline", "cdn"),
                    help="inline: the HTML opens offline (~3 MB); cdn: small, needs the network")
+    p.add_argument("--from-csv", default=None, metavar="TABLE",
+                   help="summarise and plot a saved sweep (the per-sample CSV an earlier --out wrote) without "
+                        "sampling again: other --metric / --x figures of the same samples")
     p.add_argument("--no-pack", action="store_true",
                    help="run the batches one after another, each timed alone, instead of packing every cell's model "
                         "calls into shared ones (the same samples, slower): a cell's tokens/s is then its own speed, "
@@ -311,10 +317,41 @@ def print_sweet_spot(summary, args) -> None:
     print(spot.to_string(index=False))
 
 
+def report_saved(args) -> int:
+    """--from-csv: the summary, the sweet spot and the figures of a saved per-sample table; nothing sampled."""
+    import pandas as pd
+
+    from ..experiments import aggregate
+    from ..sampling.config import SamplerConfig
+
+    path = Path(args.from_csv)
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as e:  # a missing file, or one pandas cannot parse
+        raise CLIError(f"--from-csv {path}: {e}") from e
+    if not {"sampler", "steps", "text"} <= set(table.columns):
+        raise CLIError(f"--from-csv {path}: not a sweep's per-sample table (the CSV that --out writes)")
+    for f in fields(SamplerConfig):  # whole-number knobs read back as floats where a baseline row has none
+        if f.name in table and f.type in ("int", int):
+            table[f.name] = table[f.name].astype("Int64")
+    check_plot_args(args)
+    summary = aggregate(table)
+    knobs = [f.name for f in fields(SamplerConfig) if f.name in table and f.name != "seed"]  # as aggregate infers them
+    print(format_summary(summary, knobs))
+    if table["steps"].nunique() > 1:
+        print_sweet_spot(summary, args)
+    write_outputs(table, summary, args)
+    return 0
+
+
 def main(args) -> int:
     from ..experiments import cells_from_vary, sweep_cells
     from ..sampling.config import SamplerConfig
 
+    if args.from_csv:
+        return report_saved(args)
+    if not args.checkpoint:
+        raise CLIError("--checkpoint is required (or --from-csv TABLE, to plot a saved sweep)")
     vary = vary_from_args(args)
     if args.n < 1:
         raise CLIError(f"--n must be >= 1, got {args.n}")
