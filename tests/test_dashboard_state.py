@@ -487,11 +487,11 @@ def test_an_empty_quality_panel_says_how_to_fill_it(state):
     e.param.update(sweep_strategies=["confidence"], sweep_samples=2)
     view = QualityView(state=e)
     assert "not computed for these knobs yet" in view.status.object and "Compute" in view.status.object
-    assert view.stop.disabled  # nothing to stop
+    assert view.stop.disabled and not view.progress.visible  # nothing to stop, no empty bar
     e.quality.running = True
-    assert not view.stop.disabled
+    assert not view.stop.disabled and view.progress.visible
     e.quality.running = False
     assert e.start_sweep(wait=True) and e.quality.result is not None
-    assert view.status.object == "Quality vs steps: done" and view.plot.object is not None
+    assert view.status.object == "Quality vs steps: done" and view.plot.object is not None and view.progress.visible
     e.quality.clear()  # what a checkpoint switch leaves
-    assert "not computed for these knobs yet" in view.status.object
+    assert "not computed for these knobs yet" in view.status.object and not view.progress.visible

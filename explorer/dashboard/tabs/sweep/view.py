@@ -269,7 +269,9 @@ class SweepTabView(pn.viewable.Viewer):
         p = self.tab.param
         main = pn.Column(
             section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
-                    "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best)."),
+                    "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best). The cells share "
+                    "their model calls, so a cell's speed is its share of them: cells asking the same canvas "
+                    "pay for it once (every first step is the all-[MASK] one)."),
             self._controls(), TaskBar(task=self.tab.main, session=self.tab.session), self.plot_notice,
             side_by_side(self.quality_plot, self.speed_plot),
             self.summary, self._downloads(), sizing_mode="stretch_width")
