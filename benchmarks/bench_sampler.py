@@ -1,6 +1,7 @@
 """Sampler speed figures (issue 3), printed as a table.
 
     python benchmarks/bench_sampler.py [--quick] [--device auto|cpu|cuda] [--threads N] [--random-weights]
+                                       [--parts sweep,overhead,ar] [--tokens-per-call 4096,16384,65536]
 
 1. Seed 000's sweep on `patterns` (steps 1,2,3,5,8,12,16,24,32 x 30 samples x confidence/random), in
    one run: one sample at a time, batched per cell (one `sample` of 30 rows per cell), and packed (all
@@ -14,6 +15,9 @@
    model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
    table also gives the in-run ratio: wall time / time spent inside the model calls of that run.
 3. AR with KV cache vs recomputing the prefix, tokens/s ratio, on `shakespeare-ar`.
+--parts runs only some parts (a lent GPU's few minutes: `--device cuda --quick --parts sweep`);
+--tokens-per-call times the packed sweep at several shared-call sizes, each round against its own batched
+sweep, with the model calls and device ops each makes as a GPU runs it (fewer, larger calls cut launches).
 A missing checkpoint skips its part, unless --random-weights, which times an untrained model of the
 same shape instead (speed does not depend on the weights). Ratios within one run are what count.
 """
@@ -118,7 +122,27 @@ def timed(fn, *args) -> float:
     return time.perf_counter() - start
 
 
-def bench_sweep(device, quick: bool, random_weights: bool) -> None:
+def bench_call_sizes(device, model, configs, n, sizes: list[int], rounds: int) -> None:
+    """Packed sweeps at several tokens_per_call (sample_many's shared-call size), each round's against its own
+    batched sweep: off the CPU a call's cost is its kernel launches, so fewer, larger calls may pay there."""
+    def packed_at(size):
+        return lambda m, cfgs, k: sample_many(m, [dict(config=c, batch_size=k, record=False) for c in cfgs],
+                                              tokens_per_call=size)
+
+    ratios = {size: [] for size in sizes}
+    for _ in range(rounds):
+        for size in sizes:  # each size right after its own batched sweep: the pair shares the machine's state
+            ratios[size].append(timed(sweep_batched, model, configs, n) / timed(packed_at(size), model, configs, n))
+    for size in sizes:
+        with as_off_the_cpu(device):
+            counted = CountingModel(model)
+            packed_at(size)(counted, configs, n)
+            ops = device_ops(packed_at(size), model, configs, n)
+        row(f"  packed vs batched, tokens_per_call={size}", f"{statistics.median(ratios[size]):.2f}x",
+            f"median of {rounds} paired rounds; {counted.calls} model calls and {ops[0]} device ops as a GPU runs it")
+
+
+def bench_sweep(device, quick: bool, random_weights: bool, call_sizes: list[int] = ()) -> None:
     model, source = get_model("patterns", device, random_weights)
     if model is None:
         return
@@ -150,6 +174,8 @@ def bench_sweep(device, quick: bool, random_weights: bool) -> None:
         f"goal >= 1.8x; median of {len(times['packed'])} rounds' ratios (medians' ratio {batched / packed:.2f}x, "
         f"fastest rounds' {min(times['batched']) / min(times['packed']):.2f}x)")
     sweep_costs(device, model, configs, n)
+    if call_sizes:
+        bench_call_sizes(device, model, configs, n, call_sizes, 5 if quick else 9)
     # The sampler cannot beat the model: if one forward of 30 rows costs more than 1/20 of 30 forwards
     # of one row (compute-bound CPU), 20x is out of reach whatever the sampler does.
     L = model.config.block_size
@@ -312,16 +338,30 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--random-weights", action="store_true",
                    help="time untrained models of the shipped shapes when a checkpoint is missing")
+    p.add_argument("--parts", default="sweep,overhead,ar",
+                   help="which parts to run, comma-separated (a lent GPU's minutes: --parts sweep)")
+    p.add_argument("--tokens-per-call", default="", metavar="LIST",
+                   help="also time the packed sweep at these shared-call sizes, e.g. 4096,16384,65536")
     args = p.parse_args(argv)
+    parts = {x.strip() for x in args.parts.split(",") if x.strip()}
+    if not parts or parts - {"sweep", "overhead", "ar"}:
+        p.error(f"--parts: pick from sweep, overhead, ar; got {args.parts!r}")
+    try:
+        sizes = [int(x) for x in args.tokens_per_call.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--tokens-per-call: whole numbers, e.g. 4096,16384; got {args.tokens_per_call!r}")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     print(f"device {describe_device(device)}, torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s)"
           f"{', quick' if args.quick else ''}")
     with torch.no_grad():
-        bench_sweep(device, args.quick, args.random_weights)
-        bench_overhead(device, args.quick, args.random_weights)
-        bench_ar(device, args.quick, args.random_weights)
+        if "sweep" in parts:
+            bench_sweep(device, args.quick, args.random_weights, sizes)
+        if "overhead" in parts:
+            bench_overhead(device, args.quick, args.random_weights)
+        if "ar" in parts:
+            bench_ar(device, args.quick, args.random_weights)
     print("\nsummary")
     for figure, value, note in ROWS:
         print(f"| {figure.strip():<52} | {value:>8} | {note} |")
