@@ -93,7 +93,11 @@ def open_tab(browser, url: str, states, tab: str):
         page.wait_for_function(f"() => {{ try {{ return !!({ready_js(tab)}); }} catch (e) {{ return false; }} }}",
                                timeout=90_000, polling=250)
     except PlaywrightTimeout:  # say where it stood: a bare timeout (seen once in CI, Sweep) says nothing
-        pytest.fail(f"{tab} was not ready after 90 s; {where_it_stood(states, tab)}; problems: {problems}")
+        try:
+            stood = where_it_stood(states, tab)
+        except Exception as e:  # the report must not hide the timeout behind an error of its own
+            stood = f"(state unreadable: {e!r})"
+        pytest.fail(f"{tab} was not ready after 90 s; {stood}; problems: {problems}")
     wait_until(lambda: states and states[-1].model is not None)
     return page, problems, states[-1]
 
