@@ -123,6 +123,27 @@ def test_a_task_reports_progress_result_and_errors_on_its_device(checkpoints):
     assert task.error == "demo failed: boom" and not task.running and task.result == "ok"
 
 
+def test_a_problem_set_while_a_task_runs_outlives_the_run(checkpoints):
+    """The Sweep tab starts its sweep when shown; a steps grid typed wrong while it ran ("1,x") set the
+    task's error, and the run's end wiped it: the notice never showed (a CI browser test under load)."""
+    task = Task("demo", torch.device("cpu"), dispatch=lambda callback: callback())
+    started, release = threading.Event(), threading.Event()
+
+    def slow(job, report):
+        started.set()
+        release.wait(10)
+        return "swept"
+
+    job = task.start(slow)
+    assert started.wait(10)
+    task.error = "Steps grid: 'x' is not a whole number"  # what SweepTabState._refresh sets meanwhile
+    release.set()
+    assert job.done.wait(10)
+    assert task.result == "swept" and task.status == "done" and "'x'" in task.error
+    task.start(lambda job, report: "again", wait=True)  # a new start clears it
+    assert task.error == "" and task.result == "again"
+
+
 def test_a_late_result_of_a_superseded_job_does_not_replace_a_shown_one(checkpoints):
     """Task.show (a cache hit) and clear() forget the job they cancel: its work may still finish and
     hand in a result, which must not replace the one shown (or cleared) since."""

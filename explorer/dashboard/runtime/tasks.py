@@ -185,7 +185,9 @@ class Task(param.Parameterized):
     def _finish(self, job: Job, result, status: str, error: str) -> None:
         if job is not self.worker.current:
             return  # superseded: the newer job reports for itself
-        ended = {"running": False, "status": status, "error": error}
+        ended = {"running": False, "status": status}
+        if error:  # start() cleared the error; one set since (a knob the next run cannot take) stays
+            ended["error"] = error
         if result is not None:  # one update: no watcher sees the task ended without its result
             ended.update(result=result, progress=100 if status.startswith("done") else self.progress)
         self.param.update(**ended)
