@@ -144,6 +144,28 @@ def test_a_problem_set_while_a_task_runs_outlives_the_run(checkpoints):
     assert task.error == "" and task.result == "again"
 
 
+def test_a_closed_task_drops_what_its_work_hands_in_later(checkpoints):
+    """A session closes while a task's work is still running (Inspect's validation text, which never
+    checks its cancel flag): the late result must not reach the closed session's watchers, which read
+    the model the session has already let go of (seen as a thread exception in a loaded full run)."""
+    task = Task("demo", torch.device("cpu"), dispatch=lambda callback: callback())
+    started, release, seen = threading.Event(), threading.Event(), []
+    task.param.watch(lambda event: seen.append(event.new), "result")
+
+    def slow(job, report):
+        started.set()
+        release.wait(10)
+        return "late"
+
+    job = task.start(slow)
+    assert started.wait(10)
+    task.close()
+    assert (task.running, task.status) == (False, "closed") and job.cancelled
+    release.set()
+    assert job.done.wait(10)
+    assert seen == [] and task.result is None
+
+
 def test_a_late_result_of_a_superseded_job_does_not_replace_a_shown_one(checkpoints):
     """Task.show (a cache hit) and clear() forget the job they cancel: its work may still finish and
     hand in a result, which must not replace the one shown (or cleared) since."""

@@ -202,6 +202,14 @@ class Task(param.Parameterized):
             self.worker.cancel()
             self.param.update(running=False, status=status)
 
+    def close(self) -> None:
+        """The session is gone: stop the work and drop what it still hands in (_detach). A late result
+        would run the views' watchers of a closed session, whose model is already let go of."""
+        was_running = self.running
+        self._detach()
+        if was_running:  # an idle task's views are left alone: nobody is there to see a change
+            self.param.update(running=False, status="closed")
+
     def clear(self) -> None:
         """Forget the result (a model change), and the job: see _detach."""
         self._detach()

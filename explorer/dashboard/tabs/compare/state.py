@@ -415,4 +415,4 @@ class CompareState(TabState):
             self.start()
 
     def close(self) -> None:
-        self.task.cancel()
+        self.task.close()

@@ -475,6 +475,6 @@ class ExploreState(TabState):
         """Cancel the run and the background work; drop this session's rows now (30 closed tabs of
         256 x 256 frames add up on a lab server)."""
         self._runs.cancel()
-        self.quality.cancel()
-        self.confidence.cancel()
+        self.quality.close()
+        self.confidence.close()
         self.frames = None

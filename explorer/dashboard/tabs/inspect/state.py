@@ -309,7 +309,7 @@ class InspectState(TabState):
 
     def close(self) -> None:
         for task in self.tasks():
-            task.cancel("closed")
+            task.close()
 
 
 def _predict(model, text: str, t: float, mask: np.ndarray, k: int, key: tuple) -> dict:

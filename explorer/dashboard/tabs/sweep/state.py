@@ -379,5 +379,5 @@ class SweepTabState(TabState):
 
     def close(self) -> None:
         for task in (self.main, self.grid, self.temps):
-            task.cancel("closed")
+            task.close()
 
