@@ -324,3 +324,13 @@ def test_projector_type_reaches_the_tabs_inputs_and_buttons(inspect):
     assert all(big(w) for w in widgets)
     state.presentation = False
     assert not any(big(w) for w in widgets)
+
+
+def test_predictions_arriving_after_the_session_let_go_of_its_model_draw_nothing(inspect):
+    """A result handed in while the session closes (its model already None) clears the view instead of
+    raising on the model's tokenizer (a thread exception in a loaded full run)."""
+    state, tab, view = inspect
+    assert view.grid.object and tab.predictions is not None
+    state.model = None
+    view._predictions()
+    assert view.grid.object == "" and view.table.object is None

@@ -130,13 +130,13 @@ class InspectView(pn.viewable.Viewer):
     @param.depends("tab.predictions_task.result", "tab.session.presentation", watch=True)
     def _predictions(self):
         """The candidates grid, legend and table of a new result (built once per result and type size)."""
-        result, size = self.tab.predictions, self._size()
-        if result is None:
+        result, size, model = self.tab.predictions, self._size(), self.tab.model  # the model read once
+        if result is None or model is None:  # (None: the session closed while the result came in)
             self._grid_html = ""
             self.grid.object, self.table.object, self.legend.object = "", None, ""
             return
         self._grid_html = predictions_caption(result, self._unit()) + predictions_html(
-            pieces(self.tab.model, result["text"]), result, result["k"])
+            pieces(model, result["text"]), result, result["k"])
         self._mark_stale()
         self.legend.object = legend_html(size)
         self.table.object = predictions_table(result, result["k"])
