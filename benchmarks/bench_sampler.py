@@ -9,8 +9,9 @@
    samples). Goals: packed >= 1.8x batched (issue 17: the median of the rounds' paired ratios),
    batched >= 20x one at a time (issue 3). Also where each sweep's time goes (the model, the rest), and
    the sweeps' device ops (not views) and host syncs, batched vs packed: a GPU's time follows them
-   where kernel launches dominate, so a CPU-only session can see what a change does there. Batched and packed alternate over a few rounds (the CPU is shared);
-   the table gives medians of the times and of the rounds' batched / packed ratios.
+   where kernel launches dominate, so a CPU-only session can see what a change does there. Batched and
+   packed alternate over a few rounds (the CPU is shared); the table gives medians of the times and of the
+   rounds' batched / packed ratios.
 2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
    model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
    table also gives the in-run ratio: wall time / time spent inside the model calls of that run.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import sys
 import time
@@ -38,6 +40,7 @@ from explorer.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from explorer.devices import describe_device, resolve_device  # noqa: E402
 from explorer.model import ModelConfig, Transformer  # noqa: E402
 from explorer.sampling import SamplerConfig, sample, sample_ar, sample_many  # noqa: E402
+from explorer.sampling.packing import TOKENS_PER_CALL  # noqa: E402
 
 # The shipped models' shapes, for --random-weights when a checkpoint is not there yet.
 SHAPES = {
@@ -107,8 +110,9 @@ def sweep_batched(model, configs, n):
     return [sample(model, cfg, batch_size=n, record=False) for cfg in configs]
 
 
-def sweep_packed(model, configs, n, merge=True):
-    return sample_many(model, [dict(config=cfg, batch_size=n, record=False) for cfg in configs], merge=merge)
+def sweep_packed(model, configs, n, merge=True, tokens_per_call=TOKENS_PER_CALL):
+    return sample_many(model, [dict(config=cfg, batch_size=n, record=False) for cfg in configs], merge=merge,
+                       tokens_per_call=tokens_per_call)
 
 
 def sweep_apart(model, configs, n):
@@ -126,8 +130,7 @@ def bench_call_sizes(device, model, configs, n, sizes: list[int], rounds: int) -
     """Packed sweeps at several tokens_per_call (sample_many's shared-call size), each round's against its own
     batched sweep: off the CPU a call's cost is its kernel launches, so fewer, larger calls may pay there."""
     def packed_at(size):
-        return lambda m, cfgs, k: sample_many(m, [dict(config=c, batch_size=k, record=False) for c in cfgs],
-                                              tokens_per_call=size)
+        return functools.partial(sweep_packed, tokens_per_call=size)
 
     ratios = {size: [] for size in sizes}
     for _ in range(rounds):
@@ -192,7 +195,8 @@ def sweep_costs(device, model, configs, n) -> None:
     for name, fn in sweeps:
         inner = TimedModel(model)
         total = timed(fn, inner, configs, n)
-        row(f"  {name} sweep: in the model / the rest (ms)", f"{inner.seconds * 1e3:.0f} / {(total - inner.seconds) * 1e3:.0f}",
+        model_ms, rest_ms = inner.seconds * 1e3, (total - inner.seconds) * 1e3
+        row(f"  {name} sweep: in the model / the rest (ms)", f"{model_ms:.0f} / {rest_ms:.0f}",
             "one pass, a sync around each model call")
     with as_off_the_cpu(device):
         ops = {name: device_ops(fn, model, configs, n) for name, fn in sweeps}

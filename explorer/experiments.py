@@ -417,6 +417,7 @@ def aggregate(table: pd.DataFrame, knobs: Sequence[str] | None = None) -> pd.Dat
         out["symbols_used"] = _symbols_used(groups)
     out = out.reset_index()
     out.attrs.update(table.attrs)
+    out.attrs.setdefault("knobs", list(knobs))  # inferred ones too (a table read back from a CSV has no attrs)
     return out
 
 

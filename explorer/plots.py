@@ -199,29 +199,23 @@ def _fixed_xticks(ticks: list[float]):
     return hook
 
 
-def _readable_speed_axis(plot, element) -> None:
-    """A bokeh hook: the tokens/s axis in short numbers (500k, 1.2m), not Bokeh's 5.000e+5."""
-    from bokeh.models import Axis, NumeralTickFormatter
-
-    for axis in [*plot.state.left, *plot.state.right]:  # (the legend may be there too)
-        if isinstance(axis, Axis) and axis.axis_label == LABELS["tokens_per_s"]:
-            axis.formatter = NumeralTickFormatter(format="0.[0]a")
-
-
-def _log_speed_axis(low: float, high: float):
-    """A bokeh hook: the second (tokens/s) axis on a log scale from `low` to `high`. tokens/s falls as
-    1/steps, and one step is ten times the next point: on a linear axis every curve past 2 steps lay
-    flat at the bottom. HoloViews sets one scale for every y axis; the extra axis's scale and range are
-    set here."""
+def _speed_axis(span: tuple[float, float] | None):
+    """A bokeh hook for the tokens/s axis: short numbers (500k, 1.2m), not Bokeh's 5.000e+5; and where it is
+    the second axis, a log scale over `span` (low, high). tokens/s falls as 1/steps, and one step is ten
+    times the next point: on a linear axis every curve past 2 steps lay flat at the bottom. HoloViews sets
+    one scale for every y axis; the extra axis's scale and range are set here."""
     def hook(plot, element):
-        from bokeh.models import Axis, LogScale, LogTicker
+        from bokeh.models import Axis, LogScale, LogTicker, NumeralTickFormatter
 
         fig = plot.state
-        for axis in [*fig.left, *fig.right]:
-            name = getattr(axis, "y_range_name", "default")
-            if isinstance(axis, Axis) and axis.axis_label == LABELS["tokens_per_s"] and name in fig.extra_y_ranges:
+        for axis in [*fig.left, *fig.right]:  # (the legend may be there too)
+            if not isinstance(axis, Axis) or axis.axis_label != LABELS["tokens_per_s"]:
+                continue
+            axis.formatter = NumeralTickFormatter(format="0.[0]a")
+            name = axis.y_range_name
+            if span is not None and name in fig.extra_y_ranges:
                 fig.extra_y_scales = {**fig.extra_y_scales, name: LogScale()}
-                fig.extra_y_ranges[name].start, fig.extra_y_ranges[name].end = low, high
+                fig.extra_y_ranges[name].start, fig.extra_y_ranges[name].end = span
                 axis.ticker = LogTicker()
     return hook
 
@@ -290,10 +284,8 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     els += _baseline_elements(summary, "reference", "held-out text", xs, xcol, metric, dims, False, "#757575")
     els += _sweet_spot_stars(diff, metric, x, xcol, by, dims)
     ticks = np.unique(np.round(xs[np.isfinite(xs)], 1))
-    hooks = [_readable_speed_axis] + ([_fixed_xticks([float(v) for v in ticks])] if len(ticks) <= 12 else [])
-    span = _speed_span(summary) if speed else None
-    if span is not None:
-        hooks.append(_log_speed_axis(*span))
+    hooks = [_speed_axis(_speed_span(summary) if speed else None)]
+    hooks += [_fixed_xticks([float(v) for v in ticks])] if len(ticks) <= 12 else []
     size = {"responsive": True} if width is None else {"width": int(width)}
     # gen-PPL spans 500 (one step) to 10 (64 steps): on a linear axis every curve past 4 steps is a flat
     # line at the bottom (issue 15). Its log axis, and the speed axis beside it, show ratios instead.

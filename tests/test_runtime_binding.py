@@ -123,21 +123,33 @@ def test_a_task_reports_progress_result_and_errors_on_its_device(checkpoints):
     assert task.error == "demo failed: boom" and not task.running and task.result == "ok"
 
 
+def held_task():
+    """(Task on the CPU that dispatches in place, start(result) -> (job, release)): start() runs work that
+    waits for release() and then hands in `result`; it returns once that work has begun."""
+    task = Task("demo", torch.device("cpu"), dispatch=lambda callback: callback())
+
+    def start(result):
+        started, release = threading.Event(), threading.Event()
+
+        def slow(job, report):
+            started.set()
+            release.wait(10)
+            return result
+
+        job = task.start(slow)
+        assert started.wait(10)
+        return job, release.set
+
+    return task, start
+
+
 def test_a_problem_set_while_a_task_runs_outlives_the_run(checkpoints):
     """The Sweep tab starts its sweep when shown; a steps grid typed wrong while it ran ("1,x") set the
     task's error, and the run's end wiped it: the notice never showed (a CI browser test under load)."""
-    task = Task("demo", torch.device("cpu"), dispatch=lambda callback: callback())
-    started, release = threading.Event(), threading.Event()
-
-    def slow(job, report):
-        started.set()
-        release.wait(10)
-        return "swept"
-
-    job = task.start(slow)
-    assert started.wait(10)
+    task, start = held_task()
+    job, release = start("swept")
     task.error = "Steps grid: 'x' is not a whole number"  # what SweepTabState._refresh sets meanwhile
-    release.set()
+    release()
     assert job.done.wait(10)
     assert task.result == "swept" and task.status == "done" and "'x'" in task.error
     task.start(lambda job, report: "again", wait=True)  # a new start clears it
@@ -148,20 +160,13 @@ def test_a_closed_task_drops_what_its_work_hands_in_later(checkpoints):
     """A session closes while a task's work is still running (Inspect's validation text, which never
     checks its cancel flag): the late result must not reach the closed session's watchers, which read
     the model the session has already let go of (seen as a thread exception in a loaded full run)."""
-    task = Task("demo", torch.device("cpu"), dispatch=lambda callback: callback())
-    started, release, seen = threading.Event(), threading.Event(), []
+    task, start = held_task()
+    seen = []
     task.param.watch(lambda event: seen.append(event.new), "result")
-
-    def slow(job, report):
-        started.set()
-        release.wait(10)
-        return "late"
-
-    job = task.start(slow)
-    assert started.wait(10)
+    job, release = start("late")
     task.close()
     assert (task.running, task.status) == (False, "closed") and job.cancelled
-    release.set()
+    release()
     assert job.done.wait(10)
     assert seen == [] and task.result is None
 
@@ -169,24 +174,14 @@ def test_a_closed_task_drops_what_its_work_hands_in_later(checkpoints):
 def test_a_late_result_of_a_superseded_job_does_not_replace_a_shown_one(checkpoints):
     """Task.show (a cache hit) and clear() forget the job they cancel: its work may still finish and
     hand in a result, which must not replace the one shown (or cleared) since."""
-    task = Task("demo", torch.device("cpu"), dispatch=lambda callback: callback())
-    started, release = threading.Event(), threading.Event()
-
-    def slow(job, report):
-        started.set()
-        release.wait(10)
-        return "stale"
-
-    job = task.start(slow)
-    assert started.wait(10)
+    task, start = held_task()
+    job, release = start("stale")
     task.show("cached", "from cache")
-    release.set()
+    release()
     assert job.done.wait(10)
     assert (task.result, task.status, task.running) == ("cached", "from cache", False)
-    started.clear(), release.clear()
-    job = task.start(slow)
-    assert started.wait(10)
+    job, release = start("stale")
     task.clear()
-    release.set()
+    release()
     assert job.done.wait(10)
     assert (task.result, task.status, task.running) == (None, "", False)

@@ -335,9 +335,8 @@ def report_saved(args) -> int:
         if f.name in table and f.type in ("int", int):
             table[f.name] = table[f.name].astype("Int64")
     check_plot_args(args)
-    summary = aggregate(table)
-    knobs = [f.name for f in fields(SamplerConfig) if f.name in table and f.name != "seed"]  # as aggregate infers them
-    print(format_summary(summary, knobs))
+    summary = aggregate(table)  # its knobs inferred from the table's columns
+    print(format_summary(summary, summary.attrs["knobs"]))
     if table["steps"].nunique() > 1:
         print_sweet_spot(summary, args)
     write_outputs(table, summary, args)

@@ -45,7 +45,7 @@ from .trajectory import Trajectory
 
 MIN_PACK_ROWS = 16  # calls with fewer rows are computed alone (module docstring)
 TOKENS_PER_CALL = 4096  # rows x length per shared call: measured best here (patterns, 1 thread); larger calls fall out of L2
-CPU_CALL_TOKENS = 2400  # on the CPU a shared call's distinct rows go through the model in calls of about this (_in_cpu_calls)
+CPU_CALL_TOKENS = 2400  # on the CPU a shared call's distinct rows go through the model in calls of about this
 TOKENS_IN_FLIGHT = 1 << 18  # rows x length of the runs under way (their logits stay in memory)
 
 

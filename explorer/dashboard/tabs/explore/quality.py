@@ -70,7 +70,7 @@ class QualityView(StateView):
         task = self.state.quality
         self.progress.value = task.progress
         self.progress.active = task.running
-        self.progress.visible = task.running or task.result is not None  # an empty bar under "press Compute" said nothing
+        self.progress.visible = task.running or task.result is not None  # no empty bar under "press Compute"
         self.stop.disabled = not task.running  # as the sidebar's Stop: lit only while there is work to stop
         status = task.status or ("" if task.running or task.result is not None else IDLE_HINT)
         self.status.object = f"Quality vs steps: {status}" if status else "Quality vs steps"

@@ -161,8 +161,8 @@ class SweepTabView(pn.viewable.Viewer):
                                               css_classes=["sweep-quality-plot"])
         self.speed_plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, styles=side,
                                             css_classes=["sweep-speed-plot"])
-        self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300, stylesheets=[TABLE_CSS],
-                                         css_classes=["sweep-summary"])
+        self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300,
+                                         stylesheets=[TABLE_CSS], css_classes=["sweep-summary"])
         self.plot_notice = notice("danger")
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-grid-table"])
         self.temps = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-temps-table"])
@@ -262,7 +262,8 @@ class SweepTabView(pn.viewable.Viewer):
                  ("Quality PNG", "sweep_quality.png", figure("quality", plot_png)),
                  ("Speed HTML", "sweep_speed.html", figure("speed", plot_html)),
                  ("Speed PNG", "sweep_speed.png", figure("speed", plot_png))]
-        return pn.FlexBox(*(download_button(label, name, make, session=self.tab.session) for label, name, make in files),
+        s = self.tab.session
+        return pn.FlexBox(*(download_button(label, name, make, session=s) for label, name, make in files),
                           css_classes=["sweep-downloads"])
 
     def __panel__(self):
@@ -285,12 +286,14 @@ class SweepTabView(pn.viewable.Viewer):
         grid = pn.Column(
             section("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
             pn.FlexBox(*inputs[:2]),
-            TaskBar(task=self.tab.grid, session=self.tab.session, css="sweep-grid"), self.grid, sizing_mode="stretch_width")
+            TaskBar(task=self.tab.grid, session=self.tab.session, css="sweep-grid"), self.grid,
+            sizing_mode="stretch_width")
         temps = pn.Column(
             section("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
                     "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
                     "is repetition, not quality."),
             pn.FlexBox(*inputs[2:]),
-            TaskBar(task=self.tab.temps, session=self.tab.session, css="sweep-temps"), self.temps, sizing_mode="stretch_width")
+            TaskBar(task=self.tab.temps, session=self.tab.session, css="sweep-temps"), self.temps,
+            sizing_mode="stretch_width")
         return pn.Column(self.note, main, rule(), grid, rule(), temps,
                          sizing_mode="stretch_width", name="sweep-tab")
