@@ -29,11 +29,12 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     font = FONT[presentation]
     # No title: the heading, the metric select and the axis labels name it, and in presentation type a
     # title ran past a 410-pixel column (the downloads keep theirs). There the legend takes one column
-    # (three ran past the page's edge), and the figure the height that leaves the curves theirs.
+    # (three ran past the page's edge), and the figure the height that leaves the curves theirs. At normal
+    # type two: three ran past a 1366-pixel page's column ("sweet sp").
     plot = quality_speed_plot(summary, metric, x=x, height=620 if presentation else 380, title="")  # width=None: responsive
     plot = plot.map(lambda el: el.opts(tools=["hover"]), [hv.Curve, hv.Scatter])
     return plot.opts(
-        legend_position="bottom", legend_cols=1 if presentation else 3,
+        legend_position="bottom", legend_cols=1 if presentation else 2,
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],
                   "yticks": font["plot"], "legend": font["plot"]})
 
