@@ -10,6 +10,7 @@ import torch
 from explorer.sampling import SamplerConfig, sample, sample_many
 from explorer.sampling.merged import merge_key
 from explorer.sampling.packing import _walks
+from tests.conftest import make_model
 from tests.test_sampler_rows import assert_same_run
 from tests.test_sweep_packed import CountingModel, gen, patterns_model
 
@@ -111,3 +112,46 @@ def test_a_groups_masked_count_is_recovered_exactly_from_its_float32_t():
         multiplied = (counts.astype(np.float32) * (np.float32(1) / np.float32(N))).astype(np.float32)
         for t in (divided, multiplied):
             assert (np.round(t.astype(np.float64) * N).astype(np.int64) == counts).all(), N
+
+
+class RowsModel(torch.nn.Module):
+    """Wraps a model, keeping each call's row count (rows that no longer differ may be computed once:
+    packing._distinct_rows, so a call can see fewer rows than its runs hold, never more)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.config, self.rows = inner, inner.config, []
+
+    def forward(self, x, t=None):
+        self.rows.append(x.shape[0])
+        return self.inner(x, t)
+
+
+def test_a_large_vocabularys_logits_budget_cuts_merged_walks_and_runs_under_way_with_the_same_results():
+    """A merged walk holds (rows, L, V) float32 logits for all its runs at once: with a real dLLM's
+    vocabulary a sweep's grid merged whole ran out of memory (benchmarks/bench_sweep_memory.py). The
+    budget (logits_in_flight, bytes) cuts walks and runs under way to it; every run is still its solo run."""
+    model = RowsModel(make_model(vocab_size=2000, mask_id=1999, block_size=8, n_embd=32))
+    configs = [SamplerConfig(steps=4), SamplerConfig(steps=4, strategy="random"), SamplerConfig(steps=4, temperature=0.5),
+               SamplerConfig(steps=4, strategy="margin")]
+    one_run = 16 * 8 * 2000 * 4  # rows x length x vocabulary x float32 bytes
+    assert _walks(runs_of(configs, [16] * 4), True, [16 * 8] * 4, 2 * 16 * 8) == [[0, 1], [2, 3]]
+    assert _walks(runs_of(configs, [16] * 4), True, [16 * 8] * 4, 8) == [[0], [1], [2], [3]]  # one always fits
+    whole = sample_many(model, runs_of(configs, [16] * 4), logits_in_flight=1 << 40)
+    assert max(model.rows) > 32  # the four runs' calls shared
+    for budget, most_rows in ((2 * one_run, 32), (one_run // 2, 16)):
+        model.rows = []
+        cut = sample_many(model, runs_of(configs, [16] * 4), logits_in_flight=budget)
+        assert 16 <= max(model.rows) <= most_rows, budget
+        for a, b in zip(whole, cut):
+            assert_same_run(a, b)
+    for i, config in enumerate(configs):
+        assert_same_run(whole[i], sample(model, config, batch_size=16, generator=gen(40 + i), record=False))
+
+
+@pytest.mark.parametrize("knob", ["tokens_per_call", "tokens_in_flight", "logits_in_flight"])
+def test_sample_many_refuses_a_limit_that_is_not_a_positive_whole_number(knob):
+    model = patterns_model()
+    for bad in (0, -5, 2.5):
+        with pytest.raises(ValueError, match=f"{knob} must be a positive whole number"):
+            sample_many(model, runs_of(GRID[:2], [4, 4]), **{knob: bad})

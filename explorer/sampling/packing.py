@@ -47,6 +47,12 @@ MIN_PACK_ROWS = 16  # calls with fewer rows are computed alone (module docstring
 TOKENS_PER_CALL = 4096  # rows x length per shared call: measured best here (patterns, 1 thread); larger calls fall out of L2
 CPU_CALL_TOKENS = 2400  # on the CPU a shared call's distinct rows go through the model in calls of about this
 TOKENS_IN_FLIGHT = 1 << 18  # rows x length of the runs under way (their logits stay in memory)
+# bytes of float32 logits (rows x length x vocabulary x 4) the runs under way may hold, merged walks included:
+# what bounds a sweep on a real dLLM's vocabulary (32,000 tokens: 2,048 tokens under way; 16 or 66 symbols:
+# never reached). A step's copies (float64 draws, probabilities, the calls' outputs) take about six times the
+# logits (benchmarks/bench_sweep_memory.py), and one run is always let through: at a large vocabulary a
+# sweep then holds about what its largest cell alone does.
+LOGITS_IN_FLIGHT = 1 << 28
 
 
 @dataclass
@@ -179,10 +185,11 @@ class _Pack:
     def __init__(self, model, runs: Sequence[dict], on_finish, tokens_in_flight: int, merge: bool):
         # every run is checked before any runs: a bad one fails the whole pack up front
         singles = [sample_steps(model, **run) for run in runs]
-        self.members = _walks(runs, merge)  # run indices of each walk, in order
+        sizes = [_run_tokens(model, run) for run in runs]
+        self.members = _walks(runs, merge, sizes, tokens_in_flight)  # run indices of each walk, in order
         self.steps = [singles[m[0]] if len(m) == 1 else
                       merged_steps(model, [runs[i] for i in m], self._group_done(w)) for w, m in enumerate(self.members)]
-        self.tokens = [sum(_run_tokens(model, runs[i]) for i in m) for m in self.members]
+        self.tokens = [sum(sizes[i] for i in m) for m in self.members]
         self.results: list[Trajectory | None] = [None] * len(runs)
         self.pending: dict[int, ModelCall | list[ModelCall]] = {}
         self.on_finish, self.limit, self.next, self.busy = on_finish, tokens_in_flight, 0, 0
@@ -221,16 +228,30 @@ class _Pack:
             self._finished(self.members[w][0], result)
 
 
-def _walks(runs: Sequence[dict], merge: bool) -> list[list[int]]:
+def _walks(runs: Sequence[dict], merge: bool, tokens: Sequence[int] | None = None,
+           limit: int | None = None) -> list[list[int]]:
     """Which runs step together: those merge_key() pairs (two or more) as one merged walk, in the order
-    of their first run; every other run alone."""
+    of their first run; every other run alone. A merged walk holds the logits of all its rows at once,
+    so runs of one key are cut into walks of at most `limit` tokens (tokens[i]: run i's; a run larger
+    than the limit walks alone)."""
     if not merge:
         return [[i] for i in range(len(runs))]
     by_key: dict = {}
     for i, run in enumerate(runs):
         key = merge_key(run)
         by_key.setdefault(("alone", i) if key is None else key, []).append(i)
-    return list(by_key.values())
+    if limit is None:
+        return list(by_key.values())
+    walks = []
+    for members in by_key.values():
+        walk, held = [], 0
+        for i in members:
+            if walk and held + tokens[i] > limit:
+                walks.append(walk)
+                walk, held = [], 0
+            walk, held = walk + [i], held + tokens[i]
+        walks.append(walk)
+    return walks
 
 
 def _flat(pending) -> list[ModelCall]:
@@ -245,7 +266,7 @@ def _run_tokens(model, run: dict) -> int:
 
 
 def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PER_CALL,
-                tokens_in_flight: int = TOKENS_IN_FLIGHT, merge: bool = True,
+                tokens_in_flight: int = TOKENS_IN_FLIGHT, logits_in_flight: int = LOGITS_IN_FLIGHT, merge: bool = True,
                 on_finish: Callable[[int, Trajectory | None], None] | None = None,
                 between_calls: Callable[[], object] | None = None) -> list[Trajectory | None]:
     """Run many sampler runs with shared model calls (see the module docstring); one result per run.
@@ -257,13 +278,20 @@ def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PE
     stops the pack. tokens_per_call: rows x length per shared model call (calls are never split).
     tokens_in_flight: runs start in order as earlier ones end, so that at most this many rows x
     length are under way (their logits are held meanwhile); the first run always starts.
+    logits_in_flight: the same limit in bytes of float32 logits (tokens x vocabulary x 4), the one that
+    binds on a large vocabulary; merged walks are cut to fit it too.
     between_calls(): called after each shared model call, e.g. to lend the device to other work
     between calls (a dashboard's waiting run need not wait for a whole round of calls).
     merge: step runs that merged.merge_key pairs as one batch (the same results; False: each alone).
     """
     if getattr(model.config, "kind", "diffusion") != "diffusion":
         raise ValueError(f"sample_many() needs a diffusion model, got kind {model.config.kind!r}")
-    pack = _Pack(model, runs, on_finish, tokens_in_flight, merge)
+    for name, value in (("tokens_per_call", tokens_per_call), ("tokens_in_flight", tokens_in_flight),
+                        ("logits_in_flight", logits_in_flight)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"sample_many(): {name} must be a positive whole number, got {value!r}")
+    held = min(tokens_in_flight, logits_in_flight // (4 * model.config.vocab_size))
+    pack = _Pack(model, runs, on_finish, max(held, 1), merge)
     with torch.no_grad(), eval_mode(model):
         pack.admit()
         while pack.pending:
