@@ -2,16 +2,18 @@
 
     python benchmarks/bench_hf.py [--model hf:ORG/NAME | DIR] [--device auto|cpu|cuda] [--length 256]
                                   [--steps 64] [--block-length 32] [--rounds 3] [--threads N]
-                                  [--trust-remote-code] [--llada-8b-shape]
+                                  [--temperature 0] [--trust-remote-code] [--llada-8b-shape]
 
 Without --model it times a randomly initialised BERT-family masked LM built here (BERT's 30,522-token
 vocabulary: the per-step softmax over V is part of what is measured); --llada-8b-shape builds LLaDA-8B's
 published shape (4,096 wide, 32 layers, 126,464 tokens) as a Llama body, in bf16, for a GPU. Speed does
 not depend on the weights.
 
-Both decoders do the same work: greedy (temperature 0), low-confidence (confidence order), LLaDA's
-linear schedule, semi-AR blocks, one model call per step. The reference is LLaDA's published `generate`
-rule written out plainly (argmax, softmax, top-k per block); ours is explorer.sampling.sample, recording
+Both decoders do the same work: greedy (temperature 0) unless --temperature, low-confidence (confidence
+order), LLaDA's linear schedule, semi-AR blocks, one model call per step. The reference is LLaDA's
+published `generate` rule written out plainly (argmax, softmax, top-k per block; at a temperature, Gumbel
+noise over the whole (L, V) logits drawn on the model's device, as LLaDA does); ours is
+explorer.sampling.sample (its random numbers come from a CPU generator, the same on every device), recording
 the whole trajectory as the dashboard does. Printed per configuration: ms per step, generated tokens
 per second, and three ratios measured in the same run (medians over --rounds): ours / model forwards
 alone, reference / model forwards alone, and ours / reference. Goal: ours <= 1.10x the model forwards.
@@ -77,8 +79,9 @@ def load_model(args, device):
     return (random_llada if args.llada_8b_shape else random_bert)(device, dtype)
 
 
-def reference_generate(model, length: int, steps: int, block_length: int) -> torch.Tensor:
-    """LLaDA's generate at temperature 0, low-confidence remasking, no prompt (the canvas all [MASK])."""
+def reference_generate(model, length: int, steps: int, block_length: int, temperature: float = 0.0) -> torch.Tensor:
+    """LLaDA's generate, low-confidence remasking, no prompt (the canvas all [MASK]); at a temperature,
+    Gumbel-max in float64 with the noise drawn on the model's device."""
     mask_id = model.config.mask_id
     x = torch.full((1, length), mask_id, dtype=torch.long, device=model.device)
     n_blocks = length // block_length
@@ -90,7 +93,11 @@ def reference_generate(model, length: int, steps: int, block_length: int) -> tor
             mask_index = x == mask_id
             logits = model(x).float()
             logits[..., mask_id] = -torch.inf
-            x0 = logits.argmax(-1)
+            if temperature > 0:
+                noise = torch.rand(logits.shape, dtype=torch.float64, device=logits.device)
+                x0 = (logits.double() / temperature - (-noise.log()).log()).argmax(-1)
+            else:
+                x0 = logits.argmax(-1)
             x0_p = F.softmax(logits, dim=-1).gather(-1, x0[..., None]).squeeze(-1)
             x0_p[:, end:] = -torch.inf
             confidence = torch.where(mask_index, x0_p, torch.tensor(-torch.inf, device=x.device))
@@ -115,11 +122,11 @@ def timed(fn, device) -> float:
     return time.perf_counter() - start
 
 
-def bench(model, device, length: int, steps: int, block_length: int, rounds: int) -> dict:
-    cfg = SamplerConfig(steps=steps, temperature=0, strategy="confidence", schedule="linear",
+def bench(model, device, length: int, steps: int, block_length: int, rounds: int, temperature: float = 0.0) -> dict:
+    cfg = SamplerConfig(steps=steps, temperature=temperature, strategy="confidence", schedule="linear",
                         block_length=block_length)
     runs = {"forwards": lambda: forwards_only(model, length, steps),
-            "reference": lambda: reference_generate(model, length, steps, block_length),
+            "reference": lambda: reference_generate(model, length, steps, block_length, temperature),
             "ours": lambda: sample(model, cfg, length=length, record=True)}
     runs["forwards"]()  # warm-up (allocator, kernels)
     times = {k: [] for k in runs}
@@ -138,20 +145,24 @@ def main(argv=None) -> int:
     p.add_argument("--block-length", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy; above: sampled (random numbers timed)")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--llada-8b-shape", action="store_true")
     args = p.parse_args(argv)
+    if args.temperature < 0:
+        p.error(f"--temperature must be 0 or more, got {args.temperature}")
     torch.set_flush_denormal(True)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     model, what = load_model(args, device)
     print(f"{what} on {describe_device(device)}, {args.steps} steps, blocks of {args.block_length}, "
-          f"greedy low-confidence; medians of {args.rounds} rounds")
+          f"{'greedy' if args.temperature == 0 else f'temperature {args.temperature:g}'} low-confidence; "
+          f"medians of {args.rounds} rounds")
     print(f"{'length':>6} {'forwards ms/step':>17} {'ours ms/step':>13} {'ref ms/step':>12} {'ours tok/s':>11} "
           f"{'ours/fwd':>9} {'ref/fwd':>8} {'ours/ref':>9}")
     for length in args.length:
-        t = bench(model, device, length, args.steps, args.block_length, args.rounds)
+        t = bench(model, device, length, args.steps, args.block_length, args.rounds, args.temperature)
         per = {k: 1e3 * v / args.steps for k, v in t.items()}
         print(f"{length:>6} {per['forwards']:>17.2f} {per['ours']:>13.2f} {per['reference']:>12.2f} "
               f"{length / t['ours']:>11.1f} {t['ours'] / t['forwards']:>9.3f} {t['reference'] / t['forwards']:>8.3f} "

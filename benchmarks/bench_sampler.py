@@ -218,17 +218,20 @@ def as_off_the_cpu(device):
     """On the CPU, packing's CPU-only paths (computing equal rows once, splitting a shared call into
     cache-sized ones: packing._distinct_rows) switched off, so the op count is the one a GPU would run."""
     import explorer.sampling.packing as packing
+    import explorer.sampling.proposals as proposals
 
     if device.type != "cpu":
         yield
         return
-    # and the grouping keys read through one host copy per canvas length, as off the CPU
-    cpu_only = packing._distinct_rows, packing._on_host
+    # and the grouping keys read through one host copy per canvas length, and the draws guarded, as off the CPU
+    cpu_only = packing._distinct_rows, packing._on_host, set(proposals.SEQUENTIAL_CUMSUM)
     packing._distinct_rows, packing._on_host = (lambda model, x, t: model(x, t)), packing.host_copies
+    proposals.SEQUENTIAL_CUMSUM.clear()
     try:
         yield
     finally:
-        packing._distinct_rows, packing._on_host = cpu_only
+        packing._distinct_rows, packing._on_host = cpu_only[:2]
+        proposals.SEQUENTIAL_CUMSUM.update(cpu_only[2])
 
 
 def device_ops(fn, *args) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from explorer.sampling import (SCHEDULES, STRATEGIES, SamplerConfig, SamplingCan
                                sample_any)
 from explorer.sampling import config as config_module
 from explorer.sampling.sampler import call_model
-from explorer.sampling.proposals import draw, filter_logits, gumbel_noise
+from explorer.sampling.proposals import draw, filter_logits, inverse_cdf, never_weight_zero
 from tests.conftest import make_model
 
 TOK = CharTokenizer("abcd")  # ids 0-3, [MASK] = 4
@@ -208,7 +208,7 @@ def test_filter_top_k_then_top_p_on_a_known_distribution():
 
 
 @pytest.mark.parametrize("temperature", [1.0, 2.0])
-def test_gumbel_draws_follow_the_tempered_distribution(temperature):
+def test_draws_follow_the_tempered_distribution(temperature):
     p = torch.tensor([0.5, 0.3, 0.15, 0.05])
     n = 40_000
     logits = p.log().expand(n, -1)
@@ -221,11 +221,39 @@ def test_gumbel_draws_follow_the_tempered_distribution(temperature):
     assert set(filtered.unique().tolist()) == ({0, 1} if temperature == 1.0 else {0, 1, 2})
 
 
-def test_gumbel_noise_is_float64_and_seeded():
-    g = gumbel_noise((1000, 8), torch.Generator().manual_seed(0), "cpu")
-    assert g.dtype == torch.float64 and (g.float().double() != g).any()  # not float32 values in disguise
-    assert torch.equal(g, gumbel_noise((1000, 8), torch.Generator().manual_seed(0), "cpu"))
-    assert abs(g.mean().item() - 0.5772) < 0.05  # Euler-Mascheroni: the Gumbel mean
+def test_inverse_cdf_maps_each_uniform_to_its_tokens_interval_and_never_to_a_zero_weight_token():
+    """Weights 0.5 / 0 / 0.3 / 0.2 (-inf: [MASK] or filtered out): [0, .5) -> 0, [.5, .8) -> 2, [.8, 1) -> 3;
+    the largest uniform (1 - 2^-53) still lands on the last token of positive weight, never on the -inf
+    one after it: u x total, rounded to nearest, stays under the total."""
+    scaled = torch.tensor([0.5, 0.0, 0.3, 0.2, 0.0], dtype=torch.float64).log()  # (V,) last: -inf, as [MASK]
+    u = torch.tensor([0.0, 0.25, 0.4999, 0.5, 0.79, 0.8, 0.95, 1 - 2**-53], dtype=torch.float64)
+    tokens = inverse_cdf(scaled.expand(len(u), -1), u)
+    assert tokens.tolist() == [0, 0, 0, 2, 2, 3, 3, 3]
+    peaked = torch.tensor([[0.0, -1e4, float("-inf")]], dtype=torch.float64)  # unnormalised, far apart
+    assert inverse_cdf(peaked, torch.tensor([1 - 2**-53], dtype=torch.float64)).tolist() == [0]
+    totals = torch.rand(100_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2.0**40 + 1
+    assert ((1 - 2**-53) * totals < totals).all()
+
+
+def test_off_the_cpu_a_drawn_weight_zero_token_becomes_the_most_likely_one():
+    """A GPU's parallel cumulative sum may give a weight-0 token an interval a rounding step wide: such a
+    draw (or one past the end) is replaced by the argmax; every other draw is kept."""
+    scaled = torch.tensor([[0.0, float("-inf"), 1.0, float("-inf")]] * 4, dtype=torch.float64)
+    assert never_weight_zero(scaled, torch.tensor([0, 1, 3, 4])).tolist() == [0, 2, 2, 2]
+    assert never_weight_zero(scaled, torch.tensor([2, 0, 2, 0])).tolist() == [2, 0, 2, 0]
+
+def test_a_draw_takes_one_seeded_float64_uniform_per_entry():
+    """One uniform per entry, not one per vocabulary entry: the cost of drawing no longer grows with V (a real
+    model's 126k tokens), and the generator moves by exactly the entries drawn."""
+    logits = torch.randn(6, 5000, generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(0)
+    first = draw(logits, 1.0, g)
+    after = torch.rand(1, generator=g, dtype=torch.float64)
+    reference = torch.Generator().manual_seed(0)
+    u = torch.rand(6, generator=reference, dtype=torch.float64)  # (6,) the draw's uniforms
+    assert torch.equal(after, torch.rand(1, generator=reference, dtype=torch.float64))
+    assert torch.equal(first, inverse_cdf(logits.double(), u))
+    assert torch.equal(first, draw(logits, 1.0, torch.Generator().manual_seed(0)))  # seeded
 
 
 def test_threshold_commits_all_above_gamma_and_at_least_one_per_call():

@@ -5,7 +5,7 @@
     traj.texts()
 
 Files: config.py (knobs), template.py (█ / [___] notation), proposals.py (temperature, top-k/top-p,
-Gumbel), strategies.py and schedules.py (registries), sampler.py (diffusion), packing.py (many
+inverse-CDF draws), strategies.py and schedules.py (registries), sampler.py (diffusion), packing.py (many
 diffusion runs through shared model calls: sample_many), ar.py (AR baseline), recorder.py +
 trajectory.py (what a run returns).
 """

@@ -1,7 +1,7 @@
 """The autoregressive baseline sampler: left to right, one token per model call, KV cache.
 
 It uses the same proposal rule as the diffusion sampler (temperature and its annealing, top-k then
-top-p, float64 Gumbel-max, [MASK] excluded) and returns the same Trajectory type (kind="ar", one
+top-p, float64 inverse-CDF draws, [MASK] excluded) and returns the same Trajectory type (kind="ar", one
 step per generated token, NFE = tokens generated), so the dashboard can show both side by side.
 Knobs that only make sense for diffusion (steps, strategy, schedule, blocks, threshold, remask)
 are ignored.

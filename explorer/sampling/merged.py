@@ -8,7 +8,7 @@ groups of rows of one batch, and one step does the tensor work of every group at
 Each group gets exactly what sampler.sample_steps gives its run alone (a test holds every field of the
 Trajectory to it, timings aside):
   - its random numbers come from its own generator, drawn in the same order and shapes as alone (the
-    Gumbel noise of the group's masked positions, then a position-only strategy's (B, L) uniforms);
+    uniforms of the group's masked positions (one each), then a position-only strategy's (B, L) uniforms);
   - its model calls are its own: one ModelCall per group that needs logits (yielded together, so a
     driver serves them as it serves separate runs' calls: packing computes a one-canvas call as one
     row, exactly as call_model does alone), and the same NFE;
@@ -270,7 +270,7 @@ class _Walk:
 
     def _draw(self, logits, row_of, counts: list[int]):
         """draw() of each group (proposals.draw_rows with a group per "row": the group's temperature, and
-        noise from its generator shaped (its masked positions, V), as its run alone draws)."""
+        uniforms from its generator shaped (its masked positions,), as its run alone draws)."""
         return draw_rows(logits, self.group_of_row[row_of], [g.config.temperature for g in self.groups],
                          [g.generator for g in self.groups], self.cfg.top_k, self.cfg.top_p, counts=counts)
 

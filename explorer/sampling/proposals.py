@@ -1,15 +1,20 @@
-"""Drawing proposals from logits: temperature, top-k then top-p, Gumbel-max in float64.
+"""Drawing proposals from logits: temperature, top-k then top-p, inverse-CDF in float64.
 
 Every function works on any leading shape (..., V): (B, L, V) for the denoiser, (B, V) for AR.
+A token is drawn with one float64 uniform per entry from the CPU generator (the same numbers on every
+device for the same seed), mapped through the float64 cumulative distribution of softmax(logits / T)
+after filtering. Gumbel-max, drawn this way, took V uniforms per entry: with a real model's vocabulary
+(30k-126k tokens) those were made on the CPU, one thread, every step (a LLaDA-sized step at 256 masked
+positions: 32M numbers, 0.2 s here, several times the model's forward on a GPU).
 `draw_rows` is `draw` for a batch whose rows each have their own generator and temperature: row i's
-draws are exactly what `draw` makes for row i alone (same noise shapes, same order).
+draws are exactly what `draw` makes for row i alone (same uniforms, same order).
 """
 from __future__ import annotations
 
 import torch
 
 NEG_INF = float("-inf")
-TINY = torch.finfo(torch.float64).tiny  # the smallest uniform kept: log(0) would give an infinite draw
+SEQUENTIAL_CUMSUM = {"cpu"}  # device types whose cumsum adds in order (inverse_cdf needs no guard there)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -35,49 +40,57 @@ def filter_logits(logits: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> t
 
 def raw_uniforms(shape, generator: torch.Generator) -> torch.Tensor:
     """float64 uniforms in [0, 1) from the CPU generator, so every device sees the same numbers for the
-    same seed; unclamped (uniform_noise clamps; draw_rows clamps many rows' at once)."""
+    same seed."""
     return torch.rand(shape, generator=generator, dtype=torch.float64)
 
 
-def uniform_noise(shape, generator: torch.Generator) -> torch.Tensor:
-    """float64 uniforms in (0, 1) (log(0) would give an infinite draw, hence the clamp)."""
-    return raw_uniforms(shape, generator).clamp_(min=TINY)
-
-
-def gumbel_noise(shape, generator: torch.Generator, device) -> torch.Tensor:
-    """Standard Gumbel noise in float64: uniforms drawn on the CPU generator, moved, then -log(-log u)
-    on the device. The logs run where the logits are: on a GPU machine two CPU logs per step cost
-    more than the model call (measured on an H200: 0.35 ms each, two thirds of a packed sweep's sampler
-    time). float32 noise would squash the tail of the distribution and lower the effective temperature."""
-    return gumbel(uniform_noise(shape, generator).to(device))
-
-
 def gumbel(u: torch.Tensor) -> torch.Tensor:
-    """-log(-log u), computed in place: u is overwritten (every caller passes uniforms of its own), and no
-    temporaries are made."""
+    """-log(-log u), computed in place: u is overwritten (every caller passes uniforms of its own, kept
+    inside (0, 1)), and no temporaries are made. Dream's alg_temp ranks positions with it."""
     return u.log_().neg_().log_().neg_()
+
+
+def inverse_cdf(scaled: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """A token per entry of `scaled` (..., V), float64 log-weights (-inf: never drawn), from its uniform
+    u (...,) in [0, 1): the first token whose cumulative weight exceeds u x the total. The weights are
+    left unnormalised (the total scales u instead: one pass fewer). A token of weight 0 adds exactly 0
+    to the CPU's sequential cumulative sum, so its interval is empty; and u x total, rounded, stays
+    under the total for every u < 1, so a weight-0 token after the last positive one ([MASK]) is never
+    reached either."""
+    cdf = (scaled - scaled.amax(dim=-1, keepdim=True)).exp_().cumsum_(dim=-1)  # (..., V)
+    target = u.to(cdf.device).unsqueeze(-1) * cdf[..., -1:]  # (..., 1)
+    drawn = torch.searchsorted(cdf, target, right=True).squeeze(-1)  # (...,)
+    return drawn if cdf.device.type in SEQUENTIAL_CUMSUM else never_weight_zero(scaled, drawn)
+
+
+def never_weight_zero(scaled: torch.Tensor, drawn: torch.Tensor) -> torch.Tensor:
+    """drawn (...,) with any token of weight 0 (or past the end) replaced by the most likely one. Off the
+    CPU a cumulative sum is a parallel scan: a prefix may be summed in another order than its
+    neighbour's, so a weight-0 token can get an interval a rounding step wide (about 1e-16 of the mass)."""
+    drawn = drawn.clamp(max=scaled.shape[-1] - 1)
+    zero = scaled.gather(-1, drawn.unsqueeze(-1)).squeeze(-1) == NEG_INF  # (...,)
+    return torch.where(zero, scaled.argmax(dim=-1), drawn)
 
 
 def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator,
          top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
     """One token per row of `logits` (..., V) from softmax(logits / T) after filtering.
 
-    Temperature 0 is argmax (no noise drawn). Logits must already exclude [MASK] (-inf there).
+    Temperature 0 is argmax (no uniforms drawn). Logits must already exclude [MASK] (-inf there).
     """
     if temperature == 0:
         return logits.argmax(dim=-1)
     scaled = filter_logits(logits.double() / temperature, top_k, top_p)  # (..., V) float64
-    scaled += gumbel_noise(scaled.shape, generator, scaled.device)
-    return scaled.argmax(dim=-1)  # (...,)
+    return inverse_cdf(scaled, raw_uniforms(scaled.shape[:-1], generator))  # (...,) one uniform per entry
 
 
 def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators,
               top_k: int = 0, top_p: float = 1.0, counts: list[int] | None = None) -> torch.Tensor:
     """One token per row of `logits` (M, V), where entry m belongs to batch row rows[m] (ascending,
     as nonzero() gives them). Row i uses temperatures[i] and generators[i], and gets exactly the
-    tokens draw(logits[rows == i], temperatures[i], generators[i]) would give: its noise is drawn
+    tokens draw(logits[rows == i], temperatures[i], generators[i]) would give: its uniforms are drawn
     from its own generator with the shape a run of that row alone draws, then all rows go to the
-    device at once (one copy, one argmax). A "row" may be a group of batch rows sharing a generator
+    device at once (one copy, one inverse-CDF). A "row" may be a group of batch rows sharing a generator
     (merged.py: a merged run's rows), numbered in the order of its entries. counts: the entries of
     each row, when the caller knows them on the host (else they are read from `rows`)."""
     if counts is None:  # entries per row, unless the caller knows them (reading them waits for the device)
@@ -91,9 +104,8 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     entries, picked = (logits, rows) if every else (logits[sel], rows[sel])
     # elementwise division by the row's temperature: the same float64 result as draw()'s scalar one
     scaled = filter_logits(entries.double() / temps[picked, None], top_k, top_p)  # (M', V)
-    # raw uniforms per row, as uniform_noise draws them, clamped once (elementwise: the same numbers)
-    noise = torch.cat([raw_uniforms((counts[i], logits.shape[-1]), generators[i]) for i in hot]).clamp_(min=TINY)
-    scaled += gumbel(noise.to(scaled.device))
+    # each row's uniforms, as draw() draws them for that row alone: one per entry
+    drawn = inverse_cdf(scaled, torch.cat([raw_uniforms((counts[i],), generators[i]) for i in hot]))  # (M',)
     if every:
-        return scaled.argmax(dim=-1)  # (M,)
-    return logits.argmax(dim=-1).masked_scatter(sel, scaled.argmax(dim=-1))  # temperature-0 rows: argmax
+        return drawn  # (M,)
+    return logits.argmax(dim=-1).masked_scatter(sel, drawn)  # temperature-0 rows: argmax

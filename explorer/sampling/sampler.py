@@ -2,7 +2,7 @@
 
 One step (issue 3, rules 1-9):
   1. call the model on the canvas with t = masked fraction of each row's canvas;
-  2. draw proposals from softmax(logits / T) after top-k then top-p, Gumbel-max in float64, with
+  2. draw proposals from softmax(logits / T) after top-k then top-p, inverse-CDF in float64, with
      [MASK] excluded (T = 0: argmax);
   3. score every masked position with the strategy, on the untempered, unfiltered distribution;
   4. commit the k best-scored masked positions of the current block (k from the schedule), or
@@ -355,7 +355,7 @@ def _gumbel(run: _Run, todo: torch.Tensor) -> torch.Tensor:
             u[i] = torch.rand((1, L), generator=run.generator[i], dtype=torch.float64)
     else:
         u = torch.rand((B, L), generator=run.generator, dtype=torch.float64)
-    u = u.clamp(1e-12, 1 - 1e-12).to(todo.device)  # the logs run on the device (proposals.gumbel_noise)
+    u = u.clamp(1e-12, 1 - 1e-12).to(todo.device)  # the logs run on the device
     return gumbel(u).float()
 
 
