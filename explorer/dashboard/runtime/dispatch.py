@@ -3,8 +3,12 @@ scheduled on the Bokeh document's event loop (where Bokeh models may be changed 
 tests it is simply called."""
 from __future__ import annotations
 
+import logging
 import threading
+from collections import deque
 from typing import Callable
+
+log = logging.getLogger(__name__)
 
 Dispatch = Callable[[Callable[[], None]], None]
 
@@ -49,25 +53,52 @@ class Later:
 
 
 def document_dispatcher(doc) -> Dispatch:
-    """A dispatcher that runs callbacks on `doc`'s event loop with the document lock held.
+    """A dispatcher that runs callbacks on `doc`'s event loop with the document lock held, one after
+    another in the order they were handed in (call it on that loop: the page is built there).
 
-    Panel's own pattern (reactive._apply_update): make `doc` current, then pn.state.execute with
-    schedule=True, which uses doc.add_next_tick_callback when the document has a live session and
-    runs the callback directly otherwise (a notebook comm)."""
-    import panel as pn
-    from panel.io.state import set_curdoc
+    Why not doc.add_next_tick_callback (Panel's pattern, used here before): from another thread it
+    registers the callback through a document event, and while the loop's thread holds the document
+    (pn.io.unlocked, around every callback here and Panel's own updates) that event is held back and
+    put behind the events other threads add meanwhile, or dropped if one lands as Panel takes the held
+    list. Seen: Compare's "1 done" ran after its "done: 2 of 2", and its page kept "sampling … 1 done"
+    (2 of 5 page loads). Here the callbacks wait in this dispatcher's own FIFO queue, and the loop is
+    woken with IOLoop.add_callback (thread-safe, never held) to drain it under the document's lock."""
+    from tornado.ioloop import IOLoop
 
     from ..ui.internals import mend_panel_write_queue
 
     mend_panel_write_queue()  # patches can otherwise stay unsent under load (see there)
+    loop = IOLoop.current()
+    pending: deque = deque()
+
+    async def drain_locked(_doc) -> None:
+        run_in_order(doc, pending)
+
+    async def drain() -> None:
+        context = doc.session_context
+        if pending and context is not None and not context.destroyed:
+            await context.with_locked_document(drain_locked)
 
     def dispatch(callback):
-        def run():
-            # unlocked(): every model change the callback makes goes out as ONE patch message
-            # instead of one per property (a live step changes about ten).
-            with pn.io.unlocked():
-                callback()
-        with set_curdoc(doc):
-            pn.state.execute(run, schedule=True)
+        pending.append(callback)
+        loop.add_callback(drain)
 
     return dispatch
+
+
+def run_in_order(doc, pending: deque) -> None:
+    """Run the queued callbacks in order, `doc` current (Panel's and Bokeh's), each inside
+    pn.io.unlocked(): every model change it makes goes out as ONE patch message instead of one per
+    property (a live step changes about ten). A callback that raises is logged; the rest still run."""
+    import panel as pn
+    from bokeh.io.doc import patch_curdoc
+    from panel.io.state import set_curdoc
+
+    with patch_curdoc(doc), set_curdoc(doc):
+        while pending:
+            callback = pending.popleft()
+            try:
+                with pn.io.unlocked():
+                    callback()
+            except Exception:
+                log.exception("a dashboard update failed")
