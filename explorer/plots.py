@@ -6,6 +6,7 @@ imported inside the functions.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -201,11 +202,11 @@ def _fixed_xticks(ticks: list[float]):
 
 def _speed_axis(span: tuple[float, float] | None):
     """A bokeh hook for the tokens/s axis: short numbers (500k, 1.2m), not Bokeh's 5.000e+5; and where it is
-    the second axis, a log scale over `span` (low, high). tokens/s falls as 1/steps, and one step is ten
-    times the next point: on a linear axis every curve past 2 steps lay flat at the bottom. HoloViews sets
-    one scale for every y axis; the extra axis's scale and range are set here."""
+    the second axis, a log scale over `span` (low, high), ticked at log_ticks. tokens/s falls as 1/steps, and
+    one step is ten times the next point: on a linear axis every curve past 2 steps lay flat at the bottom.
+    HoloViews sets one scale for every y axis; the extra axis's scale and range are set here."""
     def hook(plot, element):
-        from bokeh.models import Axis, LogScale, LogTicker, NumeralTickFormatter
+        from bokeh.models import Axis, FixedTicker, LogScale, NumeralTickFormatter
 
         fig = plot.state
         for axis in [*fig.left, *fig.right]:  # (the legend may be there too)
@@ -216,17 +217,50 @@ def _speed_axis(span: tuple[float, float] | None):
             if span is not None and name in fig.extra_y_ranges:
                 fig.extra_y_scales = {**fig.extra_y_scales, name: LogScale()}
                 fig.extra_y_ranges[name].start, fig.extra_y_ranges[name].end = span
-                axis.ticker = LogTicker()
+                axis.ticker = FixedTicker(ticks=log_ticks(*span))
     return hook
+
+
+def _log_y_ticks(span: tuple[float, float]):
+    """A bokeh hook ticking the main y axis, a log one, at log_ticks(span) (grid lines with it)."""
+    def hook(plot, element):
+        from bokeh.models import FixedTicker
+
+        ticker = FixedTicker(ticks=log_ticks(*span))
+        for axis in plot.state.left:
+            axis.ticker = ticker
+        for grid in plot.state.ygrid:
+            grid.ticker = ticker
+    return hook
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Ticks for a log axis over [low, high]: 1, 2, 5 x each power of ten, or every digit where that leaves
+    fewer than three. Bokeh's LogTicker gives up on spans under about two decades and ticks them linearly:
+    the Sweep tab's tokens/s axis (12k-310k) had 50k-350k bunched at its top and nothing below 50k."""
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        # float("3e-1"), not 3 * 10.0**-1 = 0.30000000000000004
+        ticks = [v for k in decades for m in mantissas if low <= (v := float(f"{m}e{k}")) <= high]
+        if len(ticks) >= 3:
+            return ticks
+    return ticks
 
 
 def _speed_span(summary: pd.DataFrame):
     """(low, high) of the tokens/s curves with some room, or None when there are none to log."""
-    if "tokens_per_s_mean" not in summary:
+    return _positive_span(summary, "tokens_per_s", room=1.4)
+
+
+def _positive_span(summary: pd.DataFrame, metric: str, room: float = 1.0):
+    """(low, high) of a metric's positive means (and their +-1 std bands), widened by `room` each way, or None."""
+    if f"{metric}_mean" not in summary:
         return None
-    values = summary["tokens_per_s_mean"].to_numpy(float)
+    mean = summary[f"{metric}_mean"].to_numpy(float)
+    std = summary[f"{metric}_std"].to_numpy(float) if f"{metric}_std" in summary else np.zeros_like(mean)
+    values = np.concatenate([mean, mean - np.nan_to_num(std), mean + np.nan_to_num(std)])
     values = values[np.isfinite(values) & (values > 0)]
-    return (float(values.min()) / 1.4, float(values.max()) * 1.4) if len(values) else None
+    return (float(values.min()) / room, float(values.max()) * room) if len(values) else None
 
 
 def _sweet_spot_stars(diff: pd.DataFrame, metric: str, x: str, xcol: str, by: list, dims) -> list:
@@ -290,6 +324,8 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     # gen-PPL spans 500 (one step) to 10 (64 steps): on a linear axis every curve past 4 steps is a flat
     # line at the bottom (issue 15). Its log axis, and the speed axis beside it, show ratios instead.
     logy = metric in LOG_Y and bool((summary[f"{metric}_mean"].dropna() > 0).all())
+    span = _positive_span(summary, metric) if logy else None
+    hooks += [_log_y_ticks(span)] if span is not None else []
     return hv.Overlay(els).opts(
         multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), logy=logy, height=height, **size, show_grid=True,
         padding=0.05, legend_position="right",

@@ -132,8 +132,8 @@ def test_a_large_vocabularys_logits_budget_cuts_merged_walks_and_runs_under_way_
     vocabulary a sweep's grid merged whole ran out of memory (benchmarks/bench_sweep_memory.py). The
     budget (logits_in_flight, bytes) cuts walks and runs under way to it; every run is still its solo run."""
     model = RowsModel(make_model(vocab_size=2000, mask_id=1999, block_size=8, n_embd=32))
-    configs = [SamplerConfig(steps=4), SamplerConfig(steps=4, strategy="random"), SamplerConfig(steps=4, temperature=0.5),
-               SamplerConfig(steps=4, strategy="margin")]
+    configs = [SamplerConfig(steps=4), SamplerConfig(steps=4, strategy="random"),
+               SamplerConfig(steps=4, temperature=0.5), SamplerConfig(steps=4, strategy="margin")]
     one_run = 16 * 8 * 2000 * 4  # rows x length x vocabulary x float32 bytes
     assert _walks(runs_of(configs, [16] * 4), True, [16 * 8] * 4, 2 * 16 * 8) == [[0, 1], [2, 3]]
     assert _walks(runs_of(configs, [16] * 4), True, [16 * 8] * 4, 8) == [[0], [1], [2], [3]]  # one always fits

@@ -298,7 +298,7 @@ def test_the_twin_speed_axis_is_logarithmic_over_the_measured_range():
     """tokens/s falls as 1/steps and one step is ten times two: on a linear second axis every speed curve
     past 2 steps lay flat at the bottom of the figure (and two strategies' curves on top of each other)."""
     import holoviews as hv
-    from bokeh.models import LogScale, LogTicker
+    from bokeh.models import FixedTicker, LogScale
 
     from explorer.plots import quality_speed_plot
 
@@ -307,12 +307,34 @@ def test_the_twin_speed_axis_is_logarithmic_over_the_measured_range():
     hv.extension("bokeh")
     fig = hv.render(quality_speed_plot(summary, "pattern_quality"))
     speed = [a for a in fig.right if getattr(a, "axis_label", None) == "tokens / s"]
-    assert len(speed) == 1 and isinstance(speed[0].ticker, LogTicker)
+    assert len(speed) == 1 and isinstance(speed[0].ticker, FixedTicker)
+    assert speed[0].ticker.ticks == [5e4, 1e5, 2e5, 5e5, 1e6, 2e6]  # 1-2-5 over the span, 21k-2.2m
     name = speed[0].y_range_name
     assert isinstance(fig.extra_y_scales[name], LogScale)
     span = fig.extra_y_ranges[name]
     assert 0 < span.start < 3e4 and span.end > 1.6e6  # every point inside, none at or below zero
     assert not isinstance(fig.y_scale, LogScale)  # the quality axis stays linear
+
+
+def test_a_log_axis_under_two_decades_is_ticked_1_2_5_from_bottom_to_top():
+    """Bokeh's LogTicker ticks a span under about two decades linearly: the Sweep tab's tokens/s plot (12k to
+    310k) had 50k, 100k ... 350k bunched at its top and nothing below 50k. Its ticks are now 1, 2, 5 per
+    decade over the data (every digit where that leaves fewer than three), gen-PPL's likewise."""
+    import holoviews as hv
+    from bokeh.models import FixedTicker
+
+    from explorer.plots import log_ticks, speed_plot
+
+    assert log_ticks(8, 520) == [10, 20, 50, 100, 200, 500]
+    assert log_ticks(0.05, 0.3) == [0.05, 0.1, 0.2]
+    assert log_ticks(150e3, 450e3) == [2e5, 3e5, 4e5]
+    summary = _summary([1, 2, 4, 8, 16, 32], [0.1] * 6)
+    summary["tokens_per_s_mean"], summary["tokens_per_s_std"] = [3.1e5, 7.4e4, 3.7e4, 1.9e4, 9.4e3, 4.7e3], 0.0
+    hv.extension("bokeh")
+    fig = hv.render(speed_plot(summary))
+    (axis,) = [a for a in fig.left if getattr(a, "axis_label", None) == "tokens / s"]
+    assert isinstance(axis.ticker, FixedTicker) and axis.ticker.ticks == [5e3, 1e4, 2e4, 5e4, 1e5, 2e5]
+    assert fig.ygrid[0].ticker is axis.ticker
 
 
 def test_speed_curves_that_coincide_stay_distinguishable():

@@ -51,8 +51,8 @@ TOUR = (
          "A 128-character Shakespeare sample unmasked in 32 confidence-ordered steps: the heatmap (one row per step), "
          "the text, and per-position confidence.",
          "window.__tourRows() === 33 && " + _has(".confidence-view"),
-         reading="Confidence order commits the spaces first (the first six of its 128 commits are spaces) and the text "
-         "reads `the have them to do have yhe have you dowt ty tife, / To give more, and the door you cand not`: "
+         reading="Confidence order commits the spaces first (the first step's four commits are all spaces, eight of the "
+         "first ten) and the text reads `the have the more the houe for  part a / mor head thee I am novs you the more,`: "
          "confident and repetitive, as Figures §2 measures (its entropy 0.56-0.67 nats below real text). The page's "
          "own default, random order at 64 steps, reads closer to the held-out text."),
     Stop("compare.png", "Compare", "checkpoint=patterns&steps=32&temperature=1.0&seed=3&tab=Compare&compare.preset=strategies",
@@ -60,9 +60,9 @@ TOUR = (
          "Same seed, same model, two unmasking orders side by side at 32 steps: confidence-first vs random (the "
          "checkpoint's own recommendation, which the page starts from, is margin order at 10 steps, T 0.7).",
          "window.__tourColumnsDone()",
-         reading="Confidence order tiles one symbol, `EEEEEEEEEEEEEEEEEEEEEEEE`: seed 000's pattern quality scores it "
-         "1.000 and the period-2 quality 0.000 (one distinct symbol); random order's `MCMMGCMGMCGMMCMMGCMGMCGM` "
-         "scores 0.700 by both and gets the bold best mark, which ranks by the measure a collapse cannot fool."),
+         reading="Confidence order tiles one symbol, `000000000000000000000000`: seed 000's pattern quality scores it "
+         "1.000 and the period-2 quality 0.000 (one distinct symbol); random order's `IENKNEINKEIKIENIIEINNEIK` "
+         "scores 0.500 by both and gets the bold best mark, which ranks by the measure a collapse cannot fool."),
     Stop("inspect.png", "Inspect", "checkpoint=shakespeare&seed=3&tab=Inspect&inspect.t=0.5",
          "seed 003 §4.2-4.3 (the forward process, masking statistics) and seed 002 §4.5-4.6 "
          "(accuracy vs masking ratio, predictions on real text)",
@@ -80,7 +80,7 @@ TOUR = (
          "window.__tourDone('.sweep-main-status') && " + _has(".sweep-quality-plot"),
          reading="By the period-2 quality confidence order beats random from 2 to 16 steps (about 0.9 at 8 and 16) and "
          "falls to 0 at 32, where every sample is one repeated symbol; random rises to about 0.7 and stays there. "
-         "The sweet spots are 8 steps for confidence and 32 for random; tokens/s falls as 1/steps for both."),
+         "The sweet spots are 8 steps for confidence and 16 for random; tokens/s falls as 1/steps for both (a log axis)."),
     Stop("model.png", "Model", "checkpoint=shakespeare&seed=3&tab=Model",
          "seed 002 §4.4 (training and validation loss curves) and seed 002's learning-rate schedules",
          "The loaded checkpoint's architecture, data and training record beside its stored train / "
