@@ -19,8 +19,8 @@ def call_now(callback: Callable[[], None]) -> None:
 
 
 def call_later(dispatch: Dispatch, seconds: float, callback: Callable[[], None]) -> None:
-    """Hand `callback` to `dispatch` after `seconds`, from a timer thread (Bokeh's add_next_tick_callback,
-    which a served dispatcher uses, is the thread-safe way into a document). With `call_now` (scripts,
+    """Hand `callback` to `dispatch` after `seconds`, from a timer thread (a served dispatcher takes callbacks
+    from any thread: document_dispatcher). With `call_now` (scripts,
     tests) it runs at once in the calling thread: there is no page whose messages a wait could merge,
     and a timer thread would run it beside the thread that is still working."""
     if dispatch is call_now:
