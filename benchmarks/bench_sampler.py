@@ -9,7 +9,8 @@
    samples). Goals: packed >= 1.8x batched (issue 17: the median of the rounds' paired ratios),
    batched >= 20x one at a time (issue 3). Also where each sweep's time goes (the model, the rest), and
    the sweeps' device ops (not views) and host syncs, batched vs packed: a GPU's time follows them
-   where kernel launches dominate, so a CPU-only session can see what a change does there. Batched and
+   where kernel launches dominate, so a CPU-only session can see what a change does there; and both
+   sweeps timed on a launch-bound stand-in of the model (its forward costs its op count whatever its rows). Batched and
    packed alternate over a few rounds (the CPU is shared); the table gives medians of the times and of the
    rounds' batched / packed ratios.
 2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
@@ -106,6 +107,42 @@ class CountingModel(torch.nn.Module):
         return self.inner(x, t)
 
 
+class LaunchBoundModel(torch.nn.Module):
+    """The patterns model as a GPU runs it at these sizes, roughly: a forward costs its op count whatever
+    its rows. Its logits are a fixed table lookup (so runs still diverge and commit), plus as many tiny
+    ops as the real forward dispatches, on a one-element tensor."""
+
+    def __init__(self, model, ops: int):
+        super().__init__()
+        self.config, self.ops = model.config, ops
+        torch.manual_seed(0)
+        self.table = torch.randn(model.config.vocab_size, model.config.vocab_size, device=model.device)
+        self.tick = torch.zeros(1, device=model.device)
+
+    def forward(self, x, t=None):
+        tick = self.tick
+        for _ in range(self.ops - 1):
+            tick = tick + 1
+        return self.table[x]  # (B, L, V)
+
+
+def bench_launch_bound(device, model, configs, n, rounds: int) -> None:
+    """Batched vs packed with LaunchBoundModel, packing's CPU-only paths off: where each op costs about
+    the same whatever its size (a GPU's launches), the ratio follows the sweeps' op counts and the sampler's
+    own Python; on a CPU the sampler's ops still grow with their tensors, so this is a floor, not a GPU
+    timing."""
+    L = model.config.block_size
+    x, t = torch.full((n, L), model.config.mask_id, device=model.device), torch.full((n,), 0.5, device=model.device)
+    stub = LaunchBoundModel(model, device_ops(lambda m: m(x, t), model)[0])
+    ratios = []
+    with as_off_the_cpu(device):
+        sweep_packed(stub, configs, n)  # warm-up
+        for _ in range(rounds):
+            ratios.append(timed(sweep_batched, stub, configs, n) / timed(sweep_packed, stub, configs, n))
+    row("  launch-bound model: packed vs batched", f"{statistics.median(ratios):.2f}x",
+        f"median of {rounds} paired rounds; a forward of {stub.ops} ops whatever its rows, CPU-only paths off")
+
+
 def sweep_batched(model, configs, n):
     return [sample(model, cfg, batch_size=n, record=False) for cfg in configs]
 
@@ -177,6 +214,7 @@ def bench_sweep(device, quick: bool, random_weights: bool, call_sizes: list[int]
         f"goal >= 1.8x; median of {len(times['packed'])} rounds' ratios (medians' ratio {batched / packed:.2f}x, "
         f"fastest rounds' {min(times['batched']) / min(times['packed']):.2f}x)")
     sweep_costs(device, model, configs, n)
+    bench_launch_bound(device, model, configs, n, 5 if quick else 9)
     if call_sizes:
         bench_call_sizes(device, model, configs, n, call_sizes, 5 if quick else 9)
     # The sampler cannot beat the model: if one forward of 30 rows costs more than 1/20 of 30 forwards
