@@ -66,3 +66,17 @@ def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order
         assert not problems
     finally:
         stop_server(server)
+
+
+def test_a_page_built_off_its_loops_thread_still_gets_a_working_dispatcher():
+    """document_dispatcher wakes the loop it was made on; made on a thread with no running loop (a page
+    built in a thread pool) it must not wait on a loop nobody runs: it falls back to Panel's
+    add_next_tick_callback path, which runs the callback at once for a document with no session."""
+    from bokeh.document import Document
+
+    made, ran = {}, []
+    thread = threading.Thread(target=lambda: made.update(dispatch=document_dispatcher(Document())))
+    thread.start()
+    thread.join()
+    made["dispatch"](lambda: ran.append("ran"))
+    wait_for(lambda: ran == ["ran"], timeout=5, message="the callback never ran")

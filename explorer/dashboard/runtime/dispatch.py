@@ -68,7 +68,9 @@ def document_dispatcher(doc) -> Dispatch:
     from ..ui.internals import mend_panel_write_queue
 
     mend_panel_write_queue()  # patches can otherwise stay unsent under load (see there)
-    loop = IOLoop.current()
+    loop = IOLoop.current(instance=False)  # the loop running here, the session's; None off it
+    if loop is None:
+        return _next_tick_dispatcher(doc)
     pending: deque = deque()
 
     async def drain_locked(_doc) -> None:
@@ -82,6 +84,22 @@ def document_dispatcher(doc) -> Dispatch:
     def dispatch(callback):
         pending.append(callback)
         loop.add_callback(drain)
+
+    return dispatch
+
+
+def _next_tick_dispatcher(doc) -> Dispatch:
+    """Panel's pattern, for a page built off its loop's thread (no loop to wake there): each callback
+    through doc.add_next_tick_callback, which keeps their order only while the document is not held."""
+    import panel as pn
+    from panel.io.state import set_curdoc
+
+    def dispatch(callback):
+        def run():
+            with pn.io.unlocked():
+                callback()
+        with set_curdoc(doc):
+            pn.state.execute(run, schedule=True)
 
     return dispatch
 
