@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import pandas as pd  # noqa: E402
 
 from explorer import experiments, metrics  # noqa: E402
-from explorer.cli import CLIError  # noqa: E402
+from explorer.cli import CLIError, report_errors  # noqa: E402
 from explorer.data.tokenizer import MASK_GLYPH  # noqa: E402
 
 PROMPTS = ("ROMEO: ", "To be or not to be", "What light through yonder", "Friends, Romans, countrymen,")  # seed 004
@@ -247,14 +247,10 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    try:
-        argv = sys.argv[1:] if argv is None else list(argv)
-        args = parse_args(argv)
-        args.argv = argv  # recorded with what --write stores
-        return run(args)
-    except CLIError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    args.argv = argv  # recorded with what --write stores
+    return report_errors(run, args)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 import pandas as pd  # noqa: E402
 
-from explorer.cli import CLIError  # noqa: E402
+from explorer.cli import CLIError, report_errors  # noqa: E402
 from explorer.cli.sweep import parse_list  # noqa: E402
 
 KNOBS = ["strategy", "schedule", "temperature", "steps"]
@@ -116,12 +116,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(args)
-    except CLIError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return report_errors(run, parse_args(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

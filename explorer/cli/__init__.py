@@ -52,9 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = [default, *argv]
     args = build_parser().parse_args(argv)
-    module = importlib.import_module(f"explorer.cli.{args.command}")
+    return report_errors(importlib.import_module(f"explorer.cli.{args.command}").main, args)
+
+
+def report_errors(main, args) -> int:
+    """main(args), a CLIError printed as one `error: ...` line with exit status 2 (the tools' scripts too)."""
     try:
-        return module.main(args)
+        return main(args)
     except CLIError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
