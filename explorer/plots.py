@@ -188,15 +188,19 @@ def _diffusion_curves(diff: pd.DataFrame, x: str, xcol: str, by: list, metric: s
     return els, curves[xcol].to_numpy(float)
 
 
-def _fixed_xticks(ticks: list[float]):
-    """A bokeh hook putting a tick at every x value (each step count): holoviews ignores `xticks` on a
-    log axis, whose default ticker labels only 1, 5, 10 ... on these short ranges."""
+def _fixed_ticks(dim: str, ticks: list[float]):
+    """A bokeh hook putting the main `dim` ("x" or "y") axis's ticks, and its grid lines, at `ticks`. x: every
+    step count, since holoviews ignores `xticks` on a log axis, whose default ticker labels only 1, 5, 10 ...
+    on these short ranges; y: log_ticks on a log axis (the twin speed axis on the right keeps its own)."""
     def hook(plot, element):
-        from bokeh.models import FixedTicker
+        from bokeh.models import Axis, FixedTicker
 
-        plot.state.xaxis.ticker = FixedTicker(ticks=ticks)
-        for grid in plot.state.xgrid:
-            grid.ticker = plot.state.xaxis[0].ticker
+        fig = plot.state
+        ticker = FixedTicker(ticks=ticks)
+        for axis in fig.xaxis if dim == "x" else [a for a in fig.left if isinstance(a, Axis)]:
+            axis.ticker = ticker
+        for grid in fig.xgrid if dim == "x" else fig.ygrid:
+            grid.ticker = ticker
     return hook
 
 
@@ -221,19 +225,6 @@ def _speed_axis(span: tuple[float, float] | None):
     return hook
 
 
-def _log_y_ticks(span: tuple[float, float]):
-    """A bokeh hook ticking the main y axis, a log one, at log_ticks(span) (grid lines with it)."""
-    def hook(plot, element):
-        from bokeh.models import FixedTicker
-
-        ticker = FixedTicker(ticks=log_ticks(*span))
-        for axis in plot.state.left:
-            axis.ticker = ticker
-        for grid in plot.state.ygrid:
-            grid.ticker = ticker
-    return hook
-
-
 def log_ticks(low: float, high: float) -> list[float]:
     """Ticks for a log axis over [low, high]: 1, 2, 5 x each power of ten, or every digit where that leaves
     fewer than three. Bokeh's LogTicker gives up on spans under about two decades and ticks them linearly:
@@ -248,16 +239,17 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 
 def _speed_span(summary: pd.DataFrame):
-    """(low, high) of the tokens/s curves with some room, or None when there are none to log."""
-    return _positive_span(summary, "tokens_per_s", room=1.4)
+    """(low, high) of the tokens/s curves with some room, or None when there are none to log (the twin axis
+    draws the means only, no bands)."""
+    return _positive_span(summary, "tokens_per_s", room=1.4, bands=False)
 
 
-def _positive_span(summary: pd.DataFrame, metric: str, room: float = 1.0):
+def _positive_span(summary: pd.DataFrame, metric: str, room: float = 1.0, bands: bool = True):
     """(low, high) of a metric's positive means (and their +-1 std bands), widened by `room` each way, or None."""
     if f"{metric}_mean" not in summary:
         return None
     mean = summary[f"{metric}_mean"].to_numpy(float)
-    std = summary[f"{metric}_std"].to_numpy(float) if f"{metric}_std" in summary else np.zeros_like(mean)
+    std = summary[f"{metric}_std"].to_numpy(float) if bands and f"{metric}_std" in summary else np.zeros_like(mean)
     values = np.concatenate([mean, mean - np.nan_to_num(std), mean + np.nan_to_num(std)])
     values = values[np.isfinite(values) & (values > 0)]
     return (float(values.min()) / room, float(values.max()) * room) if len(values) else None
@@ -319,13 +311,13 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     els += _sweet_spot_stars(diff, metric, x, xcol, by, dims)
     ticks = np.unique(np.round(xs[np.isfinite(xs)], 1))
     hooks = [_speed_axis(_speed_span(summary) if speed else None)]
-    hooks += [_fixed_xticks([float(v) for v in ticks])] if len(ticks) <= 12 else []
+    hooks += [_fixed_ticks("x", [float(v) for v in ticks])] if len(ticks) <= 12 else []
     size = {"responsive": True} if width is None else {"width": int(width)}
     # gen-PPL spans 500 (one step) to 10 (64 steps): on a linear axis every curve past 4 steps is a flat
     # line at the bottom (issue 15). Its log axis, and the speed axis beside it, show ratios instead.
     logy = metric in LOG_Y and bool((summary[f"{metric}_mean"].dropna() > 0).all())
     span = _positive_span(summary, metric) if logy else None
-    hooks += [_log_y_ticks(span)] if span is not None else []
+    hooks += [_fixed_ticks("y", log_ticks(*span))] if span is not None else []
     return hv.Overlay(els).opts(
         multi_y=bool(speed), logx=bool(logx and np.nanmin(xs) > 0), logy=logy, height=height, **size, show_grid=True,
         padding=0.05, legend_position="right",
