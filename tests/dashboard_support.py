@@ -96,14 +96,29 @@ def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
 
 
 @contextlib.contextmanager
-def serve_in_process(build):
-    """Serve `build()` (a template from create_app, made per session) on a free port in this process.
-    Yields (url, the sessions' ExplorerStates); afterwards stops the server and closes the sessions
-    (their background work would slow the tests that follow)."""
+def serving(app, **options):
+    """Serve `app` (a function building one session's page) with a threaded pn.serve on a free port of this
+    process (`options`: more pn.serve keywords); yields its URL once it listens, and stops it afterwards."""
     import panel as pn
 
     from tests.test_dashboard_served import free_port
 
+    port = free_port()
+    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True, **options)
+    try:
+        # wait until it listens; not a GET of the page, which would build (and leave) a whole
+        # session's app: 0.5 s of every browser test's set-up
+        wait_for(lambda: _listening(port), timeout=60, message=f"nothing listens on port {port}")
+        yield f"http://localhost:{port}/"
+    finally:
+        stop_server(server)
+
+
+@contextlib.contextmanager
+def serve_in_process(build, **options):
+    """Serve `build()` (a template from create_app, made per session) on a free port in this process.
+    Yields (url, the sessions' ExplorerStates); afterwards closes the sessions (their background work
+    would slow the tests that follow) and stops the server."""
     states = []
 
     def app():
@@ -111,17 +126,12 @@ def serve_in_process(build):
         states.append(template.explorer_state)
         return template
 
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
-    try:
-        # wait until it listens; not a GET of the page, which would build (and leave) a whole
-        # session's app: 0.5 s of every browser test's set-up
-        wait_for(lambda: _listening(port), timeout=60, message=f"nothing listens on port {port}")
-        yield f"http://localhost:{port}/", states
-    finally:
-        for state in states:
-            state.close()
-        stop_server(server)
+    with serving(app, **options) as url:
+        try:
+            yield url, states
+        finally:
+            for state in states:
+                state.close()
 
 
 def stop_server(server) -> None:

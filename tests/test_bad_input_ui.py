@@ -12,8 +12,8 @@ import torch
 
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.explore.controls import ControlsView
-from tests.dashboard_support import explore, wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints, stop_server
-from tests.test_dashboard_served import check_page, free_port, get
+from tests.dashboard_support import explore, wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints, serve_in_process
+from tests.test_dashboard_served import check_page, get
 
 
 @pytest.fixture
@@ -141,26 +141,11 @@ def test_notice_is_text_not_html(checkpoints):
 def served(checkpoints):
     """The app as `python run.py serve` serves it (URL arguments included), in this process; yields
     its URL and the states of the sessions it has made."""
-    import panel as pn
-
     from explorer.dashboard.app import create_app, served_args
 
-    states = []
-
-    def app():
-        template = create_app(**served_args("tiny", device="cpu"))  # as `serve --checkpoint tiny`
-        states.append(template.explorer_state)
-        return template
-
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True,
-                      liveness=True)
-    try:
-        yield f"http://localhost:{port}/", states
-    finally:
-        stop_server(server)
-        for s in states:
-            s.close()
+    # as `serve --checkpoint tiny`
+    with serve_in_process(lambda: create_app(**served_args("tiny", device="cpu")), liveness=True) as served_app:
+        yield served_app
 
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from explorer.data.patterns import pattern_tokenizer
-from tests.dashboard_support import explore, CHROMIUM, LENGTH, save_tiny_checkpoints, serve_in_process, wait_for, stop_server
-from tests.test_dashboard_served import free_port, get
+from tests.dashboard_support import explore, CHROMIUM, LENGTH, save_tiny_checkpoints, serve_in_process, wait_for
+from tests.test_dashboard_served import get
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "checkpoints"
@@ -329,8 +329,6 @@ def test_screenshot(browser, tmp_path, monkeypatch):
     """The whole page, curves drawn, saved in pytest's tmp directory. With MDLM_EXPLORER_UPDATE_ASSETS=1 it
     runs on the shipped shakespeare checkpoint and becomes assets/dashboard.png (the README's picture);
     otherwise on a tiny checkpoint (the same page, a quarter of a minute sooner)."""
-    import panel as pn
-
     from explorer.dashboard import create_app
 
     refresh = os.environ.get(UPDATE_ASSETS) == "1" and (SHIPPED / "shakespeare.safetensors").exists()
@@ -340,22 +338,18 @@ def test_screenshot(browser, tmp_path, monkeypatch):
         name = "tiny"
     else:
         monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(SHIPPED))
-    states = []
     from explorer.checkpoint import read_metadata, resolve_checkpoint
 
     steps = (read_metadata(resolve_checkpoint(name)).get("sampler_defaults") or {}).get("steps", 32)
 
-    def app():
+    def build():
         template = create_app(checkpoint=name, device="cpu")
         explore(template.explorer_state).param.update(sweep_samples=2, sweep_strategies=["confidence", "random"])
-        states.append(template.explorer_state)
         return template
 
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
-    try:
-        get(f"http://localhost:{port}/")
-        page, problems = open_page(browser, f"http://localhost:{port}/")
+    with serve_in_process(build) as (url, states):
+        get(url)
+        page, problems = open_page(browser, url)
         wait_rows(page, steps + 1, timeout=180_000, states=states)  # the checkpoint's own steps
         wait_until(lambda: not explore(states[-1]).running)
         if not explore(states[-1]).quality.running and explore(states[-1]).quality.result is None:
@@ -369,7 +363,3 @@ def test_screenshot(browser, tmp_path, monkeypatch):
         if refresh:  # asked for: the README's picture is refreshed
             ROOT.joinpath("assets").mkdir(exist_ok=True)
             shutil.copy(shot, ROOT / "assets" / "dashboard.png")
-    finally:
-        stop_server(server)
-        for state in states:
-            state.close()

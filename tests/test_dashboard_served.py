@@ -8,7 +8,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from tests.dashboard_support import explore, stop_server
+from tests.dashboard_support import explore, serving
 
 
 
@@ -42,17 +42,10 @@ def check_page(status: int, page: str) -> None:
 
 
 def test_served_in_process_on_a_free_port(checkpoints):
-    import panel as pn
-
     from explorer.dashboard import create_app
 
-    port = free_port()
-    server = pn.serve({"/": lambda: create_app(checkpoint="tiny", device="cpu")}, port=port, address="localhost",
-                      show=False, threaded=True, start=True)
-    try:
-        check_page(*get(f"http://localhost:{port}/"))
-    finally:
-        stop_server(server)
+    with serving(lambda: create_app(checkpoint="tiny", device="cpu")) as url:
+        check_page(*get(url))
 
 
 def test_panel_serve_runs_the_app_file(checkpoints):

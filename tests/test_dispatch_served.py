@@ -13,9 +13,8 @@ import panel as pn
 from panel.io import document as panel_document
 
 from explorer.dashboard.runtime.dispatch import document_dispatcher
-from tests.dashboard_support import _listening, stop_server, wait_for
+from tests.dashboard_support import serving, wait_for
 from tests.test_dashboard_browser import open_page
-from tests.test_dashboard_served import free_port
 
 
 def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order_handed_in(browser, monkeypatch):
@@ -27,11 +26,8 @@ def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order
         made["text"] = pn.pane.Str("start")
         return made["text"]
 
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True)
-    try:
-        wait_for(lambda: _listening(port), timeout=60)
-        page, problems = open_page(browser, f"http://localhost:{port}/")  # a page: Panel holds only a loaded doc
+    with serving(app) as url:
+        page, problems = open_page(browser, url)  # a page: Panel holds only a loaded doc
         wait_for(lambda: "doc" in made and pn.state._loaded.get(made["doc"]), timeout=60, message="never loaded")
         dispatch = made["dispatch"]
         handed_in = threading.Event()
@@ -64,8 +60,6 @@ def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order
         dispatch(lambda: ran.append(4))
         wait_for(lambda: ran[-1] == 4, timeout=20, message="an update after a failing one never ran")
         assert not problems
-    finally:
-        stop_server(server)
 
 
 def test_a_page_built_off_its_loops_thread_still_gets_a_working_dispatcher():

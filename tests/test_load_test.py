@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints, stop_server
+from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("benchmarks_load_test", ROOT / "benchmarks" / "load_test.py")
@@ -22,20 +22,13 @@ _spec.loader.exec_module(load_test)
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     """The dashboard served in this process on the tiny checkpoint; yields its URL."""
-    import panel as pn
-
     from explorer.dashboard import create_app
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
     torch.set_num_threads(1)
     save_tiny_checkpoints(tmp_path)
-    port = load_test.free_port()
-    server = pn.serve({"/": lambda: create_app(checkpoint="tiny", device="cpu")}, port=port, address="localhost",
-                      show=False, threaded=True, start=True)
-    try:
-        yield f"http://localhost:{port}/"
-    finally:
-        stop_server(server)
+    with serving(lambda: create_app(checkpoint="tiny", device="cpu")) as url:
+        yield url
 
 
 def test_two_sessions_turn_knobs_without_errors_and_match_solo_runs(served, tmp_path):
