@@ -115,8 +115,8 @@ class LaunchBoundModel(torch.nn.Module):
     def __init__(self, model, ops: int):
         super().__init__()
         self.config, self.ops = model.config, ops
-        torch.manual_seed(0)
-        self.table = torch.randn(model.config.vocab_size, model.config.vocab_size, device=model.device)
+        V = model.config.vocab_size
+        self.table = torch.randn(V, V, generator=torch.Generator().manual_seed(0)).to(model.device)
         self.tick = torch.zeros(1, device=model.device)
 
     def forward(self, x, t=None):

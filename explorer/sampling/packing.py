@@ -249,7 +249,8 @@ def _walks(runs: Sequence[dict], merge: bool, tokens: Sequence[int] | None = Non
             if walk and held + tokens[i] > limit:
                 walks.append(walk)
                 walk, held = [], 0
-            walk, held = walk + [i], held + tokens[i]
+            walk.append(i)
+            held += tokens[i]
         walks.append(walk)
     return walks
 
