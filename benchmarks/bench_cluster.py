@@ -33,7 +33,7 @@ TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
 
 def timed_sweep(model, client=None):
     t0 = time.perf_counter()
-    table, _ = sweep(model, SamplerConfig(schedule="seed"), VARY, n_samples=30, seed=0, client=client)
+    table, _ = sweep(model, SamplerConfig(schedule="remaining"), VARY, n_samples=30, seed=0, client=client)
     return time.perf_counter() - t0, table
 
 

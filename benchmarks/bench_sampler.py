@@ -187,7 +187,7 @@ def bench_sweep(device, quick: bool, random_weights: bool, call_sizes: list[int]
     if model is None:
         return
     n = 30
-    configs = [SamplerConfig(steps=steps, strategy=strategy, schedule="seed")  # the notebook rule
+    configs = [SamplerConfig(steps=steps, strategy=strategy, schedule="remaining")  # the notebook rule
                for strategy in ("confidence", "random") for steps in SEED000_STEPS]
     print(f"\n1. seed 000 sweep on patterns ({source}): steps {SEED000_STEPS} x {n} samples x confidence/random")
     counted = CountingModel(model)

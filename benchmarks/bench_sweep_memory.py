@@ -48,7 +48,7 @@ def run_variant(variant: str, vocab: int, length: int, samples: int, device_name
     """One variant in this process: its wall time and this process's peak memory after it."""
     device = resolve_device(device_name)
     model = build(vocab, length, device)
-    configs = [SamplerConfig(steps=s, strategy=st, schedule="seed") for st in ("confidence", "random") for s in STEPS]
+    configs = [SamplerConfig(steps=s, strategy=st, schedule="remaining") for st in ("confidence", "random") for s in STEPS]
     start = time.perf_counter()
     with torch.no_grad():
         if variant == "batched":

@@ -11,7 +11,9 @@ PRECISIONS = ("auto", "fp32", "bf16")
 # The sampler's registries (sampling/strategies.py, sampling/schedules.py) are keyed by exactly these
 # names; they check it when imported, so a name cannot be offered here that the sampler cannot build.
 STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
-SCHEDULES = ("seed", "linear", "cosine")
+SCHEDULES = ("remaining", "linear", "cosine")
+# Older names still accepted from links, the CLI and saved sweeps, read as the name they map to
+SCHEDULE_ALIASES = {"seed": "remaining"}
 HF_FAMILIES = ("mlm", "llada", "dream", "causal")  # BERT-family masked LMs; LLaDA-style; Dream-style (shifted
 # logits); causal LMs (GPT-2, Llama ...), which judge text (gen-PPL) and are not sampled here
 HF_DTYPES = ("bf16", "fp16", "fp32")

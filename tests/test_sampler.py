@@ -72,8 +72,10 @@ def test_registries_match_config_names_and_unknown_names_list_valid_ones():
     assert tuple(SCHEDULES) == config_module.SCHEDULES
     with pytest.raises(ValueError, match="confidence, margin, entropy, random, left_to_right"):
         SamplerConfig(strategy="best")
-    with pytest.raises(ValueError, match="seed, linear, cosine"):
+    with pytest.raises(ValueError, match="remaining, linear, cosine"):
         SamplerConfig(schedule="exp")
+    # the schedule's older name is read as the current one (saved links and sweeps keep working)
+    assert SamplerConfig(schedule="seed") == SamplerConfig(schedule="remaining")
     with pytest.raises(ValueError, match="remask"):
         SamplerConfig(remask=0.2, threshold=0.9)
 
@@ -108,7 +110,7 @@ def test_random_strategy_order_depends_on_seed():
 
 SCHEDULE_CASES = {  # (N, S) -> commits per step
     "linear": {(10, 4): [3, 3, 2, 2], (3, 5): [1, 1, 1, 0, 0], (6, 6): [1] * 6, (7, 1): [7]},
-    "seed": {(10, 4): [2, 2, 3, 3], (3, 5): [1, 1, 1, 0, 0], (6, 6): [1] * 6, (7, 1): [7]},
+    "remaining": {(10, 4): [2, 2, 3, 3], (3, 5): [1, 1, 1, 0, 0], (6, 6): [1] * 6, (7, 1): [7]},
     "cosine": {(10, 4): [1, 2, 4, 3], (3, 5): [1, 0, 1, 1, 0], (7, 1): [7], (12, 3): [2, 4, 6]},
 }
 
@@ -132,7 +134,7 @@ def test_schedule_counts_through_the_sampler(name):
         assert (tr.final != MASK).all()
 
 
-CONFIGS = [dict(steps=1), dict(steps=7, schedule="seed"), dict(steps=20, schedule="cosine"),
+CONFIGS = [dict(steps=1), dict(steps=7, schedule="remaining"), dict(steps=20, schedule="cosine"),
            dict(steps=5, block_length=5), dict(steps=6, remask=0.5, remask_t_on=1.0),
            dict(threshold=0.5), dict(steps=4, strategy="random", top_p=0.5, top_k=2, temperature=2.0)]
 

@@ -72,7 +72,7 @@ def test_patterns_checkpoint_meets_the_quality_bar():
     m = _require("patterns")
 
     def mean_quality(steps):
-        cfg = SamplerConfig(steps=steps, strategy="confidence", schedule="seed", seed=0)
+        cfg = SamplerConfig(steps=steps, strategy="confidence", schedule="remaining", seed=0)
         final = sample(m, cfg, batch_size=200, length=24, record=False).final
         return sum(pattern_quality(row) for row in final) / len(final)
 

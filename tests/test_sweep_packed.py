@@ -171,7 +171,7 @@ def test_bad_runs_fail_before_anything_runs():
 
 def test_packed_seed000_sweep_equals_cell_after_cell_and_each_batch_its_solo_run():
     model = CountingModel(patterns_model())
-    base = SamplerConfig(schedule="seed")
+    base = SamplerConfig(schedule="remaining")
     packed, packed_summary = sweep(model, base, SEED000, n_samples=30, seed=0)
     packed_calls, model.calls = model.calls, 0
     alone, alone_summary = sweep(model, base, SEED000, n_samples=30, seed=0, pack=False)
@@ -193,7 +193,7 @@ def test_packed_sweep_cancel_mid_sweep_keeps_the_finished_batches():
     # call 1 is the warm-up, call 2 every run's shared all-[MASK] row (the 1-step cell is then done),
     # call 3 the 4- and 64-step cells' second calls: the cancel trips there, and both stop after that step
     model = CountingModel(patterns_model(), trip_at=3)
-    base = SamplerConfig(schedule="seed")
+    base = SamplerConfig(schedule="remaining")
     with pytest.raises(SweepCancelled) as info:
         sweep(model, base, {"steps": [1, 4, 64]}, n_samples=20, cancel=model.stop)
     assert model.calls == 3 and info.value.done == 20 and info.value.total == 60

@@ -33,7 +33,7 @@ def parse_args(argv):
     p.add_argument("--checkpoint", default="patterns", help="a patterns checkpoint: a name in checkpoints/ or a path")
     p.add_argument("--n", type=int, default=64, help="samples per setting")
     p.add_argument("--strategies", default="confidence,margin,entropy,random,left_to_right")
-    p.add_argument("--schedules", default="seed,linear")
+    p.add_argument("--schedules", default="remaining,linear")
     p.add_argument("--temperatures", default="0.7,1.0")
     p.add_argument("--steps", default="4,6,8,10,12,16")
     p.add_argument("--seed", type=int, default=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from ..names import SCHEDULES, STRATEGIES, SUPPRESS_EOS  # noqa: F401  (re-exported: the dashboard reads them here too)
+from ..names import SCHEDULE_ALIASES, SCHEDULES, STRATEGIES, SUPPRESS_EOS  # noqa: F401  (re-exported: the dashboard reads them here too)
 
 MAX_STEPS = 4096
 
@@ -65,6 +65,8 @@ class SamplerConfig:
             raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
         _check_range("top_p", self.top_p, 0, 1, lo_open=True)
         _check_name("strategy", self.strategy, STRATEGIES)
+        if self.schedule in SCHEDULE_ALIASES:  # an older name (a saved link or sweep) is its current one
+            object.__setattr__(self, "schedule", SCHEDULE_ALIASES[self.schedule])
         _check_name("schedule", self.schedule, SCHEDULES)
         if not _is_int(self.block_length) or self.block_length < 0:
             raise ValueError(f"block_length must be an integer >= 0 (0 = one block), got {self.block_length!r}")

@@ -280,12 +280,12 @@ class _Walk:
         rank = rank_in_row(key, descending=True)  # (B, L)
         n = todo.sum(dim=1)  # (B,)
         k = None  # (B,) filled per schedule; rows no schedule sets keep 0
-        # seed and linear are integer arithmetic, elementwise in S: one call for all their rows, with each
+        # remaining and linear are integer arithmetic, elementwise in S: one call for all their rows, with each
         # row's own step count (rows already past theirs have nothing to do; S = s + 1 keeps them finite)
         S = self.steps.clamp(min=s + 1)
         for name in sorted({g.config.schedule for g in active}):
             mine = [g for g in active if g.config.schedule == name]
-            if name in ("seed", "linear"):
+            if name in ("remaining", "linear"):
                 rows = self.rows_of_schedule[name] & self.busy
                 k = torch.where(rows, mine[0].schedule(n, self.N, s, S), 0 if k is None else k)
             else:

@@ -24,8 +24,9 @@ from .. import names
 Schedule = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]
 
 
-def seed(n, N, s, S):
-    """The notebooks' rule: k = max(1, floor(n / r)) with r the steps left in the block."""
+def remaining(n, N, s, S):
+    """Spread what is still masked over the steps remaining: k = max(1, floor(n / r)) with r the
+    steps left in the block (the teaching notebooks' rule; formerly named `seed`)."""
     r = S - s
     return torch.clamp(n // r, min=1).minimum(n)
 
@@ -45,13 +46,14 @@ def cosine(n, N, s, S):
     return (n - target).clamp(min=0)
 
 
-SCHEDULES: dict[str, Schedule] = {"seed": seed, "linear": linear, "cosine": cosine}
+SCHEDULES: dict[str, Schedule] = {"remaining": remaining, "linear": linear, "cosine": cosine}
 assert tuple(SCHEDULES) == names.SCHEDULES, "explorer/names.py must list exactly the registry's schedules"
 
 
 def get_schedule(name: str) -> Schedule:
+    """The schedule registered as `name` (or an older alias of it, names.SCHEDULE_ALIASES)."""
     try:
-        return SCHEDULES[name]
+        return SCHEDULES[names.SCHEDULE_ALIASES.get(name, name)]
     except KeyError:
         raise ValueError(f"unknown schedule {name!r}; valid: {', '.join(SCHEDULES)}") from None
 
