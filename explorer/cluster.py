@@ -1,4 +1,4 @@
-"""Sweeps on a Dask cluster (issue 17): every sampler call of a sweep is a task on a worker.
+"""Sweeps on a Dask cluster: every sampler call of a sweep is a task on a worker.
 
     from explorer import cluster, experiments
     with cluster.open_client(workers=2) as client:          # or open_client(scheduler="tcp://host:8786")
@@ -281,7 +281,7 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     try:  # in a thread of its own: asyncio.run refuses to run inside a thread's running loop (a server's)
         with ThreadPoolExecutor(1) as pool:
             pool.submit(asyncio.run, probe()).result()
-    # Whatever answers at a wrong address can fail the handshake in any way (seen here: a service on
+    # Whatever answers at a wrong address can fail the handshake in any way (one case seen: a service on
     # the port sent bytes that Dask read as a 3 EiB frame length, a MemoryError): all mean "not a scheduler".
     except Exception as e:
         raise ClusterError(f"cannot reach a Dask scheduler at {address!r} within {timeout:g} s "
@@ -289,13 +289,13 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 
 
 def local_cluster(n_workers: int, threads: int = 0) -> LocalCluster:
-    """n_workers worker processes on this machine, one task at a time each. threads: torch threads per
+    """n_workers worker processes on the local host, one task at a time each. threads: torch threads per
     worker (0: Dask's default of 1, which keeps n workers from oversubscribing the cores)."""
     if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
         raise ClusterError(f"a local cluster needs at least 1 worker process, got {n_workers!r}")
     env = {"OMP_NUM_THREADS": str(threads)} if threads else None
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in its workers (memory goes back to the OS sooner); glibc
-    # then maps every large tensor afresh, and one sampler call took 0.50 s in a worker vs 0.26 s here.
+    # then maps every large tensor afresh, and one sampler call took 0.50 s in a worker vs 0.26 s in-process.
     spawn = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
              if k != "MALLOC_TRIM_THRESHOLD_"}
     with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):  # read when the nannies are made
@@ -306,7 +306,7 @@ def local_cluster(n_workers: int, threads: int = 0) -> LocalCluster:
 @contextmanager
 def open_client(scheduler: str | None = None, workers: int | None = None, *, threads: int = 0,
                 timeout: float = CONNECT_TIMEOUT_S):
-    """A client of an existing scheduler, or of a LocalCluster of `workers` processes started here
+    """A client of an existing scheduler, or of a LocalCluster of `workers` processes started on the local host
     (and shut down on exit); None when neither is given, so callers can always write `with`."""
     if scheduler is not None and workers is not None:
         raise ClusterError("give a scheduler address or a number of local workers, not both")

@@ -23,7 +23,7 @@ def resolve_device(name: str = "auto") -> torch.device:
 def serving_threads(cores: int | None = None) -> int:
     """Torch threads for a dashboard server when none are asked for: one fewer than the cores this
     process may use, so its browser (on a laptop, the same machine) and the server's own work keep a
-    core. On this 2-core machine, with one core held by another job, a 256-character 32-step run took
+    core. On a 2-core CPU, with one core held by another job, a 256-character 32-step run took
     1.48 s in the page with 1 thread and 1.74 s with 2 (benchmarks/bench_dashboard.py)."""
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -47,7 +47,8 @@ def model_device(model) -> torch.device:
 
 
 def cpu_has_bf16_matmul() -> bool:
-    """True on CPUs with AMX/AVX512-BF16, where bf16 autocast is measured 1.5-2.4x faster here."""
+    """True on CPUs with AMX/AVX512-BF16, where bf16 autocast measured 1.5-2.4x faster than fp32 (on a
+    2-core AVX512-BF16 CPU)."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

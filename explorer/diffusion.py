@@ -52,8 +52,10 @@ def masked_ce(logits: torch.Tensor, x0: torch.Tensor, masked: torch.Tensor, mask
 def weighted_loss(ce: torch.Tensor, masked: torch.Tensor, t: torch.Tensor, weighting: str) -> torch.Tensor:
     """Reduce per-position CE (B, L) to a scalar.
 
-    uniform: mean CE over masked tokens (seeds 001-003).
-    elbo:    mean over rows of (1/t) * sum of masked CE / L: the per-token negative ELBO (seeds 002/004).
+    uniform: mean CE over masked tokens (the "Generation: Iterative Unmasking", "Training with the ELBO"
+             and "The Forward Process" notebooks).
+    elbo:    mean over rows of (1/t) * sum of masked CE / L: the per-token negative ELBO (the "Training
+             with the ELBO" notebook and the guide "Let's Build a Diffusion LM").
     """
     if weighting == "uniform":
         return ce.sum() / masked.sum().clamp(min=1)

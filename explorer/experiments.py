@@ -1,4 +1,5 @@
-"""Sweeps over sampler knobs: quality and speed as tidy tables (seed 000's experiments, generalised).
+"""Sweeps over sampler knobs: quality and speed as tidy tables (the experiments of the
+"Sampling Strategies & Speed Tradeoffs" notebook, generalised).
 
     table, summary = sweep(model, SamplerConfig(), {"steps": [1, 4, 16], "strategy": ["confidence", "random"]},
                            n_samples=30, seed=0)
@@ -29,7 +30,7 @@ METRIC_DIRECTION = {"pattern_quality": 1, "pattern_quality_p2": 1, "distinct_sym
                     "gen_ppl": -1, "gen_nll": -1, "entropy": 0, "word_validity": 1, "distinct_2": 1,
                     "distinct_3": 1, "ref_distance": -1}
 # What ranks cells (sweet spot, "best") when the metric shown can be fooled by collapse: a one-symbol
-# pattern scores 1.0 on seed 000's quality, and `the the the` has a low gen-PPL and valid words.
+# pattern scores 1.0 on the notebook's pattern quality, and `the the the` has a low gen-PPL and valid words.
 RANKED_BY = {"pattern_quality": "pattern_quality_p2",
              **dict.fromkeys(("gen_ppl", "gen_nll", "entropy", "word_validity", "distinct_2", "distinct_3"),
                              "ref_distance")}
@@ -116,7 +117,7 @@ def _is_cancelled(cancel) -> bool:
 
 
 def score_samples(kind: str, final: np.ndarray, texts: list[str], *, judge=None, words=None) -> pd.DataFrame:
-    """Quality metrics of a batch, one row per sample: for patterns seed 000's quality beside the
+    """Quality metrics of a batch, one row per sample: for patterns the notebook's quality beside the
     collapse readings (metrics.pattern_scores), text metrics else."""
     if kind == "patterns":
         return metrics.pattern_scores(np.atleast_2d(final))
@@ -450,7 +451,8 @@ def ranking_metric(summary: pd.DataFrame, metric: str | None = None) -> str:
 
 def sweet_spot(table: pd.DataFrame, metric: str | None = None, *, x: str = "steps", by: Sequence[str] | None = None,
                frac: float = 0.9, higher_is_better: bool | None = None) -> pd.DataFrame:
-    """Seed 000's sweet spot per group: the fewest `x` whose mean reaches `frac` of the best mean.
+    """The sweet spot per group (as the "Sampling Strategies & Speed Tradeoffs" notebook marks it, §6): the fewest
+    `x` whose mean reaches `frac` of the best mean.
 
     Higher-is-better: mean >= frac * best. Lower-is-better (gen-PPL): mean <= best / frac, i.e. 1/PPL
     reaches frac of the best 1/PPL. Accepts the tidy table or its aggregate. Only rows with an `x` value
@@ -501,8 +503,8 @@ def held_out(model, data: str | None = None):
 
 
 # The metrics a quality plot can show, in the order one is picked when none is asked for: on patterns
-# the period->=2 quality first, which a one-symbol tiling cannot fool (seed 000's pattern_quality
-# scores it 1.0, and confidence order collapses to it; issue 14).
+# the period->=2 quality first, which a one-symbol tiling cannot fool (the notebook's pattern_quality
+# scores it 1.0, and confidence order collapses to it, so that reading would hide the collapse).
 QUALITY_METRICS = ("pattern_quality_p2", "pattern_quality", "ref_distance", "gen_ppl", "word_validity", "entropy", "distinct_2",
                    "distinct_symbols")
 

@@ -4,12 +4,13 @@ Pure functions: a model goes in, numbers come out; nothing global, no torch tens
 (the dashboard plots numpy). Every random choice goes through an explicit torch.Generator seeded
 from the `seed` argument, so the same call gives the same numbers.
 
-Sample quality (seed 000 and the issue):  pattern_quality, char_entropy, gen_nll / gen_ppl,
-word_validity, distinct_n, text_quality, reference_texts.
-Readings a collapsed sample cannot fool (issue 14): pattern_quality_p2, distinct_symbols, collapsed
+Sample quality (the "Sampling Strategies & Speed Tradeoffs" notebook's pattern measure, and text measures):
+pattern_quality, char_entropy, gen_nll / gen_ppl, word_validity, distinct_n, text_quality, reference_texts.
+Readings a collapsed sample cannot fool (one repeated symbol scores 1.0 on pattern_quality, and a
+repetitive text a low gen-PPL): pattern_quality_p2, distinct_symbols, collapsed
 (patterns), ref_distance (text: how far gen-PPL and entropy sit from held-out text's).
-The model's view of masked text (seeds 002, 003): masked_fraction_vs_t, accuracy_vs_t,
-per_position_confidence, topk_predictions.
+The model's view of masked text (the "Training with the ELBO" and "The Forward Process" notebooks):
+masked_fraction_vs_t, accuracy_vs_t, per_position_confidence, topk_predictions.
 """
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from .data.tokenizer import UnknownCharacterError
 from .devices import model_device
 from .diffusion import forward_mask
 
-PATTERN_PERIODS = range(2, 7)  # seed 000 checks pattern lengths 2..6
+PATTERN_PERIODS = range(2, 7)  # the notebook's pattern quality checks pattern lengths 2..6
 ACCURACY_TS = tuple(round(0.1 * k, 1) for k in range(1, 10))  # t = 0.1 .. 0.9
-# The issue's bars for text: gen-PPL within 4x the reference's, entropy within 0.35 nats of it.
+# The bars for text that reads like held-out text: gen-PPL within 4x the reference's, entropy within
+# 0.35 nats of it.
 # ref_distance measures both in these units, so 1.0 on either term is a sample at that bar.
 PPL_BAR = 4.0
 ENTROPY_BAR = 0.35
@@ -36,7 +38,7 @@ ENTROPY_BAR = 0.35
 # ----------------------------------------------------------------------------- samples: patterns
 
 def pattern_quality(seq) -> float | np.ndarray:
-    """Seed 000's measure_pattern_quality, vectorised.
+    """measure_pattern_quality of the "Sampling Strategies & Speed Tradeoffs" notebook (§4.3), vectorised.
 
     For each period p in 2..6 the score is the fraction of positions i >= p with seq[i] == seq[i % p]
     (does the sequence repeat its first p symbols?); the result is the best score, 0 if none applies.
@@ -47,7 +49,7 @@ def pattern_quality(seq) -> float | np.ndarray:
     L = batch.shape[1]
     best = np.zeros(batch.shape[0])
     for p in PATTERN_PERIODS:
-        if L <= p:  # no position to check: seed 000 skips the period (total == 0)
+        if L <= p:  # no position to check: the notebook skips the period (total == 0)
             continue
         idx = np.arange(p, L)
         score = (batch[:, idx] == batch[:, idx % p]).mean(axis=1)  # (B,)
@@ -62,11 +64,11 @@ def _as_batch(seq) -> tuple[np.ndarray, bool]:
 
 
 def pattern_quality_p2(seq) -> float | np.ndarray:
-    """Pattern quality that requires a period of at least 2 (seed 000's pattern_quality is unchanged).
+    """Pattern quality that requires a period of at least 2 (the notebook's pattern_quality is unchanged).
 
     As pattern_quality, the best over p in 2..6 of the fraction of positions i >= p with
     seq[i] == seq[i % p], but a period counts only if its unit seq[:p] holds at least two different
-    symbols: a unit of one repeated symbol is period 1 in disguise. So 'AAAA...' (1.0 by seed 000's
+    symbols: a unit of one repeated symbol is period 1 in disguise. So 'AAAA...' (1.0 by the notebook's
     measure) and 'AAAA...AB' score 0 while 'ABCABC...' keeps 1.0. The pattern corpus itself draws a
     unit's symbols independently, so about 1.4% of its rows are one symbol and score 0 here too.
     A 1-D sequence gives a float; a (B, L) batch gives a (B,) array.
@@ -99,7 +101,7 @@ def collapsed(seq) -> bool | np.ndarray:
 
 
 def pattern_scores(final) -> pd.DataFrame:
-    """One row per sample of (B, L) pattern ids: seed 000's quality beside the readings collapse cannot
+    """One row per sample of (B, L) pattern ids: the notebook's quality beside the readings collapse cannot
     fool (period >= 2 quality, distinct symbols, collapsed as 0/1)."""
     batch, _ = _as_batch(final)
     return pd.DataFrame({"pattern_quality": pattern_quality(batch), "pattern_quality_p2": pattern_quality_p2(batch),
@@ -251,7 +253,7 @@ def token_quality(final: np.ndarray, texts: Sequence[str], *, judge=None, batch_
 
 
 def ref_distance(gen_nll, entropy, ref_gen_nll: float, ref_entropy: float) -> np.ndarray:
-    """How far each text sample sits from held-out text, in units of the issue's bars (lower is better):
+    """How far each text sample sits from held-out text, in units of the bars (lower is better):
 
         |gen_nll - ref_gen_nll| / ln(PPL_BAR) + |entropy - ref_entropy| / ENTROPY_BAR
 
@@ -266,7 +268,7 @@ def ref_distance(gen_nll, entropy, ref_gen_nll: float, ref_entropy: float) -> np
 
 
 def passes_reference_bars(gen_ppl: float, entropy: float, ref_gen_ppl: float, ref_entropy: float) -> bool:
-    """The issue's bars for a setting: gen-PPL <= PPL_BAR x the reference's and entropy within
+    """Whether a setting reads like held-out text: gen-PPL <= PPL_BAR x the reference's and entropy within
     ENTROPY_BAR nats of the reference's (pass like with like: pooled with pooled, means with means)."""
     return bool(gen_ppl <= PPL_BAR * ref_gen_ppl and abs(entropy - ref_entropy) <= ENTROPY_BAR)
 
@@ -340,7 +342,8 @@ def _batched_predictions(model, tokens, t: float, seed: int, batch_size: int):
 
 def accuracy_vs_t(model, val_tokens, ts: Sequence[float] = ACCURACY_TS, seed: int = 0,
                   batch_size: int = 64) -> pd.DataFrame:
-    """Argmax accuracy at masked positions vs masking ratio t on held-out (N, L) tokens (seed 003).
+    """Argmax accuracy at masked positions vs masking ratio t on held-out (N, L) tokens (the "The Forward
+    Process" notebook, §7; the "Training with the ELBO" notebook, §4.5).
 
     Columns: t, accuracy, n_masked, mean_confidence (max-prob), nll (mean CE of the true token, nats).
     """
@@ -357,7 +360,8 @@ def accuracy_vs_t(model, val_tokens, ts: Sequence[float] = ACCURACY_TS, seed: in
 
 def per_position_confidence(model, val_tokens, t: float = 0.5, seed: int = 0,
                             batch_size: int = 64) -> pd.DataFrame:
-    """Mean max-probability at masked positions, per position, at masking ratio t (seed 003 TODO 2).
+    """Mean max-probability at masked positions, per position, at masking ratio t (the "Training with the
+    ELBO" notebook, TODO 2: per-position confidence analysis).
 
     Columns: position, confidence, accuracy, n_masked; NaN where a position was never masked.
     """
@@ -404,7 +408,8 @@ def _given_mask(mask, t, L: int, seed: int) -> torch.Tensor:
 @torch.no_grad()
 def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k: int = 3,
                      seed: int = 0) -> dict:
-    """Top-k predictions with probabilities at each masked position of one text (seeds 002/003).
+    """Top-k predictions with probabilities at each masked position of one text (the "Training with the
+    ELBO" notebook, §4.6; the "The Forward Process" notebook, TODO 2: predict masked tokens).
 
     Returns numpy ids (L,), x_t (L,), mask (L,) bool, the masked and argmax-filled texts (when the
     model has a tokenizer), `accuracy`, and `table`: one row per masked position with true, top1..k,
@@ -433,8 +438,9 @@ def nucleus(head_p: np.ndarray, p: float) -> np.ndarray:
 
 
 def single_loss(table: pd.DataFrame) -> tuple[float, float, int]:
-    """(mean, sum, n) of -log p(true token) over a text's masked positions: seed 003's loss of a single
-    example (the mean is what F.cross_entropy gives; the worked example adds them up)."""
+    """(mean, sum, n) of -log p(true token) over a text's masked positions: the loss of a single example
+    (the "The Forward Process" notebook, TODO 1; the mean is what F.cross_entropy gives, the notebook's
+    worked example adds them up)."""
     if not len(table):
         return float("nan"), float("nan"), 0
     nll = -np.log(np.clip(table["p_true"].to_numpy(dtype=float), 1e-30, None))
@@ -442,9 +448,9 @@ def single_loss(table: pd.DataFrame) -> tuple[float, float, int]:
 
 
 def training_ratios(length: int = 256, n: int = 2000, seed: int = 0, bert_rate: float = 0.15) -> pd.DataFrame:
-    """Seed 003's BERT-vs-diffusion comparison from real draws: the masked fraction of `n` training rows
-    of `length` under BERT's fixed rate and under diffusion's t ~ U(0, 1) (diffusion.draw_noise, the
-    training loop's own draw). Columns: scheme, masked_fraction."""
+    """The BERT-vs-diffusion comparison (the "The Forward Process" notebook, §4.4) from real draws: the
+    masked fraction of `n` training rows of `length` under BERT's fixed rate and under diffusion's
+    t ~ U(0, 1) (diffusion.draw_noise, the training loop's own draw). Columns: scheme, masked_fraction."""
     from .diffusion import draw_noise
 
     g = torch.Generator().manual_seed(seed)

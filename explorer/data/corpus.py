@@ -168,8 +168,9 @@ def checkpoint_corpus(meta: dict, tokenizer, block_size: int, data: str | None =
     if path is None and corpus.get("name") == "shakespeare":
         path = fetch_shakespeare() if download else local_shakespeare()
     if path is None:
-        raise CorpusError(f"the held-out text of {corpus.get('name', 'an unknown corpus')!r} is not on this machine; "
-                          "pass --data FILE (the file it was trained on) to rebuild its held-out split")
+        raise CorpusError(f"the held-out text of {corpus.get('name', 'an unknown corpus')!r} is not available (the "
+                          "file it was trained on was not found); pass --data FILE (that file) to rebuild its "
+                          "held-out split")
     text, digest = read_text_file(path)
     if corpus.get("sha256") and digest != corpus["sha256"]:
         raise CorpusError(f"{path} (sha256 {digest[:12]}...) is not the file this checkpoint was trained on "
@@ -178,6 +179,6 @@ def checkpoint_corpus(meta: dict, tokenizer, block_size: int, data: str | None =
 
 
 def _recorded_data(meta: dict) -> str | None:
-    """The --data path recorded at training time, when it still exists on this machine."""
+    """The --data path recorded at training time, when that file still exists."""
     path = (meta.get("train_config") or {}).get("data")
     return path if path and Path(path).is_file() else None

@@ -1,11 +1,12 @@
-"""Synthetic pattern corpus (seeds 000/003): sequences tiling a random short pattern."""
+"""Synthetic pattern corpus: sequences tiling a random short pattern (the pattern data of the "The Forward
+Process" and "Sampling Strategies & Speed Tradeoffs" notebooks)."""
 from __future__ import annotations
 
 import torch
 
 from .tokenizer import CharTokenizer
 
-# 15 symbols + [MASK] = 16 ids, the seed-000 vocabulary size.
+# 15 symbols + [MASK] = 16 ids, the vocabulary size of those notebooks' pattern data.
 PATTERN_SYMBOLS = "ABCDEFGHIJKLMNO"
 
 

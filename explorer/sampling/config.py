@@ -45,7 +45,7 @@ class SamplerConfig:
     remask_t_on: float = 0.55  # revision window [t_off, t_on]: masked fraction of the current block
     remask_t_off: float = 0.05
     seed: int = 0
-    # Knobs real diffusion LMs use (issue 16), with LLaDA's, Dream's and Fast-dLLM's meaning:
+    # Knobs real diffusion LMs use, with LLaDA's, Dream's and Fast-dLLM's meaning (so their settings carry over):
     cfg_scale: float = 0.0  # classifier-free guidance w: l_u + (w + 1)(l_c - l_u), l_u with the prompt masked
     suppress_eos: str = "off"  # EOS / end-of-turn tokens: "logits" never proposed, "confidence" committed last
     alg_temp: float = 0.0  # Dream: > 0 draws the positions to commit from softmax(score / alg_temp)

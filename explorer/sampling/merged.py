@@ -1,9 +1,10 @@
 """Merged runs: sampler runs that differ only in steps, strategy, schedule, temperature and seed, stepped as one batch.
 
-A sweep is many small runs (seed 000's: 18 cells of 30 rows, 1 to 32 steps). Packing (packing.py) shares
-their model calls, but each run still takes its own sampler steps: on a GPU those small steps, not the
-model, were four fifths of a packed sweep (benchmarks/bench_sampler.py on an H200). Here the runs become
-groups of rows of one batch, and one step does the tensor work of every group at once.
+A sweep is many small runs (the step-count sweep of the "Sampling Strategies & Speed Tradeoffs" notebook:
+18 cells of 30 rows, 1 to 32 steps). Packing (packing.py) shares their model calls, but each run still takes
+its own sampler steps: on a GPU those small steps, not the model, were four fifths of a packed sweep
+(benchmarks/bench_sampler.py on an H200). Here the runs become groups of rows of one batch, and one step
+does the tensor work of every group at once.
 
 Each group gets exactly what sampler.sample_steps gives its run alone (a test holds every field of the
 Trajectory to it, timings aside):

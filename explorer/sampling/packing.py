@@ -17,9 +17,9 @@ call of its own would have given, so every run returns what sample() returns for
     of about CPU_CALL_TOKENS (the forward's sweet spot there; each of at least MIN_PACK_ROWS rows);
   - calls of fewer rows go through the model alone, as they would in their own run.
 Why the threshold: a row's logits must not depend on which rows share its call. On the CPU (fp32) they
-do not, except where a matmul has few rows: the sgemm used here computes those with another kernel
-that rounds differently (measured: fewer than 2 to 15 rows, the more the wider the layer, 32 to 512;
-an adaLN time embedding is such a (B, C) matmul). From 16 rows on, every row came out the same whatever
+do not, except where a matmul has few rows: the CPU's sgemm computes those with another kernel that
+rounds differently (measured on a 2-core CPU: fewer than 2 to 15 rows, the more the wider the layer, 32 to
+512; an adaLN time embedding is such a (B, C) matmul). From 16 rows on, every row came out the same whatever
 shared its call. Other devices' kernels are not checked: there a packed row may differ in the last bit.
 
 Runs that differ only in steps, strategy, schedule, temperature and seed are first merged into one
@@ -44,7 +44,8 @@ from .sampler import ModelCall, eval_mode, sample_steps
 from .trajectory import Trajectory
 
 MIN_PACK_ROWS = 16  # calls with fewer rows are computed alone (module docstring)
-TOKENS_PER_CALL = 4096  # rows x length per shared call: measured best here (patterns, 1 thread); larger calls fall out of L2
+# rows x length per shared call: measured best on a 2-core CPU (patterns, 1 thread); larger calls fall out of L2
+TOKENS_PER_CALL = 4096
 CPU_CALL_TOKENS = 2400  # on the CPU a shared call's distinct rows go through the model in calls of about this
 TOKENS_IN_FLIGHT = 1 << 18  # rows x length of the runs under way (their logits stay in memory)
 # bytes of float32 logits (rows x length x vocabulary x 4) the runs under way may hold, merged walks included:
@@ -98,7 +99,7 @@ def host_copies(calls: list[ModelCall]) -> list[tuple[torch.Tensor, torch.Tensor
 def _groups(calls: list[ModelCall]) -> list[tuple[bool, list[ModelCall]]]:
     """Identical calls grouped, in first-seen order, with whether the group is one canvas. A one-canvas
     call is keyed by that canvas whatever its row count; runs that share knobs up to a point (with
-    seed 000's schedule, 24 and 32 steps on a 24-long canvas commit one position a step) ask the same."""
+    the `remaining` schedule, 24 and 32 steps on a 24-long canvas commit one position a step) ask the same."""
     groups: dict[tuple, tuple[bool, list[ModelCall]]] = {}
     for call, (x, t) in zip(calls, _on_host(calls)):
         xb, n = _bytes(x), x.shape[0]
@@ -132,9 +133,9 @@ def _units(calls: list[ModelCall], tokens_per_call: int) -> list[_Unit]:
 def _distinct_rows(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """model(x, t) (N, L, V), computing each distinct row once: rows of different runs often hold the same
     canvas (confidence order commits the same position in every row of a cell, and the 15 symbols
-    repeat), 16% of seed 000's sweep. On the CPU only, and only where at least MIN_PACK_ROWS distinct
-    rows remain (a row's logits must not depend on what shares its call) and t agrees within each set
-    of equal rows."""
+    repeat), 16% of the step-count sweep of the "Sampling Strategies & Speed Tradeoffs" notebook. On the
+    CPU only, and only where at least MIN_PACK_ROWS distinct rows remain (a row's logits must not depend
+    on what shares its call) and t agrees within each set of equal rows."""
     if x.device.type != "cpu":  # a GPU computes the rows in parallel: the sort behind unique costs more
         return model(x, t)  # (measured on an H200: 0.56 ms a call, a third of the forward it would save)
     uniq, inverse = torch.unique(x, dim=0, return_inverse=True)  # (U, L), (N,)

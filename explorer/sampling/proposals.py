@@ -5,7 +5,7 @@ A token is drawn with one float64 uniform per entry from the CPU generator (the 
 device for the same seed), mapped through the float64 cumulative distribution of softmax(logits / T)
 after filtering. Gumbel-max, drawn this way, took V uniforms per entry: with a real model's vocabulary
 (30k-126k tokens) those were made on the CPU, one thread, every step (a LLaDA-sized step at 256 masked
-positions: 32M numbers, 0.2 s here, several times the model's forward on a GPU).
+positions: 32M numbers, 0.2 s on one CPU core, several times the model's forward on a GPU).
 `draw_rows` is `draw` for a batch whose rows each have their own generator and temperature: row i's
 draws are exactly what `draw` makes for row i alone (same uniforms, same order).
 """

@@ -1,6 +1,6 @@
 """The masked-diffusion sampler: one pure, batched function that records the whole trajectory.
 
-One step (issue 3, rules 1-9):
+One step, in numbered rules (rule 5, the blocks, is described after the list):
   1. call the model on the canvas with t = masked fraction of each row's canvas;
   2. draw proposals from softmax(logits / T) after top-k then top-p, inverse-CDF in float64, with
      [MASK] excluded (T = 0: argmax);
@@ -13,7 +13,7 @@ One step (issue 3, rules 1-9):
   9. the model is called only when the canvas changed since the last call: t is a function of the
      canvas, so unchanged input means unchanged logits, and they are reused (no NFE), with or
      without time conditioning. A step with nothing left to commit in its block calls nothing.
- 10. what real diffusion LMs add (issue 16): classifier-free guidance (cfg_scale: a second pass with the
+ 10. what real diffusion LMs add (LLaDA, Dream, Fast-dLLM): classifier-free guidance (cfg_scale: a second pass with the
      prompt masked, 2 NFE per call), EOS / end-of-turn never proposed or committed last (suppress_eos),
      Dream's alg_temp (the k positions drawn from softmax(score / alg_temp), Gumbel-top-k), and
      Fast-dLLM's factor rule beside the threshold rule (commit the n best while the n-th scores

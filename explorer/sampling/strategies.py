@@ -21,7 +21,8 @@ Strategy = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
 
 def confidence(probs, proposals, generator):
-    """p(x̂): LLaDA's low_confidence remasking, seed 000's confidence-based unmasking."""
+    """p(x̂): LLaDA's low_confidence remasking; the confidence-based unmasking of the
+    "Sampling Strategies & Speed Tradeoffs" notebook."""
     return probs.gather(-1, proposals.unsqueeze(-1)).squeeze(-1)  # (B, L)
 
 
@@ -37,7 +38,8 @@ def entropy(probs, proposals, generator):
 
 
 def random(probs, proposals, generator):
-    """Uniform noise (seed 000's random remasking); from the CPU generator so devices agree."""
+    """Uniform noise (the random remasking of the "Sampling Strategies & Speed Tradeoffs" notebook); from the CPU
+    generator so devices agree."""
     if isinstance(generator, (list, tuple)):  # one generator per row: each draws a row's (1, L)
         L = proposals.shape[1]
         return torch.cat([torch.rand((1, L), generator=g) for g in generator]).to(proposals.device)
@@ -45,7 +47,8 @@ def random(probs, proposals, generator):
 
 
 def left_to_right(probs, proposals, generator):
-    """Earlier positions first (seed 001's forced left-to-right): score = -position."""
+    """Earlier positions first (the forced left-to-right of the "Generation: Iterative Unmasking" notebook,
+    §4.7): score = -position."""
     B, L = proposals.shape
     pos = torch.arange(L, device=proposals.device, dtype=torch.float32)  # (L,)
     return (-pos).expand(B, L)

@@ -1,4 +1,5 @@
-"""Template notation (seeds 001 and 004): which canvas positions are given and which are generated.
+"""Template notation (as in the "Generation: Iterative Unmasking" notebook and the guide "Let's Build a
+Diffusion LM"): which canvas positions are given and which are generated.
 
     "To be█████that is"        █ marks one position to generate
     "To [___] or not to [___]"  [___] stands for five of them
