@@ -1,14 +1,14 @@
-"""The cost of running a sweep on a Dask cluster (issue 17) instead of in-process, printed as a table.
+"""The cost of running a sweep on a Dask cluster instead of in-process, printed as a table.
 
     python benchmarks/bench_cluster.py [--workers 2] [--scheduler ADDRESS] [--threads 1] [--repeats 3]
 
-Seed 000's sweep on `patterns` (steps 1,2,3,5,8,12,16,24,32 x confidence/random, seed schedule, 30
-samples per cell, seed 0: 18 sampler calls of batch 30), timed in this process and on a cluster:
-a LocalCluster of --workers processes started here (its start-up, and the first sweep that makes
-each worker import torch and load the checkpoint, are reported apart), or the scheduler at
---scheduler. Each figure is the median of --repeats sweeps, in-process and on the cluster taken turn
-about; the tables are checked to be identical (timing columns apart). Ratios within one run are what
-count: the machine is shared.
+The step-count sweep of the "Sampling Strategies & Speed Tradeoffs" notebook on `patterns` (steps
+1,2,3,5,8,12,16,24,32 x confidence/random, `remaining` schedule, 30 samples per cell, seed 0: 18 sampler
+calls of batch 30), timed in this process and on a cluster: a LocalCluster of --workers processes
+started by the benchmark (its start-up, and the first sweep that makes each worker import torch and load
+the checkpoint, are reported apart), or the scheduler at --scheduler. Each figure is the median of
+--repeats sweeps, in-process and on the cluster taken turn about; the tables are checked to be identical
+(timing columns apart). Ratios within one run are what count: the machine may be shared.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--scheduler", default=None, help="time this existing cluster instead of a local one")
-    p.add_argument("--threads", type=int, default=1, help="torch threads, here and per local worker")
+    p.add_argument("--threads", type=int, default=1, help="torch threads, in this process and per local worker")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     torch.set_num_threads(args.threads)

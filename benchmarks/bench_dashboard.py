@@ -3,10 +3,10 @@
     python benchmarks/bench_dashboard.py [--checkpoint shakespeare] [--runs 5] [--threads 1] [--no-browser]
                                          [--profile N]   # + the N costliest functions of that work
 
-Setting (issue 5): `shakespeare`, 256 characters, 32 steps, on this CPU. Prints:
+Setting: `shakespeare`, 256 characters, 32 steps, on the CPU. Prints:
   * the sampler's own time for one run (explorer.sampling.sample, no dashboard), median of --runs, before
-    the server starts, and again beside each run in the page (same seed, back to back): the goal of
-    issue 13 (whole run <= 1.15 x the sampler alone + 150 ms) is judged on those pairs. Those runs are
+    the server starts, and again beside each run in the page (same seed, back to back): the speed goal
+    (whole run <= 1.15 x the sampler alone + 150 ms) is judged on those pairs. Those runs are
     made on the device queue's thread, where the page's runs are made, and no other thread of this
     process that outlives its work runs torch: each thread that runs a parallel torch op keeps its own
     OpenMP team, and once the teams' threads outnumber the cores, libgomp makes idle workers sleep at
@@ -225,8 +225,8 @@ def start_sweep_and_wait(state, timeout: float = 60.0) -> bool:
 def browser_runs(url: str, states, work: ServerWork, runs: int, last_row: int, during_sweep: bool = False,
                  alone=None) -> list[dict]:
     """Each run: the sampler alone (`alone(seed, owner)`, seconds; the page open and idle) and the same run made
-    by a knob change in the page, back to back, so the machine's drift (it is shared: medians of runs
-    minutes apart differed by 15%) falls on both sides of each ratio."""
+    by a knob change in the page, back to back, so the machine's drift (on a shared 2-core CPU medians of
+    runs minutes apart differed by 15%) falls on both sides of each ratio."""
     from playwright.sync_api import sync_playwright
 
     out = []
@@ -331,15 +331,15 @@ def report(args, alone) -> None:
     print(f"CPU per run: browser processes (all threads) {med['browser_cpu_s'] * 1000:.0f} ms; this process "
           f"(sampler, server) {med['server_cpu_s'] * 1000:.0f} ms")
     print(f"whole run in the page minus the sampler alone: {med['done'] - base * 1000:.0f} ms")
-    if args.during_sweep:  # issue 13: a sweep never delays the next run's first row past 300 ms
-        print(f"goal (issue 13): knob change -> first row within 300 ms while a sweep runs: {med['row1']:.0f} ms, "
+    if args.during_sweep:  # goal: a sweep never delays the next run's first row past 300 ms
+        print(f"goal: knob change -> first row within 300 ms while a sweep runs: {med['row1']:.0f} ms, "
               f"{'met' if med['row1'] <= 300 else 'NOT met'}")
         print(f"(each knob change landed while Explore's quality sweep was computing: "
               f"{sum(r['sweep_was_running'] for r in rows):.0f} of {len(rows)} runs; it cancels the sweep)")
     else:
         ratio = statistics.median(r["done"] / (r["alone_s"] * 1000) for r in rows)
         goal = 1.15 * base * 1000 + 150
-        print(f"whole run / sampler alone, median of the back-to-back pairs: {ratio:.2f}; goal (issue 13): the whole "
+        print(f"whole run / sampler alone, median of the back-to-back pairs: {ratio:.2f}; goal: the whole "
               f"run at most 1.15 x the sampler alone + 150 ms = {goal:.0f} ms: {'met' if med['done'] <= goal else 'NOT met'}")
     for i, r in enumerate(rows):
         print(f"  run {i}: " + ", ".join(f"{k}={v * 1000 if k.endswith('_s') else v:.0f}" for k, v in r.items()))

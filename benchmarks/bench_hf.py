@@ -1,10 +1,10 @@
-"""Our sampler on a Hugging Face model vs the model's own reference decoding loop (issue 16), one run.
+"""Our sampler on a Hugging Face model vs the model's own reference decoding loop, one run.
 
     python benchmarks/bench_hf.py [--model hf:ORG/NAME | DIR] [--device auto|cpu|cuda] [--length 256]
                                   [--steps 64] [--block-length 32] [--rounds 3] [--threads N]
                                   [--temperature 0] [--trust-remote-code] [--llada-8b-shape]
 
-Without --model it times a randomly initialised BERT-family masked LM built here (BERT's 30,522-token
+Without --model it times a randomly initialised BERT-family masked LM built by the benchmark (BERT's 30,522-token
 vocabulary: the per-step softmax over V is part of what is measured); --llada-8b-shape builds LLaDA-8B's
 published shape (4,096 wide, 32 layers, 126,464 tokens) as a Llama body, in bf16, for a GPU. Speed does
 not depend on the weights.

@@ -1,15 +1,15 @@
-"""Sampler speed figures (issue 3), printed as a table.
+"""Sampler speed figures, printed as a table.
 
     python benchmarks/bench_sampler.py [--quick] [--device auto|cpu|cuda] [--threads N] [--random-weights]
                                        [--parts sweep,overhead,ar] [--tokens-per-call 4096,16384,65536]
 
-1. Seed 000's sweep on `patterns` (steps 1,2,3,5,8,12,16,24,32 x 30 samples x confidence/random), in
-   one run: one sample at a time, batched per cell (one `sample` of 30 rows per cell), and packed (all
-   cells through `sample_many`: shared model calls, and the cells stepped as one merged batch; the same
-   samples). Goals: packed >= 1.8x batched (issue 17: the median of the rounds' paired ratios),
-   batched >= 20x one at a time (issue 3). Also where each sweep's time goes (the model, the rest), and
-   the sweeps' device ops (not views) and host syncs, batched vs packed: a GPU's time follows them
-   where kernel launches dominate, so a CPU-only session can see what a change does there; and both
+1. The step-count sweep of the "Sampling Strategies & Speed Tradeoffs" notebook on `patterns` (steps
+   1,2,3,5,8,12,16,24,32 x 30 samples x confidence/random), in one run: one sample at a time, batched per
+   cell (one `sample` of 30 rows per cell), and packed (all cells through `sample_many`: shared model calls,
+   and the cells stepped as one merged batch; the same samples). Goals: packed >= 1.8x batched (the median
+   of the rounds' paired ratios), batched >= 20x one at a time. Also where each sweep's time goes (the
+   model, the rest), and the sweeps' device ops (not views) and host syncs, batched vs packed: a GPU's time follows them
+   where kernel launches dominate, so a run on a CPU alone can see what a change does there; and both
    sweeps timed on a launch-bound stand-in of the model (its forward costs its op count whatever its rows). Batched and
    packed alternate over a few rounds (the CPU is shared); the table gives medians of the times and of the
    rounds' batched / packed ratios.
@@ -17,7 +17,7 @@
    model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
    table also gives the in-run ratio: wall time / time spent inside the model calls of that run.
 3. AR with KV cache vs recomputing the prefix, tokens/s ratio, on `shakespeare-ar`.
---parts runs only some parts (a lent GPU's few minutes: `--device cuda --quick --parts sweep`);
+--parts runs only some parts (a few minutes of GPU time: `--device cuda --quick --parts sweep`);
 --tokens-per-call times the packed sweep at several shared-call sizes, each round against its own batched
 sweep, with the model calls and device ops each makes as a GPU runs it (fewer, larger calls cut launches).
 A missing checkpoint skips its part, unless --random-weights, which times an untrained model of the
@@ -92,7 +92,7 @@ class TimedModel(torch.nn.Module):
         return out
 
 
-SEED000_STEPS = [1, 2, 3, 5, 8, 12, 16, 24, 32]
+SWEEP_STEPS = [1, 2, 3, 5, 8, 12, 16, 24, 32]  # the step counts of the notebook's step-count sweep
 
 
 class CountingModel(torch.nn.Module):
@@ -188,8 +188,8 @@ def bench_sweep(device, quick: bool, random_weights: bool, call_sizes: list[int]
         return
     n = 30
     configs = [SamplerConfig(steps=steps, strategy=strategy, schedule="remaining")  # the notebook rule
-               for strategy in ("confidence", "random") for steps in SEED000_STEPS]
-    print(f"\n1. seed 000 sweep on patterns ({source}): steps {SEED000_STEPS} x {n} samples x confidence/random")
+               for strategy in ("confidence", "random") for steps in SWEEP_STEPS]
+    print(f"\n1. step-count sweep on patterns ({source}): steps {SWEEP_STEPS} x {n} samples x confidence/random")
     counted = CountingModel(model)
     same = all((a.final == b.final).all() and a.nfe == b.nfe for a, b in
                zip(sweep_batched(model, configs, n), sweep_packed(counted, configs, n)))  # also the warm-up
@@ -206,7 +206,7 @@ def bench_sweep(device, quick: bool, random_weights: bool, call_sizes: list[int]
     row("patterns sweep, packed (s)", f"{packed:.2f}",
         f"{counted.calls} model calls, {counted.rows} rows; same samples: {'yes' if same else 'NO'}")
     row("patterns sweep, packed, cells stepping apart (s)", f"{apart:.2f}", "sample_many(merge=False)")
-    row("patterns sweep speed-up, batched vs one at a time", f"{one / batched:.1f}x", "issue 3's goal >= 20x")
+    row("patterns sweep speed-up, batched vs one at a time", f"{one / batched:.1f}x", "goal >= 20x")
     row("patterns sweep speed-up, packed vs one at a time", f"{one / packed:.1f}x")
     # each round's batched and packed sweeps run back to back: their ratio cancels the shared CPU's drift
     paired = statistics.median(b / p for b, p in zip(times["batched"], times["packed"]))
@@ -384,7 +384,7 @@ def main(argv=None) -> int:
     p.add_argument("--random-weights", action="store_true",
                    help="time untrained models of the shipped shapes when a checkpoint is missing")
     p.add_argument("--parts", default="sweep,overhead,ar",
-                   help="which parts to run, comma-separated (a lent GPU's minutes: --parts sweep)")
+                   help="which parts to run, comma-separated (a few GPU minutes: --parts sweep)")
     p.add_argument("--tokens-per-call", default="", metavar="LIST",
                    help="also time the packed sweep at these shared-call sizes, e.g. 4096,16384,65536")
     args = p.parse_args(argv)

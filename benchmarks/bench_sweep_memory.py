@@ -1,12 +1,13 @@
-"""Peak memory of a packed sweep on a model with a real dLLM's vocabulary (issue 17), printed as a table.
+"""Peak memory of a packed sweep on a model with a real dLLM's vocabulary, printed as a table.
 
     python benchmarks/bench_sweep_memory.py [--vocab 32000] [--length 32] [--samples 30] [--device auto] [--cap 12]
 
-A packed sweep (sample_many: seed 000's grid, steps 1,2,3,5,8,12,16,24,32 x confidence/random, --samples
-rows per cell) holds the logits of every run under way, and a merged walk holds one (rows, L, V) buffer
-for all its runs: with a 16-symbol vocabulary that is nothing, with a 32,000-token one it is the whole
-sweep's logits at once. Each variant runs in a fresh process (peak memory only grows), on an untrained
-model of the given vocabulary (memory does not depend on the weights):
+A packed sweep (sample_many: the grid of the step-count sweep of the "Sampling Strategies & Speed
+Tradeoffs" notebook, steps 1,2,3,5,8,12,16,24,32 x confidence/random, --samples rows per cell) holds the
+logits of every run under way, and a merged walk holds one (rows, L, V) buffer for all its runs: with a
+16-symbol vocabulary that is nothing, with a 32,000-token one it is the whole sweep's logits at once. Each
+variant runs in a fresh process (peak memory only grows), on an untrained model of the given vocabulary
+(memory does not depend on the weights):
   - the batched sweep (one sample() per cell, in turn): its peak is one cell's, the floor;
   - the packed sweep within sample_many's default logits budget (LOGITS_IN_FLIGHT);
   - the packed sweep with no budget (how it ran before the budget: every run of the grid merged at once).

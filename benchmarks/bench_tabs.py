@@ -7,8 +7,8 @@ Served app over the tests' tiny checkpoints (tests/dashboard_support.py), so the
 milliseconds and what is measured is the page: Chromium's long tasks (main thread busy > 50 ms) in the
 `--settle` seconds after the action, their total, and the longest time the page took to answer a
 trivial script (how long it looked frozen). Bokeh lays out its whole document after every change it
-receives; app.empty_tab keeps hidden tabs out of it (session 4, after visiting every tab: a
-switch 7.0 s busy -> 0.2 s, 275 -> 77 views).
+receives; app.empty_tab keeps hidden tabs out of it (this benchmark on a 2-core CPU, after
+visiting every tab: a switch 7.0 s busy -> 0.2 s, 275 -> 77 views).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data-parallel training speed (issue 17): one process vs `torchrun --nproc-per-node N`, same global batch.
+"""Data-parallel training speed: one process vs `torchrun --nproc-per-node N`, same global batch.
 
     python benchmarks/bench_train_ddp.py --data FILE [--procs 2] [--steps 20] [--chars 50000]
                                          [--precision auto|fp32|bf16] [--model "--n-layer 6 ..."]

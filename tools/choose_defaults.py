@@ -1,5 +1,6 @@
-"""Choose the sampler's defaults (issue 14, item 2): which strategy, temperature and step count give text
-closest to held-out text, at 256 and at 64 characters and on seed 004's prompt completions.
+"""Choose the sampler's defaults (the setting a checkpoint recommends): which strategy, temperature and step
+count give text closest to held-out text, at 256 and at 64 characters and on the prompt completions of the
+guide "Let's Build a Diffusion LM" (§9.2).
 
     python tools/choose_defaults.py --checkpoint shakespeare --data tinyshakespeare.txt --n 20 --threads 2
 
@@ -7,15 +8,15 @@ Each block (a canvas length, or the four prompts each followed by 60 masked char
 strategy x temperature x steps with experiments.sweep and prints one row per setting: gen-PPL under the
 AR judge (pooled: exp of the mean NLL, the same statistic for the reference), unigram entropy, word
 validity, distinct-2 and ref_distance (metrics.ref_distance, lower is better) against held-out text
-of the same length, whose own row comes first. A row PASSES the issue's bars when its gen-PPL is at most
-4x the reference's and its entropy within 0.35 nats of the reference's; the passing row closest to
-the reference (lowest ref_distance) is starred. Prompt completions are scored on the generated
+of the same length, whose own row comes first. A row PASSES the bars (metrics.passes_reference_bars)
+when its gen-PPL is at most 4x the reference's and its entropy within 0.35 nats of the reference's; the
+passing row closest to the reference (lowest ref_distance) is starred. Prompt completions are scored on the generated
 characters only, against held-out crops of that many characters, pooled over the four prompts. Last,
 the setting that passes in the most blocks (then the lowest mean ref_distance) is recommended.
 
 Cost: the default grid is 45 settings per block. At --n 2 with --threads 1 it took 10 min of wall time
-(313 s for 256 characters, 43 s for 64, 237 s for the prompts; 4.7 min of CPU) on this 2-core machine
-while a training run and other jobs held it (load average 6-7); --steps / --strategies / --lengths
+(313 s for 256 characters, 43 s for 64, 237 s for the prompts; 4.7 min of CPU) on a 2-core CPU
+while a training run and other jobs shared it (load average 6-7); --steps / --strategies / --lengths
 narrow the grid.
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ from explorer import experiments, metrics  # noqa: E402
 from explorer.cli import CLIError, report_errors  # noqa: E402
 from explorer.data.tokenizer import MASK_GLYPH  # noqa: E402
 
-PROMPTS = ("ROMEO: ", "To be or not to be", "What light through yonder", "Friends, Romans, countrymen,")  # seed 004
+# the guide's prompts (§9.2)
+PROMPTS = ("ROMEO: ", "To be or not to be", "What light through yonder", "Friends, Romans, countrymen,")
 STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
 KNOBS = ["strategy", "temperature", "steps"]
 

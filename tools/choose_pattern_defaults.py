@@ -1,5 +1,6 @@
 """Choose a patterns checkpoint's sampler defaults: the strategy, schedule, temperature and step count whose
-samples score the best period-2 pattern quality (seed 000's measure, which a one-symbol collapse cannot fool).
+samples score the best period-2 pattern quality (the "Sampling Strategies & Speed Tradeoffs" notebook's measure,
+counting only periods of at least 2, so that a one-symbol collapse cannot fool it).
 
     python tools/choose_pattern_defaults.py --checkpoint patterns --n 64 --threads 2 [--write patterns]
 

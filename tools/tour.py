@@ -1,4 +1,5 @@
-"""The README's tour: one screenshot per tab, each opened from the link that reproduces a seed figure.
+"""The README's tour: one screenshot per tab, each opened from the link that reproduces a figure of the
+teaching notebooks.
 
     python tools/tour.py [--out assets/tour] [--port P]   # serve, open each link, save PNGs
     python tools/tour.py --markdown                       # print the README's "## Tour"
@@ -33,10 +34,10 @@ class Stop:
     file: str
     tab: str
     query: str  # the link's query: checkpoint, knobs, tab, <tab>.<param>
-    seed: str  # the seed figure it reproduces
+    figure: str  # the notebook figure it reproduces
     caption: str
     ready_js: str  # true in the page once the tab's result is drawn
-    height: int = VIEWPORT["height"]  # taller where the figure the seed shows is further down
+    height: int = VIEWPORT["height"]  # taller where the figure it reproduces is further down
     reading: str = ""  # what the shot shows on the shipped checkpoints, measured when it was last retaken
 
 
@@ -47,24 +48,27 @@ def _has(selector: str, inner: str = "canvas") -> str:
 
 TOUR = (
     Stop("explore.png", "Explore", "checkpoint=shakespeare&length=128&steps=32&strategy=confidence&seed=3",
-         "seed 000 §7 (the unmasking trajectory) and seed 001 §4.3 / §7 (step-by-step generation)",
+         "\"Sampling Strategies & Speed Tradeoffs\" §7 (the unmasking trajectory) and \"Generation: Iterative "
+         "Unmasking\" §4.3 / §7 (step-by-step generation)",
          "A 128-character Shakespeare sample unmasked in 32 confidence-ordered steps: the heatmap (one row per step), "
          "the text, and per-position confidence.",
          "window.__tourRows() === 33 && " + _has(".confidence-view"),
          reading="Confidence order commits the spaces first (the first step's four commits are all spaces, eight of the "
          "first ten) and the text reads `the have the more the houe for  part a / mor head thee I am novs you the more,`: "
-         "confident and repetitive, as Figures §2 measures (its entropy 0.56-0.67 nats below real text). The page's "
-         "own default, random order at 64 steps, reads closer to the held-out text."),
+         "confident and repetitive, as figure 2 under Figures measures (its entropy 0.56-0.67 nats below real "
+         "text). The page's own default, random order at 64 steps, reads closer to the held-out text."),
     Stop("compare.png", "Compare", "checkpoint=patterns&steps=32&temperature=1.0&seed=3&tab=Compare&compare.preset=strategies",
-         "seed 000 §4.2 / §7: confidence-based vs random remasking on one seed",
+         "\"Sampling Strategies & Speed Tradeoffs\" §4.2 / §7: confidence-based vs random remasking on one seed",
          "Same seed, same model, two unmasking orders side by side at 32 steps: confidence-first vs random (the "
          "checkpoint's own recommendation, which the page starts from, is margin order at 10 steps, T 0.7).",
          "window.__tourColumnsDone()",
-         reading="Confidence order tiles one symbol, `000000000000000000000000`: seed 000's pattern quality scores it "
-         "1.000 and the period-2 quality 0.000 (one distinct symbol); random order's `IENKNEINKEIKIENIIEINNEIK` "
-         "scores 0.500 by both and gets the bold best mark, which ranks by the measure a collapse cannot fool."),
+         reading="Confidence order tiles one symbol, `000000000000000000000000`: the notebook's pattern quality "
+         "scores it 1.000 and the period-2 quality 0.000 (one distinct symbol); random order's "
+         "`IENKNEINKEIKIENIIEINNEIK` scores 0.500 by both and gets the bold best mark, which ranks by the measure a "
+         "collapse cannot fool."),
     Stop("inspect.png", "Inspect", "checkpoint=shakespeare&seed=3&tab=Inspect&inspect.t=0.5",
-         "seed 003 §4.2-4.3 (the forward process, masking statistics) and seed 002 §4.5-4.6 "
+         "\"The Forward Process\" §4.2-4.3 (the forward process, masking statistics) and \"Training with the "
+         "ELBO\" §4.5-4.6 "
          "(accuracy vs masking ratio, predictions on real text)",
          "Validation text masked at t = 0.5, the model's top-k guesses for each masked position, and "
          "masked fraction and accuracy across t.",
@@ -74,7 +78,8 @@ TOUR = (
          "panel and the accuracy-vs-t plot further down show how accuracy falls as t grows."),
     Stop("sweep.png", "Sweep", "checkpoint=patterns&seed=3&tab=Sweep&sweep.steps_grid=1,2,4,8,16,32"
          "&sweep.samples=16&sweep.include_ar=false",
-         "seed 000 §6: quality vs number of steps with the sweet spot, and speed vs steps",
+         "\"Sampling Strategies & Speed Tradeoffs\" §6: quality vs number of steps with the sweet spot, and "
+         "speed vs steps",
          "Pattern quality of confidence and random unmasking over 1-32 steps (bands over samples), with "
          "the speed it costs.",
          "window.__tourDone('.sweep-main-status') && " + _has(".sweep-quality-plot"),
@@ -82,14 +87,15 @@ TOUR = (
          "falls to 0 at 32, where every sample is one repeated symbol; random rises to about 0.7 and stays there. "
          "The sweet spots are 8 steps for confidence and 16 for random; tokens/s falls as 1/steps for both (a log axis)."),
     Stop("model.png", "Model", "checkpoint=shakespeare&seed=3&tab=Model",
-         "seed 002 §4.4 (training and validation loss curves) and seed 002's learning-rate schedules",
+         "\"Training with the ELBO\" §4.4 (training and validation loss curves) and its TODO 1 (learning-rate "
+         "schedules)",
          "The loaded checkpoint's architecture, data and training record beside its stored train / "
          "validation loss curves and learning-rate schedule (a live training panel is further down).",
          "window.__tourSource('stored-train') > 10 && window.__tourSource('stored-lr-plan') > 1 && "
          "window.__tourText('.model-summary')",
          reading="The shipped model's 6,000 adaptation steps: the loss falls from 4.4 at the AR initialisation to about "
          "1.8, validation tracking training; the learning-rate plot shows the schedule actually used, with the dip "
-         "where the run was resumed in a later session (a short re-warm-up near step 2,700). The time-embedding "
+         "where the run was stopped and resumed (a short re-warm-up near step 2,700). The time-embedding "
          "heatmap is drawn for teaching: this model takes no time input, which the Model tab says in its title."),
 )
 
@@ -141,13 +147,13 @@ def link(stop: Stop, base: str = README_HOST) -> str:
 def markdown(out: str = "assets/tour") -> str:
     """The README's tour section, from TOUR."""
     lines = ["## Tour", "",
-             "One screenshot per tab, each taken from a link that reproduces a figure of the seed notebooks "
+             "One screenshot per tab, each taken from a link that reproduces a figure of the teaching notebooks "
              "(`python tools/tour.py` retakes them). Start the server with `python run.py serve` "
              "and open a link: it sets the checkpoint, the knobs and the tab, and the tab computes its result "
              "by itself.", ""]
     for stop in TOUR:
         lines += [f"### {stop.tab}", "", f"![{stop.tab} tab]({out}/{stop.file})", "",
-                  f"**Seed figure:** {stop.seed}. {stop.caption}", "",
+                  f"**Notebook figure:** {stop.figure}. {stop.caption}", "",
                   *([f"**What it shows:** {stop.reading}", ""] if stop.reading else []),
                   f"Link: <{link(stop)}>", ""]
     return "\n".join(lines)
