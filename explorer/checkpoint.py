@@ -7,12 +7,15 @@ Nothing is ever unpickled and no code from a checkpoint is executed.
 from __future__ import annotations
 
 import json
+import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
+from torch.overrides import TorchFunctionMode
 
 from .data.tokenizer import CharTokenizer
 from .errors import CheckpointError
@@ -22,6 +25,7 @@ FORMAT = "mdlm-explorer"
 FORMAT_VERSION = 1
 SUFFIX = ".safetensors"
 TIED = "head.weight"  # tied to tok_emb.weight: stored once, re-tied on load
+WEIGHT_DTYPES = ("F16", "BF16", "F32", "F64")  # safetensors' names of the floating types weights may have
 
 
 def checkpoints_dir() -> Path:
@@ -94,6 +98,10 @@ def read_metadata(path: str | Path) -> dict:
     for key in ("model_config", "tokenizer"):
         if key not in meta:
             raise CheckpointError(f"{path} metadata lacks {key!r}")
+    for key in ("model_config", "tokenizer", "train_config", "training_state", "metrics", "corpus"):
+        if key in meta and not isinstance(meta[key], dict):  # every reader indexes these as objects
+            raise CheckpointError(f"{path} has corrupted metadata ({key!r} is a JSON "
+                                  f"{type(meta[key]).__name__}, not an object)")
     return meta
 
 
@@ -105,14 +113,70 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{path}: weights are unreadable ({e})") from e
 
 
-def _check_weights(path: Path, expected: dict, weights: dict) -> None:
-    """Name what does not fit (torch's own message starts with a line that names nothing)."""
-    missing = sorted(k for k in expected if weights.get(k) is None)
-    extra = sorted(k for k in weights if k not in expected)
-    wrong = [f"{k} {tuple(weights[k].shape)} != {tuple(v.shape)}" for k, v in expected.items()
-             if weights.get(k) is not None and weights[k].shape != v.shape]
+def _stored_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Name -> (shape, dtype) of every tensor in the file, from its header alone: no weight is read."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            slices = {k: f.get_slice(k) for k in f.keys()}
+            return {k: (tuple(s.get_shape()), s.get_dtype()) for k, s in slices.items()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: weights are unreadable ({e})") from e
+
+
+class _NoDraw(TorchFunctionMode):
+    """Skips nn.init.normal_: on the meta device it imports torch's compiler stack (about 1 s, once per
+    process), and a shape needs no values. A mode is this thread's alone: models built meanwhile in
+    other threads (the dashboard's) are initialised as usual."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.init.normal_:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
+
+
+def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor a checkpoint of `cfg` stores (the tied head aside).
+
+    Built on the meta device, which allocates nothing; with one block, whose entries repeat for every
+    block, so a config that claims thousands of layers costs no more to check than one with a single layer.
+
+    Args:
+        cfg: a ModelConfig whose sizes are already in range (ModelConfig checks them).
+    Returns:
+        {state_dict key: shape}.
+    """
+    with torch.device("meta"), _NoDraw():
+        one = Transformer(replace(cfg, n_layer=1))
+    probe = {k: tuple(v.shape) for k, v in one.state_dict().items() if k != TIED}
+    block = {k[len("blocks.0."):]: v for k, v in probe.items() if k.startswith("blocks.0.")}
+    shapes = {}
+    for key, shape in probe.items():  # the model's order, its blocks in place of the probe's one
+        if not key.startswith("blocks."):
+            shapes[key] = shape
+        elif key == f"blocks.0.{next(iter(block))}":
+            shapes.update({f"blocks.{i}.{name}": s for i in range(cfg.n_layer) for name, s in block.items()})
+    return shapes
+
+
+def check_weights(path: Path, cfg: ModelConfig) -> None:
+    """Refuse a file whose tensors are not exactly those `cfg` implies (names, shapes, floating dtypes,
+    parameter count), reading only the file's header: nothing is built or loaded before this passes.
+
+    Raises:
+        CheckpointError naming what does not fit (torch's own message starts with a line that names nothing).
+    """
+    stored, expected = _stored_tensors(path), expected_shapes(cfg)
+    missing = [k for k in expected if k not in stored]  # in the model's order: blocks.2 before blocks.10
+    extra = sorted(k for k in stored if k not in expected)
+    wrong = [f"{k} {stored[k][0]} != {v}" for k, v in expected.items() if k in stored and stored[k][0] != v]
+    dtypes = [f"{k} {dtype}" for k, (_, dtype) in stored.items() if dtype not in WEIGHT_DTYPES]
     problems = [f"{label}: {', '.join(items[:3])}{' ...' if len(items) > 3 else ''}"
-                for label, items in (("missing", missing), ("unexpected", extra), ("wrong shape", wrong)) if items]
+                for label, items in (("missing", missing), ("unexpected", extra), ("wrong shape", wrong),
+                                     ("not floating point", dtypes)) if items]
+    held, implied = sum(math.prod(shape) for shape, _ in stored.values()), cfg.parameter_count()
+    if held != implied:
+        problems.append(f"the config implies {implied:,} parameters, the file holds {held:,}")
     if problems:
         raise CheckpointError(f"{path}: weights do not fit the stored config ({'; '.join(problems)})")
 
@@ -144,6 +208,29 @@ def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu"
         return load_hf_model(name_or_path, device, options)
     path = resolve_checkpoint(name_or_path, allow_paths)
     meta = read_metadata(path)
+    cfg, tokenizer = checked_config(path, meta)
+    model = Transformer(cfg)
+    weights = {k: v.float() for k, v in _read_weights(path).items()}
+    weights[TIED] = weights["tok_emb.weight"]
+    model.load_state_dict(weights, strict=True)
+    model.to(device).eval()
+    model.tokenizer, model.meta, model.path = tokenizer, meta, path
+    return model
+
+
+def checked_config(path: Path, meta: dict) -> tuple[ModelConfig, CharTokenizer]:
+    """The model config and tokenizer of a checkpoint's metadata, with every check a file must pass
+    before a module is built: types and ranges (ModelConfig), tokenizer against config, and the
+    tensors the header lists against those the config implies (check_weights).
+
+    Args:
+        path: the checkpoint file (its header is read, no weight).
+        meta: its metadata (read_metadata).
+    Returns:
+        (ModelConfig, CharTokenizer).
+    Raises:
+        CheckpointError: one line naming the first problem.
+    """
     try:
         cfg = ModelConfig.from_dict(meta["model_config"])
         tokenizer = CharTokenizer.from_dict(meta["tokenizer"])
@@ -151,14 +238,8 @@ def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu"
         raise CheckpointError(f"{path}: incompatible metadata ({e})") from e
     if tokenizer.vocab_size != cfg.vocab_size or tokenizer.mask_id != cfg.mask_id:
         raise CheckpointError(f"{path}: tokenizer ({tokenizer.vocab_size} ids) does not match the model config")
-    model = Transformer(cfg)
-    weights = {k: v.float() for k, v in _read_weights(path).items()}
-    weights[TIED] = weights.get("tok_emb.weight")
-    _check_weights(path, model.state_dict(), weights)
-    model.load_state_dict(weights, strict=True)
-    model.to(device).eval()
-    model.tokenizer, model.meta, model.path = tokenizer, meta, path
-    return model
+    check_weights(path, cfg)
+    return cfg, tokenizer
 
 
 def update_metadata(name_or_path: str | Path, changes: dict) -> Path:
