@@ -17,6 +17,7 @@ from explorer.dashboard.session import Session
 from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, LaterView, build_tab
 from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.base import watch_presentation
+from explorer.dashboard.ui.connection import watch_connection
 from explorer.dashboard.ui.header import HeaderView
 from explorer.dashboard.ui.internals import session_document
 from explorer.dashboard.ui.palette import ACCENT
@@ -183,6 +184,7 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     template.url_state = url
     if served_doc() is not None:
         pn.state.on_session_destroyed(lambda context: state.close())
+        watch_connection(served_doc())  # a banner, then a reload, when the page loses its server
         if autoload:
             pn.state.onload(state.load)
     elif autoload:
