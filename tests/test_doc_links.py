@@ -1,9 +1,11 @@
-"""Every dashboard link in the README (the Tour, Teaching with mdlm-explorer) is one the app accepts:
-known parameters with valid values, templates and texts in the shipped checkpoint's alphabet and
-context, Compare columns and Sweep lists that parse, and sampler knobs SamplerConfig takes."""
+"""Every dashboard link in the documentation (the README and docs/: the lessons of docs/teaching.md and its tour)
+is one the app accepts: known parameters with valid values, templates and texts in the shipped checkpoint's
+alphabet and context, Compare columns and Sweep lists that parse, and sampler knobs SamplerConfig takes."""
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -20,10 +22,19 @@ from explorer.dashboard.urlstate import URL_KNOBS, parse_value
 from explorer.sampling.config import SamplerConfig
 from explorer.sampling.template import expand_blanks
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-LINKS = sorted(set(re.findall(r"(http://localhost:5006/\?[^)\s>`]*)", README.read_text(encoding="utf-8"))))
+ROOT = Path(__file__).resolve().parent.parent
+TEACHING = ROOT / "docs" / "teaching.md"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINKS = sorted({link for page in PAGES
+                for link in re.findall(r"(http://localhost:5006/\?[^)\s>`|]*)", page.read_text(encoding="utf-8"))})
 TABS = {"Explore": ExploreState, "Compare": CompareState, "Inspect": InspectState, "Sweep": SweepTabState,
         "Model": ModelState}
+# The five teaching documents, by the titles their lessons carry in docs/teaching.md.
+LESSONS = ("The Forward Process", "Training with the ELBO", "Generation: Iterative Unmasking",
+           "Sampling Strategies & Speed Tradeoffs", "Let's Build a Diffusion LM")
+_spec = importlib.util.spec_from_file_location("tools_tour", ROOT / "tools" / "tour.py")
+tour = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # tools/ holds scripts, not a package
+_spec.loader.exec_module(tour)
 
 
 def targets() -> dict:
@@ -34,15 +45,26 @@ def targets() -> dict:
     return out
 
 
-def test_the_readme_has_links_for_every_seed():
-    text = README.read_text(encoding="utf-8")
-    assert "## Teaching with mdlm-explorer" in text and len(LINKS) >= 40
-    for seed in ("### 000", "### 001", "### 002", "### 003", "### 004"):
-        assert seed in text
+def test_the_teaching_page_has_a_lesson_with_links_for_every_document():
+    text = TEACHING.read_text(encoding="utf-8")
+    sections = re.split(r"^## ", text, flags=re.M)
+    for title in LESSONS:
+        body = next((s for s in sections if s.startswith(title + "\n")), None)
+        assert body is not None, f"docs/teaching.md has no '## {title}' lesson"
+        assert body.count("http://localhost:5006/?") >= 5, title
+    assert len(LINKS) >= 40
+
+
+def test_the_tour_shows_every_stop_with_its_link_and_screenshot():
+    text = TEACHING.read_text(encoding="utf-8")
+    for stop in tour.TOUR:
+        assert f"### {stop.tab}" in text and tour.link(stop) in text, stop.tab
+        image = f"assets/tour/{stop.file}"
+        assert f"({image})" in text and (ROOT / image).is_file(), image
 
 
 @pytest.mark.parametrize("url", LINKS)
-def test_a_readme_link_is_valid(url):
+def test_a_documented_link_is_valid(url):
     pairs = parse_qsl(urlsplit(url).query, keep_blank_values=True)
     args = dict(pairs)
     assert len(args) == len(pairs), "a parameter given twice"
