@@ -17,9 +17,12 @@ reference must see the same weights). Then N real Bokeh websocket clients of the
      text; after the server stops, each is compared with a solo run of the knobs the page shows
      through the Python API (explorer.sampling.sample_any on the same snapshot).
 
-Latency: from setting the widget's value in the client document to the header's status showing the
-finished run ("N steps, K model calls (P per call), T ms") after the run's own "waiting …" / "sampling …", on
-this process's clock. It includes the slider debounce, the websocket, queueing behind other
+Latency: from setting the widget's value in the client document to the header showing the finished
+run: its status ("N steps, K model calls (P per call), T ms") with the number of a run after the one
+shown before the change (the header line's data-run), on this process's clock. The number, not the
+status text, tells the new run's end: two runs in a row may end with the same status, and a run's
+"sampling …" may never reach the page (its patches merge with the end's), so the header text alone
+could not change at all and a finished run looked lost. It includes the slider debounce, the websocket, queueing behind other
 sessions' runs and the run itself (T, reported separately as "the runs themselves").
 Errors: a notice shown in the page, a "failed"/"stopped" status, no result within --timeout, a
 client exception or lost connection, a page without its widgets, and every traceback in the
@@ -34,7 +37,8 @@ RSS growth < 10 %, every session's text identical to its solo run (exit status 1
 Clients run in this process (one thread each); their CPU share is in the table.
 
 The script talks to the server only as clients do; it depends on the page showing the status in
-the header, the sample text in `.sample-text`, notices in `.error-notice` and knobs in `.knob-*`.
+the header (with the shown run's number as its line's `data-run`), the sample text in `.sample-text`,
+notices in `.error-notice` and knobs in `.knob-*`.
 """
 from __future__ import annotations
 
@@ -63,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 
 DONE = re.compile(r"^(\d+) steps, (\d+) model calls \([\d.]+ per call\), (\d+) ms$")  # the header's status after a run
 STATUS = re.compile(r"<i>(.*?)</i>", re.S)
+RUN = re.compile(r'class="hdr" data-run="(\d+)"')  # the number of the finished run the page shows (ui/header.py)
 TAGS = re.compile(r"<[^>]+>")
 CANVAS = re.compile(r'<p class="canvas[^"]*">(.*?)</p>', re.S)
 SLIDERS = ("steps", "temperature", "top_p", "top_k", "threshold", "remask", "length")  # throttled widgets
@@ -249,6 +254,11 @@ class Page:
         found = STATUS.search(_unescape_markup(self.header.text))
         return html.unescape(found.group(1)).strip() if found else ""
 
+    def run(self) -> int | None:
+        """The number of the finished run whose result the page shows (None before the first)."""
+        found = RUN.search(_unescape_markup(self.header.text))
+        return int(found.group(1)) if found else None
+
     def notice(self) -> str:
         m = self.notice_model
         if m is None or not m.visible:
@@ -309,7 +319,7 @@ class Student(threading.Thread):
         self.url, self.opts, self.clock = url, opts, clock
         self.result = SessionResult(index)
         self.rng = random.Random(index)
-        self.statuses: list[tuple[float, str]] = []  # every status the header showed, in order
+        self.statuses: list[tuple[float, str, int | None]] = []  # every (time, status, run) the header showed
         self.notices: list[str] = []
         self.session = self.page = None
         self.run_ms = 0  # the sampler's time for the last finished run, from the status
@@ -368,7 +378,7 @@ class Student(threading.Thread):
         """Record every status and notice the server sends, in order (polling could miss the short
         'sampling …' of a fast run)."""
         self.page.header.on_change("text", lambda attr, old, new: self.statuses.append(
-            (time.perf_counter(), self.page.status())))
+            (time.perf_counter(), self.page.status(), self.page.run())))
         if self.page.notice_model is not None:
             def notice(attr, old, new):
                 if self.page.notice():
@@ -439,31 +449,35 @@ class Student(threading.Thread):
 
     async def _change(self, name: str, value) -> float | None:
         """Set one knob; the seconds until the run it started has finished, None on an error."""
-        mark, start, before = len(self.statuses), time.perf_counter(), self.page.status()
+        mark, start, before = len(self.statuses), time.perf_counter(), self.page.run()
         self.page.set(name, value)
         return await self._wait_done(mark, start, self.opts.timeout, f"{name}={value!r}", before)
 
     async def _wait_done(self, mark: int, start: float, timeout: float, what: str = "load",
-                         before: str | None = None) -> float | None:
-        """The first finished status after one of the run's own ('waiting …', 'sampling …'), or
-        one other than the result shown `before` the change (the server may skip the others)."""
-        began, notices = False, len(self.notices)
+                         before: int | None = None) -> float | None:
+        """The seconds to the first finished status of a run after run `before` (the one shown when
+        the change was made; None: any run), by the run number the header carries with it: the
+        status text may be the same as the last run's. None, with the error recorded, on a failed
+        or stopped run, a notice, a lost connection, or no such result within `timeout`."""
+        notices = len(self.notices)
         while True:
-            for t, status in self.statuses[mark:]:
+            for t, status, run in self.statuses[mark:]:
                 if status in ("failed", "stopped"):
                     return self._fail(f"{what}: status {status!r}: {self.page.notice()}")
                 done = DONE.match(status)
-                if done and (began or status != before):
+                if done and run is not None and (before is None or run > before):
                     self.run_ms = int(done.group(3))
                     return t - start
-                began = began or not done
             mark = len(self.statuses)
             if len(self.notices) > notices:
                 return self._fail(f"{what}: notice {self.notices[-1]!r}")
             if not self.session.connected:
                 return self._fail(f"{what}: connection lost")
             if time.perf_counter() - start > timeout:
-                return self._fail(f"{what}: no result after {timeout:.0f} s (status {self.page.status()!r})")
+                shown = self.page.run()
+                shown = "no finished run shown" if shown is None else f"run {shown} shown"
+                return self._fail(f"{what}: no result after {timeout:.0f} s (status {self.page.status()!r}, "
+                                  f"{shown}, waiting for a run after {before})")
             await asyncio.sleep(0.01)
 
     def _fail(self, message: str) -> None:

@@ -21,10 +21,40 @@ from . import diffusion, distributed
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data.corpus import load_corpus
 from .devices import autocast_dtype, resolve_device
-from .model import ModelConfig, Transformer
+from .model import LIMITS, ModelConfig, Transformer
+from .names import DEVICES, KINDS, LR_SCHEDULES, PRECISIONS, TIME_CONDITIONING, WEIGHTINGS
 
-from .names import LR_SCHEDULES
 EVAL_LENGTHS = (32, 64, 128)  # shorter canvases whose NELBO and accuracy the final metrics report
+# The valid values of TrainConfig's fields. TrainConfig checks them, whoever builds one (the CLI, the Python
+# API, the train_config a resumed checkpoint carries), and `run.py train` parses its flags with them, so a
+# value out of range is an error naming the flag. Numbers: (lowest, highest[, which ends are included]);
+# the integers' two ends are always included.
+CHOICES = {"kind": KINDS, "time_conditioning": TIME_CONDITIONING, "weighting": WEIGHTINGS,
+           "lr_schedule": LR_SCHEDULES, "device": DEVICES, "precision": PRECISIONS}
+RANGES = {
+    "eps": (0.0, 1.0, "()"), "block_size": (1, LIMITS["block_size"]), "n_layer": (1, LIMITS["n_layer"]),
+    "n_head": (1, LIMITS["n_head"]), "n_embd": (1, LIMITS["n_embd"]), "dropout": (0.0, 1.0, "[)"),
+    "batch_size": (1, 1 << 16), "max_steps": (1, 10**9), "lr": (0.0, 10.0, "(]"), "min_lr_ratio": (0.0, 1.0, "[]"),
+    "warmup_steps": (0, 10**9), "weight_decay": (0.0, 10.0, "[]"), "grad_clip": (0.0, 1e6, "(]"),
+    "eval_every": (1, 10**9), "eval_sequences": (0, 10**6), "save_every": (1, 10**9), "seed": (0, 2**63 - 1),
+    "threads": (0, 1024), "max_minutes": (0.0, 1e7, "[]"), "ema": (0.0, 1.0, "[)"),
+    "min_length": (0, LIMITS["block_size"]), "short_fraction": (0.0, 1.0, "[]"),
+}
+# fp32 weights, their gradients and Adam's two moments (the EMA copy comes on top when asked for)
+TRAIN_BYTES_PER_PARAM = 16
+
+
+def _check_number(name: str, value, lo, hi, brackets: str | None = None) -> None:
+    """An integer in [lo, hi] (brackets None), else a finite number between lo and hi."""
+    if brackets is None:
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > lo if brackets[0] == "(" else value >= lo)
+    ok = ok and (value < hi if brackets[1] == ")" else value <= hi)
+    if not ok:
+        raise ValueError(f"{name} must be a number in {brackets[0]}{lo:g}, {hi:g}{brackets[1]}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -71,21 +101,22 @@ class TrainConfig:
     shift_logits: bool = False
 
     def __post_init__(self):
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
-        if self.weighting not in diffusion.WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {diffusion.WEIGHTINGS}, got {self.weighting!r}")
-        for name in ("batch_size", "max_steps", "block_size", "eval_every", "save_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.ema < 1.0:
-            raise ValueError(f"ema must be in [0, 1), got {self.ema}")
-        if not 0 <= self.min_length <= self.block_size:
+        for name, bounds in RANGES.items():
+            _check_number(name, getattr(self, name), *bounds)
+        for name, valid in CHOICES.items():
+            if not isinstance(getattr(self, name), str) or getattr(self, name) not in valid:
+                raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
+        for name in ("stratified", "shift_logits"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("corpus", "data", "init_from"):
+            if not isinstance(getattr(self, name), str) and (name == "corpus" or getattr(self, name) is not None):
+                raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}")
+        if not self.min_length <= self.block_size:
             raise ValueError(f"min_length must be in [0, block_size={self.block_size}], got {self.min_length}")
-        if not 0.0 <= self.short_fraction <= 1.0:
-            raise ValueError(f"short_fraction must be in [0, 1], got {self.short_fraction}")
+        # The architecture's own rules (heads dividing the width; adaLN and shift_logits for diffusion
+        # models only) are ModelConfig's, checked when a new model is built: a resumed run takes its
+        # architecture from the checkpoint, whatever these fields say.
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -110,6 +141,19 @@ def lr_at(step: int, cfg: TrainConfig, rewarm_from: int = -1) -> float:
     if rewarm_from >= 0 and step - rewarm_from < cfg.warmup_steps:
         factor *= (step - rewarm_from + 1) / cfg.warmup_steps
     return cfg.lr * factor
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free for new tensors on `device`: the GPU's free memory, or the system's MemAvailable
+    (Linux); None where it cannot be told."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            fields_ = dict(line.split(":", 1) for line in f if ":" in line)
+        return int(fields_["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 class Trainer:
@@ -153,10 +197,18 @@ class Trainer:
     def _merge_resume(self, cfg: TrainConfig, prior) -> TrainConfig:
         """Architecture and data come from the checkpoint; the schedule (max_steps, lr...) from cfg."""
         old = TrainConfig.from_dict(prior.meta.get("train_config", {}))
-        self.state.update({k: prior.meta["training_state"][k] for k in ("step", "tokens", "seconds")})
-        self.state["commands"] = list(prior.meta.get("commands", []))
-        self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **prior.meta.get("curves", {})}
-        self.state["resumed_at"] = prior.meta["training_state"].get("resumed_at", []) + [self.state["step"]]
+        state = prior.meta.get("training_state") or {}
+        self.state.update({k: state.get(k) for k in ("step", "tokens", "seconds")})
+        resumed_at, commands = state.get("resumed_at", []), prior.meta.get("commands", [])
+        curves = prior.meta.get("curves", {})
+        # a file written by hand or by another program: its run state must be what save() writes
+        if not (all(isinstance(self.state[k], int) and self.state[k] >= 0 for k in ("step", "tokens"))
+                and isinstance(self.state["seconds"], (int, float)) and isinstance(resumed_at, list)
+                and isinstance(commands, list) and isinstance(curves, dict)):
+            raise ValueError(f"{prior.path}: its training state is incomplete or malformed; it cannot be resumed")
+        self.state["commands"] = list(commands)
+        self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **curves}
+        self.state["resumed_at"] = resumed_at + [self.state["step"]]
         arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "time_conditioning", "block_size",
                                               "n_layer", "n_head", "n_embd", "dropout", "init_from", "shift_logits")}
         return replace(cfg, **arch)
@@ -168,14 +220,26 @@ class Trainer:
     def _build_model(self) -> Transformer:
         tok = self.corpus.tokenizer
         c = self.cfg
+        model_cfg = ModelConfig(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=c.block_size,
+                                n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, dropout=c.dropout,
+                                kind=c.kind, time_conditioning=c.time_conditioning, shift_logits=c.shift_logits)
+        self._check_memory(model_cfg)
         torch.manual_seed(c.seed)
-        model = Transformer(ModelConfig(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=c.block_size,
-                                        n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, dropout=c.dropout,
-                                        kind=c.kind, time_conditioning=c.time_conditioning,
-                                        shift_logits=c.shift_logits))
+        model = Transformer(model_cfg)
         if c.init_from:
             self._init_from(model, c.init_from)
         return model
+
+    def _check_memory(self, model_cfg: ModelConfig) -> None:
+        """Refuse a model too large to train in the free memory, before building it: an allocation that
+        fails is a traceback, and one the system grants on credit ends with the process killed."""
+        params = model_cfg.parameter_count()
+        need = params * (TRAIN_BYTES_PER_PARAM + (4 if self.cfg.ema else 0))
+        free = free_memory(self.device)
+        if free is not None and need > free:
+            raise ValueError(f"a model of {params:,} parameters needs about {need / 1e9:.1f} GB to train (weights, "
+                             f"gradients, optimizer state) and {self.device} has {free / 1e9:.1f} GB free; "
+                             f"choose a smaller --n-layer, --n-embd or --block-size")
 
     def _init_from(self, model: Transformer, source: str) -> None:
         """Copy every weight of checkpoint `source` (same shapes and tokenizer; its kind may differ)."""

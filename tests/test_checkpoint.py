@@ -171,7 +171,8 @@ def test_config_out_of_range_is_refused_before_anything_is_built(tmp_path, build
 
 
 LYING_TENSORS = {
-    "more layers than stored": ({"n_layer": 512}, None, "(missing: blocks.2.ln_1.weight, blocks.2.ln_1.bias, blocks.2.attn.qkv.weight ..."),
+    "more layers than stored": ({"n_layer": 512}, None,
+                                "(missing: blocks.2.ln_1.weight, blocks.2.ln_1.bias, blocks.2.attn.qkv.weight ..."),
     "a wider config": ({"n_embd": 64}, None, "wrong shape: tok_emb.weight (12, 32) != (12, 64)"),
     "swapped shapes": (None, _swap("blocks.0.mlp.fc.weight", "blocks.0.mlp.proj.weight"),
                        "wrong shape: blocks.0.mlp.fc.weight (32, 128) != (128, 32), blocks.0.mlp.proj.weight"),

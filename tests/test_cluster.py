@@ -173,8 +173,7 @@ def test_cli_bad_scheduler_address_fails_fast(ckpt_dir):
 def test_cli_refuses_a_worker_count_below_one(count, ckpt_dir, monkeypatch, capsys):
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(ckpt_dir))
     assert cli_main(["sweep", "--checkpoint", "tiny", "--workers", count]) == 2
-    assert f"error: --workers must be >= 1 (worker processes of a local Dask cluster), got {count}" in \
-        capsys.readouterr().err
+    assert f"error: argument --workers: expected an integer in [1, 1024], got '{count}'" in capsys.readouterr().err
     with pytest.raises(cluster.ClusterError, match="at least 1 worker"):
         cluster.local_cluster(int(count))
 

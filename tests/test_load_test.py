@@ -102,6 +102,77 @@ def test_a_notice_in_the_page_counts_as_an_error(served):
     assert "does not know" in student.result.errors[0]
 
 
+def scripted_student(url: str, timeout: float, script) -> tuple:
+    """A load-test client on `url` that loads the page (its first run), then runs `script(student)`;
+    returns (seconds to the first run, what the script returned, the client's errors)."""
+    import time
+
+    from bokeh.events import DocumentReady
+
+    opts = load_test.parse_args(["--timeout", str(timeout)])
+    load_test.register_client_models()
+    clock = load_test.Clock()
+    student = load_test.Student(0, url, opts, clock)
+    outcome = {}
+
+    async def main():
+        student.page = load_test.Page(student.session.document)
+        student._watch()
+        student.session.document.callbacks.send_event(DocumentReady())
+        outcome["load"] = await student._wait_done(0, time.perf_counter(), 60)
+        outcome["script"] = await script(student)
+
+    student._script = main
+    student.start()
+    assert student.finished.wait(90 + 3 * timeout)
+    clock.close.set()
+    student.join(30)
+    return outcome.get("load"), outcome.get("script"), student.result.errors
+
+
+SAME_STATUS = "4 steps, 4 model calls (1.0 per call), 1 ms"  # what the header says of every run below
+
+
+@pytest.fixture
+def same_status(monkeypatch):
+    """Every run's status, while it runs and when it ends, is one and the same text: the header's text
+    never changes from run to run, as when two runs end alike and the second's "sampling …" was
+    merged into its end's patch."""
+    from explorer.dashboard.tabs.explore import state as explore_state
+
+    monkeypatch.setattr(explore_state, "run_summary", lambda traj: SAME_STATUS)
+    monkeypatch.setattr(explore_state, "run_status", lambda model, config, frames: SAME_STATUS)
+
+
+def test_runs_that_end_with_the_same_status_are_each_seen(same_status, served):
+    """Each change's run is told by its number in the header, not by a status that differs."""
+    async def two_changes(student):
+        first = await student._change("seed", 5)
+        return first, await student._change("seed", 6), student.page.run()
+
+    load, (first, second, run), errors = scripted_student(served, 10, two_changes)
+    assert errors == [] and load is not None and first is not None and second is not None
+    assert run == 3  # the first run, then one per change
+
+
+def test_a_run_whose_end_never_reaches_the_page_is_an_error(same_status, served, monkeypatch):
+    """A lost update is still caught: the run starts (the header drops the last run's number) but
+    its end is never sent, so no run after the one shown before the change ever finishes."""
+    from explorer.dashboard.tabs.explore.state import ExploreState
+
+    real_end = ExploreState._end
+    monkeypatch.setattr(ExploreState, "_end", lambda self, job, traj, message:
+                        real_end(self, job, traj, message) if self.run_id == 1 else None)
+
+    async def one_change(student):
+        return await student._change("seed", 5)
+
+    load, changed, errors = scripted_student(served, 3, one_change)
+    assert load is not None and changed is None
+    assert errors == ["seed=5: no result after 3 s (status '4 steps, 4 model calls (1.0 per call), 1 ms', "
+                      "no finished run shown, waiting for a run after 1)"]
+
+
 def test_the_solo_reference_reads_the_servers_threads_and_precision(monkeypatch):
     monkeypatch.delenv("MDLM_EXPLORER_PRECISION", raising=False)
     default = load_test.serve_options()

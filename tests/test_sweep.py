@@ -474,7 +474,7 @@ def test_cli_evaluate_ar_checkpoint(ckpt_dir, capsys):
     (["sweep", "--checkpoint", "nope"], "no checkpoint 'nope'"),
     (["sweep", "--checkpoint", "pat", "--steps", "1,x"], "--steps: 'x' is not a valid value"),
     (["sweep", "--checkpoint", "pat", "--strategy", "confidence,nope"], "unknown strategy 'nope'"),
-    (["sweep", "--checkpoint", "pat", "--n", "0"], "--n must be >= 1"),
+    (["sweep", "--checkpoint", "pat", "--n", "0"], "argument -n/--n: expected an integer in [1, 1000000], got '0'"),
     (["sweep", "--checkpoint", "txt", "--judge", "pat"], "the judge must be an AR checkpoint"),
     (["sweep", "--checkpoint", "txt", "--ar"], "there is no judge"),
     (["sweep", "--checkpoint", "pat", "--metric", "gen_ppx"], "--metric gen_ppx: unknown"),

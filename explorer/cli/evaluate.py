@@ -11,17 +11,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import CLIError
+from . import CLIError, float_in, int_in
 from .sweep import add_common_arguments, format_summary, load_models, load_reference
 
 
 def add_arguments(p: argparse.ArgumentParser):
     add_common_arguments(p)
     p.set_defaults(n=16)
-    p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the checkpoint's recommended, else the sampler's)")
+    p.add_argument("--steps", type=int_in(1), default=None,
+                   help="sampler steps (default: the checkpoint's recommended, else the sampler's)")
     p.add_argument("--strategy", default=None, help="unmasking strategy (default: the checkpoint's recommended, else the sampler's)")
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--val-sequences", type=int, default=0,
+    p.add_argument("--temperature", type=float_in(), default=None,
+                   help="sampling temperature (default: the checkpoint's recommended, else the sampler's)")
+    p.add_argument("--val-sequences", type=int_in(0, 10**6), default=0,
                    help="cap on held-out sequences for NELBO and accuracy (default 0: all of them)")
 
 
@@ -81,8 +83,6 @@ def print_quality(model, judge, args, reference) -> None:
 def main(args) -> int:
     from ..experiments import canvas_length
 
-    if args.n < 1:
-        raise CLIError(f"--n must be >= 1, got {args.n}")
     model, judge, _ = load_models(args)
     try:
         length = canvas_length(model, args.length, None)

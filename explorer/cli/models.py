@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from . import boolean, int_in
 from ..names import HF_DTYPES, HF_FAMILIES
 
 CHECKPOINT_HELP = ("checkpoint name in checkpoints/, a .safetensors path, a Hugging Face model hf:ORG/NAME[@rev], "
                    "or a local transformers model directory")
-
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,9 +17,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="run the modelling code a model ships (LLaDA, Dream); never done without this flag")
     g.add_argument("--hf-family", default=None, choices=HF_FAMILIES,
                    help="mlm (BERT-family), llada or dream; default: read from the model's config")
-    g.add_argument("--mask-id", type=int, default=None, metavar="ID",
+    g.add_argument("--mask-id", type=int_in(0), default=None, metavar="ID",
                    help="the [MASK] token id; default: the model's config or tokenizer (LLaDA: 126336)")
-    g.add_argument("--shift-logits", type=_bool, default=None, metavar="true|false",
+    g.add_argument("--shift-logits", type=boolean, default=None, metavar="true|false",
                    help="logits[:, i] from position i-1 (AR-adapted models); default: true for dream only")
     g.add_argument("--dtype", default=None, choices=HF_DTYPES,
                    help="weights' precision; default bf16 on CUDA, fp32 on CPU")

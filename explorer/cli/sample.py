@@ -10,11 +10,12 @@ import json
 import sys
 from dataclasses import MISSING, fields
 
-from . import CLIError
+from . import CLIError, int_in, is_out_of_memory
 from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
 from ..devices import DEVICE_CHOICES
 
 DEFAULT_CHECKPOINT = "shakespeare"
+MAX_SAMPLES = 1024  # one batch: more is a loop of runs, not one call
 KNOB_HELP = {
     "steps": "denoising steps (1 = single shot; ignored with --threshold)",
     "temperature": "sampling temperature, 0 = greedy",
@@ -51,17 +52,19 @@ def add_arguments(p: argparse.ArgumentParser):
         p.add_argument("--" + f.name.replace("_", "-"), type=_knob_type(f), default=None,
                        metavar=f.name.upper(), help=f"{KNOB_HELP.get(f.name, f.name)} (default: the checkpoint's recommended "
                             f"value, else {default})")
-    p.add_argument("--length", type=int, default=None, help="canvas length (default: the checkpoint's recommended length, else its context)")
+    p.add_argument("--length", type=int_in(1), default=None,
+                   help="canvas length (default: the checkpoint's recommended length, else its context)")
     p.add_argument("--template", "--prompt", dest="template", default=None,
                    help="text to continue, or a template with █ / [___] marking positions to generate")
     p.add_argument("--chat", action="store_true",
                    help="send --prompt as the user's message in the model's chat template (instruct models); "
                         "the answer is generated after it, up to --length tokens in all")
     # --n as `sweep` spells it (a typed --n was refused as ambiguous: --num-samples or --no-cache)
-    p.add_argument("-n", "--n", "--num-samples", dest="n", type=int, default=1, help="samples to generate (batched)")
+    p.add_argument("-n", "--n", "--num-samples", dest="n", type=int_in(1, MAX_SAMPLES), default=1,
+                   help=f"samples to generate, in one batch (at most {MAX_SAMPLES})")
     p.add_argument("--no-cache", action="store_true", help="AR models: recompute the prefix for every token")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of plain text")
-    p.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICE_CHOICES)} (default auto)")
+    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="default auto")
     add_model_arguments(p)
 
 
@@ -105,8 +108,6 @@ def _run(args):
     from ..sampling import sample_any
 
     try:
-        if args.n < 1:
-            raise ValueError(f"-n must be a positive integer, got {args.n}")
         model = load_checkpoint(args.checkpoint, resolve_device(args.device), hf=hf_options(args))
         config = _config(args, model)
         if args.chat:
@@ -118,6 +119,10 @@ def _run(args):
                           record=False, **kwargs)
     except (ValueError, CheckpointError) as e:  # CheckpointError is a ValueError; listed for clarity
         raise CLIError(str(e)) from e
+    except RuntimeError as e:
+        if not is_out_of_memory(e):
+            raise
+        raise CLIError(f"out of memory for {args.n} samples of this length: lower -n or --length") from e
     return model, config, traj
 
 

@@ -60,6 +60,38 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--cookie-secret", default=None, metavar="SECRET",
                    help="signs login cookies (default with --basic-auth: a random one, so logins end when "
                         "the server restarts; PANEL_COOKIE_SECRET also works)")
+    add_limit_arguments(p)
+
+
+def add_limit_arguments(p: argparse.ArgumentParser) -> None:
+    """What one session may ask of the server (explorer/dashboard/runtime/limits.py, where the defaults
+    live; each also read from its MDLM_EXPLORER_* variable, as `panel serve` users set them)."""
+    from ..dashboard.runtime.limits import ENV, Limits, parse_limit
+
+    def positive(text: str, fraction: bool = False):
+        try:
+            return parse_limit(text, fraction)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    d = Limits()
+    g = p.add_argument_group("limits per session (a shared link or a widget can ask for no more)")
+    g.add_argument("--max-calls-per-request", type=positive, default=None, metavar="N",
+                   help="model calls one request (a sweep, a comparison, samples, a run) may make, counted per "
+                        f"sample: 64 samples x 32 steps = 2,048; a larger one is refused with a notice giving its "
+                        f"estimate. Default {d.calls_per_request:,} ({ENV['calls_per_request']})")
+    g.add_argument("--auto-start-seconds", type=lambda t: positive(t, True), default=None, metavar="S",
+                   help="estimated seconds of model calls a request may cost and still start without a click (a "
+                        "link opening the Sweep or Compare tab, a knob change, the quality sweep after a run); "
+                        f"above it the page shows the estimate and waits for Run. Default {d.auto_start_seconds:g} "
+                        f"({ENV['auto_start_seconds']})")
+    g.add_argument("--max-jobs-per-session", type=positive, default=None, metavar="N",
+                   help="runs and sweeps one session may have queued or running at once (a tab's new request "
+                        f"replaces its own); the session's background work runs one at a time. Default "
+                        f"{d.jobs_per_session} ({ENV['jobs_per_session']})")
+    g.add_argument("--max-result-mb", type=positive, default=None, metavar="MB",
+                   help="results one session keeps at once (trajectories, sweep tables, samples), estimated "
+                        f"before a request starts. Default {d.result_mb} ({ENV['result_mb']})")
 
 
 def _check_models(specs) -> None:
@@ -179,10 +211,23 @@ def session_defaults(args) -> None:
     """Hand --no-auto-sweep, --precision and --scheduler to every session through the environment the
     app reads (as `panel serve` users set it), before any session or device queue exists."""
     os.environ["MDLM_EXPLORER_PRECISION"] = args.precision
+    limit_env(args)
     if args.no_auto_sweep:
         os.environ["MDLM_EXPLORER_AUTO_SWEEP"] = "0"
     if args.scheduler is not None:  # read by explorer.cluster.client_from_env()
         os.environ["MDLM_EXPLORER_SCHEDULER"] = args.scheduler
+
+
+def limit_env(args) -> None:
+    """Every session's limits (add_limit_arguments), in the variables limits.Limits.from_env reads: a
+    flag wins over the variable already set, which wins over the default."""
+    from dataclasses import replace
+
+    from ..dashboard.runtime.limits import FLAGS, Limits
+
+    given = {name: getattr(args, flag[2:].replace("-", "_"), None) for name, flag in FLAGS.items()}
+    limits = replace(Limits.from_env(), **{k: v for k, v in given.items() if v is not None})
+    os.environ.update(limits.to_env())
 
 
 def main(args) -> int:

@@ -19,7 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..names import DEVICES
-from . import CLIError
+from . import CLIError, check_writable, float_in, int_in
 from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
 
 # knob -> (parser of one list item, default list or None = not varied)
@@ -27,6 +27,9 @@ KNOB_LISTS = {"steps": (int, "1,2,4,8,16,32"), "strategy": (str, "confidence,ran
               "threshold": ("none_or_float", None), "temperature": (float, None), "top_k": (int, None),
               "top_p": (float, None), "block_length": (int, None), "remask": (float, None)}
 DEFAULT_JUDGE = "shakespeare-ar"
+PLOT_SUFFIXES = (".html", ".png")
+MAX_BATCH = 4096  # samples per sampler call
+MAX_SAMPLES = 10**6  # samples per cell
 PATTERN_METRICS = ("pattern_quality", "pattern_quality_p2", "distinct_symbols", "collapsed")  # patterns only
 
 
@@ -56,12 +59,14 @@ def add_common_arguments(p: argparse.ArgumentParser, checkpoint_required: bool =
                         f"of text samples (default {DEFAULT_JUDGE} for the shipped character models when it "
                         "exists; 'none' to skip)")
     p.add_argument("--data", default=None, help="the training text file, to rebuild the held-out reference")
-    p.add_argument("-n", "--n", type=int, default=30, help="samples per cell (default 30)")  # -n as `sample` spells it
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--length", type=int, default=None, help="sample length (default: the model's context)")
-    p.add_argument("--batch-size", type=int, default=None, help="samples per sampler call (default min(n, 64))")
+    p.add_argument("-n", "--n", type=int_in(1, MAX_SAMPLES), default=30,  # -n as `sample` spells it
+                   help="samples per cell (default 30)")
+    p.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0)
+    p.add_argument("--length", type=int_in(1), default=None, help="sample length (default: the model's context)")
+    p.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=None,
+                   help="samples per sampler call (default min(n, 64))")
     p.add_argument("--device", default="auto", choices=DEVICES)
-    p.add_argument("--threads", type=int, default=0,
+    p.add_argument("--threads", type=int_in(0, 1024), default=0,
                    help="torch CPU threads (default 0: torch's choice); 1 gives steadier timings on a busy machine")
     add_model_arguments(p)
 
@@ -93,9 +98,9 @@ def add_arguments(p: argparse.ArgumentParser):
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run the sampler calls as tasks on the Dask cluster of this scheduler "
                             "(e.g. tcp://gpu-node:8786); workers load the checkpoint by path or name")
-    where.add_argument("--workers", type=int, default=None, metavar="N",
+    where.add_argument("--workers", type=int_in(1, 1024), default=None, metavar="N",
                        help="run them on a Dask cluster of N worker processes on this machine")
-    p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--scheduler-timeout", type=float_in(0, 86400, "(]"), default=10.0, metavar="SECONDS",
                    help="how long to try reaching --scheduler (and to wait for a worker); default 10")
 
 
@@ -116,8 +121,6 @@ def load_models(args):
     from ..devices import resolve_device
     from ..experiments import sample_kind
 
-    if args.threads < 0:
-        raise CLIError(f"--threads must be >= 0, got {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
@@ -281,6 +284,18 @@ def check_plot_args(args, kind: str | None = None, judge=None) -> None:
             raise CLIError(f"--x {x}: use steps or nfe")
 
 
+def check_outputs(args) -> None:
+    """Before any sampling: every file the sweep will write can be written, and --plot names a kind of
+    figure there is (a run must not end unable to save what it measured)."""
+    if args.out:
+        out = check_writable(args.out, "--out")
+        check_writable(out.with_suffix(".summary.csv"), "--out (its .summary.csv)")
+    if args.plot:
+        if Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise CLIError(f"--plot {args.plot}: name a .html or .png file (the suffix picks the format)")
+        check_writable(args.plot, "--plot")
+
+
 def write_outputs(table, summary, args) -> None:
     from ..plots import quality_speed_plot, save_plot, speed_plot
 
@@ -331,6 +346,7 @@ def report_saved(args) -> int:
         raise CLIError(f"--from-csv {path}: {e}") from e
     if not {"sampler", "steps", "text"} <= set(table.columns):
         raise CLIError(f"--from-csv {path}: not a sweep's per-sample table (the CSV that --out writes)")
+    check_outputs(args)
     for f in fields(SamplerConfig):  # whole-number knobs read back as floats where a baseline row has none
         if f.name in table and f.type in ("int", int):
             table[f.name] = table[f.name].astype("Int64")
@@ -352,9 +368,7 @@ def main(args) -> int:
     if not args.checkpoint:
         raise CLIError("--checkpoint is required (or --from-csv TABLE, to plot a saved sweep)")
     vary = vary_from_args(args)
-    if args.n < 1:
-        raise CLIError(f"--n must be >= 1, got {args.n}")
-    check_cluster_args(args)
+    check_outputs(args)
     try:  # bad knob values fail here, before any model is loaded
         sweep_cells(SamplerConfig(), cells_from_vary(vary))
     except ValueError as e:
@@ -372,13 +386,6 @@ def main(args) -> int:
             return sweep_and_report(args, vary, client)
     except ClusterError as e:
         raise CLIError(str(e)) from e
-
-
-def check_cluster_args(args) -> None:
-    if args.workers is not None and args.workers < 1:
-        raise CLIError(f"--workers must be >= 1 (worker processes of a local Dask cluster), got {args.workers}")
-    if not args.scheduler_timeout > 0:
-        raise CLIError(f"--scheduler-timeout must be > 0 seconds, got {args.scheduler_timeout:g}")
 
 
 def sweep_and_report(args, vary, client) -> int:

@@ -13,15 +13,19 @@ import signal
 import sys
 from dataclasses import fields
 
-from . import CLIError
+from . import CLIError, boolean, check_writable, float_in, int_in
 from ..checkpoint import CheckpointError, checkpoints_dir
 from ..data.corpus import CorpusError
-from ..train import TrainConfig, Trainer
+from ..train import CHOICES, RANGES, TrainConfig, Trainer
 
-from .. import distributed, names
+from .. import distributed
 
-CHOICES = {"kind": names.KINDS, "time_conditioning": names.TIME_CONDITIONING, "weighting": names.WEIGHTINGS,
-           "lr_schedule": names.LR_SCHEDULES, "device": names.DEVICES, "precision": names.PRECISIONS}
+
+def _flag_type(name: str):
+    """The argparse type of TrainConfig field `name`: its RANGES bounds, so a value out of range is an
+    error naming the flag before anything is loaded."""
+    lo, hi, *brackets = RANGES[name]
+    return float_in(lo, hi, *brackets) if brackets else int_in(lo, hi)
 
 
 def add_arguments(p: argparse.ArgumentParser):
@@ -30,18 +34,21 @@ def add_arguments(p: argparse.ArgumentParser):
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            p.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=None,
-                           metavar="BOOL", help=f"default {f.default}")
-            continue
-        kind = {"int": int, "float": float}.get(str(f.type), str)
-        p.add_argument(flag, type=kind, default=None, choices=CHOICES.get(f.name),
-                       help=f"default {f.default}")
+            p.add_argument(flag, type=boolean, default=None, metavar="BOOL", help=f"default {f.default}")
+        elif f.name in RANGES:
+            lo, hi, *_ = RANGES[f.name]
+            p.add_argument(flag, type=_flag_type(f.name), default=None, help=f"default {f.default} ({lo:g} to {hi:g})")
+        else:
+            p.add_argument(flag, default=None, choices=CHOICES.get(f.name), help=f"default {f.default}")
 
 
 def out_path(out: str):
-    if "/" in out or out.endswith(".safetensors"):
-        return out
-    return checkpoints_dir() / f"{out}.safetensors"
+    """Where --out saves: a bare name in checkpoints/, else the path as given; unwritable ones fail now,
+    not at the first save after the run."""
+    if not out.strip() or out.strip().startswith("."):
+        raise CLIError(f"--out {out!r}: give a checkpoint name (letters, digits, -) or a .safetensors path")
+    path = out if "/" in out or out.endswith(".safetensors") else checkpoints_dir() / f"{out}.safetensors"
+    return check_writable(path, "--out")
 
 
 def resumed_config(resume: str | None) -> dict:
@@ -53,21 +60,28 @@ def resumed_config(resume: str | None) -> dict:
     return read_metadata(resolve_checkpoint(resume)).get("train_config", {})
 
 
-_STOP = {"asked": False}  # a signal arrived (a rank's collective can then fail first: see main)
+# asked: a signal arrived (a rank's collective can then fail first: see train). saving: the run is being
+# saved and ends next, so a signal changes nothing (a second Ctrl-C must not cut the save short).
+_STOP = {"asked": False, "saving": False}
 
 
 def _interrupt(signum, frame):
+    if _STOP["asked"] or _STOP["saving"]:
+        print("\nsaving first; a moment", file=sys.stderr)
+        _STOP["asked"] = True
+        return
     _STOP["asked"] = True
     raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def save_on_signals():
-    """SIGINT and SIGTERM both stop training with a save. Set explicitly because a shell starts a
-    background job (`... &`) with SIGINT ignored, and `kill` sends SIGTERM. The previous handlers
-    come back afterwards (main() also runs inside other programs, such as the tests)."""
+    """SIGINT and SIGTERM both stop training with a save; only the first one interrupts, later ones
+    wait for that save. Set explicitly because a shell starts a background job (`... &`) with SIGINT
+    ignored, and `kill` sends SIGTERM. The previous handlers come back afterwards (main() also runs
+    inside other programs, such as the tests)."""
     sigs = (signal.SIGINT, signal.SIGTERM)
-    _STOP["asked"] = False
+    _STOP.update(asked=False, saving=False)
     previous = [signal.signal(sig, _interrupt) for sig in sigs]
     try:
         yield
@@ -113,7 +127,13 @@ def build_trainer(args) -> Trainer:
 
 def main(args) -> int:
     try:
+        out_path(args.out)  # before the corpus and the model: a run must not end unable to save
         return train(build_trainer(args))
+    except KeyboardInterrupt:  # while loading or building: no training step to save yet
+        print("\ninterrupted before training started: nothing saved", file=sys.stderr)
+        return 130
+    except FloatingPointError as e:  # the loss diverged (the last periodic save, if any, is kept)
+        raise CLIError(str(e)) from e
     finally:
         # The trainer (its DDP wrapper holds the gloo group) is unreachable here; collect it now so
         # gloo's threads are joined while the interpreter is whole, not during its finalisation,
@@ -134,28 +154,32 @@ def train(trainer) -> int:
     # In a log file (not a terminal) refresh rarely so logs stay readable.
     bar = tqdm(total=cfg.max_steps, initial=trainer.state["step"], unit="step", dynamic_ncols=True,
                mininterval=0.5 if sys.stderr.isatty() else 30, disable=not main_rank)
-    try:
-        with save_on_signals():
+    with save_on_signals():
+        try:
             _drive(trainer, bar)
-    except Exception:
-        # torchrun passes Ctrl-C to every rank; a rank whose peer stopped first fails in its
-        # all-reduce rather than in the signal handler, and rank 0 must still save.
-        if not (_STOP["asked"] and trainer.ranks.active):
-            raise
-        return _interrupted(trainer, bar)
-    except KeyboardInterrupt:
-        return _interrupted(trainer, bar)
-    bar.close()
-    if main_rank:
-        metrics = trainer.final_metrics()
-        path = trainer.save(metrics)
-        print(f"saved {path}: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
-    # Every rank leaves together (rank 0 last saved): none tears its group down under a peer still at work.
-    distributed.barrier(trainer.ranks)
+            # inside: a Ctrl-C during the held-out metrics (minutes on a large split) still saves
+            metrics = trainer.final_metrics() if main_rank else None
+        except Exception:
+            # torchrun passes Ctrl-C to every rank; a rank whose peer stopped first fails in its
+            # all-reduce rather than in the signal handler, and rank 0 must still save.
+            if not (_STOP["asked"] and trainer.ranks.active):
+                bar.close()  # now, or its last redraw would overwrite the error line printed next
+                raise
+            return _interrupted(trainer, bar)
+        except KeyboardInterrupt:
+            return _interrupted(trainer, bar)
+        _STOP["saving"] = True
+        bar.close()
+        if main_rank:
+            path = trainer.save(metrics)
+            print(f"saved {path}: " + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        # Every rank leaves together (rank 0 last saved): none tears its group down under a peer still at work.
+        distributed.barrier(trainer.ranks)
     return 0
 
 
 def _interrupted(trainer, bar) -> int:
+    _STOP["saving"] = True
     bar.close()
     if trainer.ranks.is_main:
         path = trainer.save()

@@ -93,11 +93,17 @@ def start_canvas(model, template: str, length: int, seed: int):
     return blank_canvas(length, model.config.mask_id, context)
 
 
+def default_for(names: list[str], fallback: str | None = None) -> str | None:
+    """The checkpoint a session opens unless told otherwise: `fallback` (the server's choice) when it
+    is one of `names`, else the project's default of them (runtime.checkpoints.default_checkpoint)."""
+    return fallback if fallback in names else checkpoints.default_checkpoint(names)
+
+
 def checkpoint_or_default(name: str | None, names: list[str], fallback: str | None = None) -> tuple[str | None, str]:
     """The checkpoint to open first and a notice ('' = none). A name that is not one of `names` (from
     a URL or a script: a path, a typo) is never opened: `fallback` (the server's choice) or the
     default is, with a notice saying why."""
-    default = fallback if fallback in names else checkpoints.default_checkpoint(names)
+    default = default_for(names, fallback)
     if not name or name in names:
         return name or default, ""
     instead = f"; showing {default} instead" if default else ""
@@ -168,6 +174,8 @@ class Session(param.Parameterized):
     error = param.String("", doc="A readable notice for the last failed action ('' = none)")
     model_info = param.Dict(default={})
     loaded = param.Integer(0, doc="Bumped once a model is loaded and the knobs fitted to it (its context...)")
+    unloaded = param.Boolean(False, doc="No model is loaded and none is loading: every one tried failed, or "
+                                        "there is none (`error` says why)")
 
     def __init__(self, checkpoint: str | None = None, device: str = "auto", dispatch=call_now, *,
                  fallback: str | None = None, **params):
@@ -190,6 +198,7 @@ class Session(param.Parameterized):
         self.tabs: dict = {}  # tab name -> its TabState (tabs/), filled when the app builds its tabs
         self.load_hooks: list = []  # hook(model) once a model is loaded, before `loaded` (urlstate.py)
         self._wanted, self._notice = checkpoint_or_default(checkpoint, names, fallback)
+        self._fallback, self._failed = fallback, set()  # what a failed first load falls back to (_open_instead)
         self.error = self._notice  # on the page from the start; set again once the default is loaded
 
     def sampler_config(self) -> SamplerConfig:
@@ -242,6 +251,7 @@ class Session(param.Parameterized):
         name = name or self.checkpoint or self._wanted
         if name is None:
             self.error = self._notice or "no checkpoints found in checkpoints/: train one with `python run.py train`"
+            self.unloaded = self.model is None
             return
         self.status = f"loading {name} …"
         self._loads.submit(lambda job: self._load_job(job, name), wait=wait)
@@ -258,7 +268,7 @@ class Session(param.Parameterized):
             # the message is made here: Python unbinds `e` when the except block ends, before a
             # served session's loop runs the callback
             message = f"could not load {name}: {e}"
-            self.dispatch(lambda: self._load_failed(job, message))
+            self.dispatch(lambda: self._load_failed(job, name, message))
             return
         self.dispatch(lambda: self._loaded(job, name, model, info))
 
@@ -288,23 +298,46 @@ class Session(param.Parameterized):
         finally:
             self.quiet = False
         notice, self._notice = self._notice, ""
-        self.status, self.error = f"{name} loaded", ""
+        self.status, self.error, self.unloaded = f"{name} loaded", "", False
         self.loaded += 1  # the tabs start their work (Explore: its first run, which may set a notice)
         if not self.error:
             self.error = notice  # e.g. why ?checkpoint= was not used, unless the first run's notice is shown
 
-    def _load_failed(self, job, message: str) -> None:
+    def _load_failed(self, job, name: str, message: str) -> None:
         """Keep the model that was loaded, and put the selector back on it so the page does not claim
-        the failed one is in use."""
+        the failed one is in use. With none loaded yet (the page's first load: a listed model whose
+        files are gone, a link to a broken file), open the default instead (_open_instead): a page
+        left without a model can do nothing at all."""
         if not self._loads.is_current(job):
             return
         self.quiet = True
         try:
-            self.checkpoint = self.model_info.get("name")
+            in_use = self.model_info.get("name")
+            if self.checkpoint != in_use:
+                self.checkpoint = in_use
+            if in_use is None:  # the selector adds any value set to its choices: "no model" is not one
+                self.param.checkpoint.objects = [n for n in self.param.checkpoint.objects if n is not None]
         finally:
             self.quiet = False
         notice, self._notice = self._notice, ""  # why this one was tried: still worth saying
-        self.fail(f"{notice}. {message}" if notice else message)
+        message = f"{notice}. {message}" if notice else message
+        if self.model is None and self._open_instead(name, message):
+            return
+        self.fail(message)
+        self.unloaded = self.model is None
+
+    def _open_instead(self, failed: str, message: str) -> bool:
+        """Load the default of the checkpoints not yet failed, `failed` being the latest, with a notice
+        that says what failed and what is shown instead; False when none is left to try."""
+        self._failed.add(failed)
+        left = [n for n in self.param.checkpoint.objects if n not in self._failed]
+        instead = default_for(left, self._fallback)
+        if instead is None:
+            return False
+        self._notice = f"{message}; showing {instead} instead"
+        self.error = self._notice  # on the page while it loads; shown again once it is loaded (_loaded)
+        self.load(instead)
+        return True
 
     @param.depends("fit_length", watch=True)
     def _fit_length(self):

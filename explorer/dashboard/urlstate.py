@@ -199,6 +199,9 @@ class UrlState(param.Parameterized):
     def _set(self, target, text: str) -> None:
         obj, name = target
         value = parse_value(obj.param[name], text)
+        check = getattr(obj, "check_link_value", None)
+        if check is not None:  # a tab's own reading of a value (Compare's columns: the sidebar's bounds)
+            check(name, value)
         old = getattr(obj, name)
         setattr(obj, name, value)
         if obj is self.state and name in KNOBS:  # knobs that are valid alone may clash (threshold + remask)

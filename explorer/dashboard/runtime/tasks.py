@@ -1,15 +1,19 @@
 """Background work of a session: a Job handle (cancel, done) and a Worker that runs one task at a time,
 the newest request winning. Every Worker is bound to a device: its tasks take turns there with the
-sampler runs of every session (queue.DeviceTurns) and run at the device queue's precision."""
+sampler runs of every session (queue.DeviceTurns) and run at the device queue's precision. A Worker
+given a session's share (limits.SessionShare) counts its jobs against that session's limit of queued
+work, and runs its tasks one at a time with the session's other background tasks."""
 from __future__ import annotations
 
 import logging
 import threading
+from contextlib import nullcontext
 from typing import Callable
 
 import param
 
-from .queue import DeviceTurns, SampleRequest, device_queue
+from .limits import LimitExceeded, SessionShare
+from .queue import DeviceTurns, SampleRequest, device_queue, release_free_memory
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,11 @@ class Job:
     def cancelled(self) -> bool:
         if self._turns is not None and threading.get_ident() == self._thread:
             self._turns.pause()
+        return self._cancel.is_set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether the job was cancelled, from any thread (unlike `cancelled`, never lends the device)."""
         return self._cancel.is_set()
 
     def cancel(self) -> None:
@@ -59,21 +68,39 @@ class Worker:
     Tasks are serialised by a lock so a superseded run has left the model before the next starts
     (it notices its cancel flag at its next step, within one model call). With `device`, tasks take
     turns on that device with the sampler runs of every session (module docstring); `enqueue` sends
-    a sampler run to the device's queue instead of running a task here."""
+    a sampler run to the device's queue instead of running a task here.
 
-    def __init__(self, name: str, device):
+    `share` (a session's limits.SessionShare): each new job is admitted against the session's limit
+    of jobs queued or running (LimitExceeded, nothing cancelled, when it has its share going), and
+    the tasks run one at a time with the session's other Workers' tasks: a session holds the working
+    memory of one sweep at a time, not one per tab."""
+
+    def __init__(self, name: str, device, share: SessionShare | None = None):
         if device is None:  # unbound work would skip the runs' turns and the precision (issue 13)
             raise ValueError(f"Worker {name!r} needs a device: its tasks take turns there with the runs")
         self.name = name
         self.device = device
+        self.share = share
         self.current: Job | None = None
         self._lock = threading.Lock()
 
-    def submit(self, task: Callable[[Job], None], *, wait: bool = False) -> Job:
-        """Cancel the running task, then run `task(job)`: on a daemon thread, or here if `wait`."""
-        self.cancel()
+    def new_job(self) -> Job:
+        """The next job: admitted against the session's share (LimitExceeded before anything is cancelled),
+        then the current one cancelled: the new one replaces it."""
         job = Job(self.name)
+        if self.share is not None:
+            self.share.admit(job, replacing=self.current)
+        self.cancel()
         self.current = job
+        return job
+
+    def submit(self, task: Callable[[Job], None], *, wait: bool = False) -> Job:
+        """Cancel the running task, then run `task(job)`: on a daemon thread, or here if `wait`.
+        Raises LimitExceeded (the running task left alone) when the session has its share of jobs going."""
+        return self.start(self.new_job(), task, wait=wait)
+
+    def start(self, job: Job, task: Callable[[Job], None], *, wait: bool = False) -> Job:
+        """Run `task(job)` for a job made by new_job (submit's second half)."""
         if wait:
             self._run(task, job)
         else:
@@ -81,12 +108,12 @@ class Worker:
                              daemon=True).start()
         return job
 
-    def enqueue(self, make_request: Callable[[Job], SampleRequest], *, wait: bool = False) -> Job:
+    def enqueue(self, make_request: Callable[[Job], SampleRequest], *, wait: bool = False,
+                job: Job | None = None) -> Job:
         """Cancel the current job, then queue `make_request(job)` on the device's shared queue;
-        with `wait`, return once it has finished (done, failed or stopped)."""
-        self.cancel()
-        job = Job(self.name)
-        self.current = job
+        with `wait`, return once it has finished (done, failed or stopped). LimitExceeded as submit.
+        job: one new_job already made (and admitted) for it."""
+        job = job or self.new_job()
         queue = device_queue(self.device)
         queue.submit(make_request(job))
         if wait:
@@ -96,12 +123,20 @@ class Worker:
         return job
 
     def _run(self, task, job: Job) -> None:
+        ran = False
         with self._lock:
             try:
-                if not job.cancelled:
-                    self._run_on_device(task, job)
+                with self.share.turn if self.share is not None else nullcontext():  # one task of the session at a time
+                    if not job.cancelled:
+                        ran = True
+                        self._run_on_device(task, job)
             finally:
                 job.done.set()
+        if ran:
+            # A sweep's working memory (its rows' logits under way) is freed now, but glibc keeps it in
+            # the arena of this thread, and the next task's thread may use another: without a trim, RSS
+            # tracked the largest sweep every arena had seen.
+            release_free_memory()
 
     def _run_on_device(self, task, job: Job) -> None:
         queue = device_queue(self.device)
@@ -147,15 +182,26 @@ class Task(param.Parameterized):
     result = param.Parameter(default=None)
     running = param.Boolean(False)
 
-    def __init__(self, name: str, device, dispatch: Callable, **params):
+    def __init__(self, name: str, device, dispatch: Callable, share: SessionShare | None = None, **params):
         super().__init__(**params)
         self.label = name
-        self.worker = Worker(name, device)
+        self.worker = Worker(name, device, share)
         self.dispatch = dispatch
 
-    def start(self, work: Callable, *, status: str = "starting …", wait: bool = False) -> Job:
+    def start(self, work: Callable, *, status: str = "starting …", wait: bool = False,
+              admitted: Callable[[], None] | None = None) -> Job | None:
+        """Run `work` (superseding the task's work in progress); None, with the reason as `error` and
+        the work in progress left alone, when the session has its share of jobs going (limits.py).
+        admitted(): called once the work is let in, before it starts (e.g. to clear the old result)."""
+        try:
+            job = self.worker.new_job()
+        except LimitExceeded as e:
+            self.error = str(e)
+            return None
+        if admitted is not None:
+            admitted()
         self.param.update(progress=0, running=True, error="", status=status)
-        return self.worker.submit(lambda job: self._run(job, work), wait=wait)
+        return self.worker.start(job, lambda job: self._run(job, work), wait=wait)
 
     def _run(self, job: Job, work: Callable) -> None:
         def report(done: int, total: int, text: str | None = None) -> None:

@@ -34,27 +34,48 @@ def quality_text(info: dict) -> str:
     return "NELBO not recorded"
 
 
-def header_html(info: dict, device: str, status: str) -> str:
+def header_html(info: dict, device: str, status: str, *, failed: bool = False, run: int | None = None) -> str:
+    """The header line (HTML; every value escaped).
+
+    info: the loaded model's checkpoints.describe ({} = none loaded); status: what the session is doing.
+    failed: nothing could be loaded (the notice says why): the line says no model is loaded rather
+    than still loading. run: the number of the finished run whose result the page shows, as the
+    line's `data-run` (not drawn): it tells one run's end from the one before even when both end
+    with the same status (benchmarks/load_test.py waits for it)."""
+    start = '<span class="hdr">' if run is None else f'<span class="hdr" data-run="{int(run)}">'
     if not info:
-        return f'<span class="hdr">loading model … · device <b>{html.escape(device)}</b></span>'
+        doing = html.escape(status) if status else "no model loaded" if failed else "loading model …"
+        return f"{start}{doing} · device <b>{html.escape(device)}</b></span>"
     parts = [f"<b>{html.escape(info['name'])}</b> ({html.escape(info['kind'])}, {html.escape(str(info['corpus']))})",
              _size(info["n_params"]), quality_text(info), f"device <b>{html.escape(device)}</b>"]
     if status:
         parts.append(f"<i>{html.escape(status)}</i>")
-    return '<span class="hdr">' + " · ".join(parts) + "</span>"
+    return start + " · ".join(parts) + "</span>"
 
 
 class HeaderView(StateView):
-    """One line of facts about the model and the sampler's device (`state`: the session)."""
+    """One line of facts about the model and the sampler's device (`state`: the session, its Explore
+    tab's state already in state.tabs when there is one: its finished run is the line's `run`)."""
 
     def __init__(self, **params):
         super().__init__(**params)
         self.pane = pn.pane.HTML("", sizing_mode="stretch_width", name="header", css_classes=["dashboard-header"])
+        self._explore = self.state.tabs.get("Explore")
+        if self._explore is not None:
+            # when a run's result is in (or cleared as the next one starts), whether or not the
+            # status text changes with it
+            self.on(self._explore, ["trajectory"], self._render)
         self._render()
 
-    @param.depends("state.model_info", "state.status", "state.presentation", watch=True)
+    def _run(self) -> int | None:
+        """The run number of the result shown (Explore's run_id, bumped as each run starts), or None."""
+        explore = self._explore
+        return explore.run_id if explore is not None and explore.trajectory is not None else None
+
+    @param.depends("state.model_info", "state.status", "state.unloaded", "state.presentation", watch=True)
     def _render(self):
-        self.pane.object = header_html(self.state.model_info, self.state.device_name, self.state.status)
+        s = self.state
+        self.pane.object = header_html(s.model_info, s.device_name, s.status, failed=s.unloaded, run=self._run())
         # wraps rather than runs off the header bar in presentation mode
         self.pane.styles = {"font-size": FONT[self.state.presentation]["base"], "white-space": "normal",
                             "line-height": "1.25"}

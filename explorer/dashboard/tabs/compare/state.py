@@ -22,8 +22,11 @@ from ....experiments import sample_kind, score_samples
 from ....metrics import ref_distance
 from ...frames import Frames, glyph_table
 from ...runtime import checkpoints
+from ...runtime import cache
+from ...runtime.limits import call_seconds, run_bytes, run_calls
 from ...runtime.tasks import Task, TaskCancelled
-from ...session import sample_canvas, start_canvas
+from ...session import Session, expected_rows, rows_known, sample_canvas, start_canvas
+from ...urlstate import parse_value
 from ..base import TabState
 
 log = logging.getLogger(__name__)
@@ -47,9 +50,14 @@ METRIC_LABELS = {"gen_ppl": "gen-PPL", "entropy": "entropy", "word_validity": "w
                  "ref_distance": "distance to held-out text"}  # metrics.ref_distance: what ranks text
 
 
-def parse_overrides(spec: str) -> dict:
+def parse_overrides(spec: str, knobs=None) -> dict:
     """`'strategy=random, steps=12'` -> {'strategy': 'random', 'steps': 12}; ValueError if malformed.
-    Only knob names and types are checked here; values are checked by SamplerConfig."""
+
+    knobs: the sidebar's parameters (a session's `param`; default the Session class's). Each value is
+    read as the link reads that knob (urlstate.parse_value), within the sidebar's bounds and choices:
+    a column asks for nothing the slider cannot (`steps=4096` is refused as `?steps=4096` is). Knobs
+    that clash (threshold with revision) are checked by SamplerConfig."""
+    knobs = Session.param if knobs is None else knobs
     out = {}
     for item in spec.replace(",", " ").split():
         key, eq, value = item.partition("=")
@@ -58,10 +66,13 @@ def parse_overrides(spec: str) -> dict:
             raise ValueError(f"{item!r} is not knob=value (e.g. steps=8)")
         if key not in OVERRIDES:
             raise ValueError(f"unknown knob {key!r} in {spec!r}; use one of {', '.join(OVERRIDES)}")
+        if key == "model":
+            out[key] = value
+            continue
         try:
-            out[key] = OVERRIDES[key](value)
-        except ValueError:
-            raise ValueError(f"{key} must be a number, got {value!r}") from None
+            out[key] = parse_value(knobs[key], value)
+        except ValueError as e:
+            raise ValueError(f"{key}={value}: {e} (as the sidebar's {knobs[key].label})") from None
     if out.get("model", "session") not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}, got {out['model']!r}")
     return out
@@ -162,6 +173,9 @@ class Plan:
     template: str
     length: int
     seed: int
+    calls: int = 0  # model calls of every column (limits.py: what the server allows a request)
+    seconds: float = 0.0  # what they should take here
+    nbytes: int = 0  # memory its columns' trajectories and frames keep
 
 
 def run_column(job, plan: Plan, column: Column, judge) -> dict:
@@ -187,14 +201,15 @@ class CompareTask(Task):
     result is the list of column results, each filled in (on the UI thread) as soon as its column is
     sampled and None until then, so the columns appear one by one."""
 
-    def begin(self, plan: Plan, *, wait: bool = False) -> None:
-        """Run every column of `plan`, superseding a comparison in progress."""
-        # cancelled first: a late column of the previous comparison must not land in the new list
-        self.worker.cancel()
+    def begin(self, plan: Plan, *, wait: bool = False) -> bool:
+        """Run every column of `plan`, superseding a comparison in progress; False (the reason in
+        `error`, the comparison shown left alone) when the session has its share of work going."""
         n = len(plan.columns)
-        self.result = [None] * n
-        self.start(lambda job, report: self._work(job, report, plan), wait=wait,
-                   status=f"sampling {n} configurations …")
+        # the new job replaces the current one before the list is cleared: a late column of the
+        # previous comparison is no longer current, so it cannot land in the new list
+        return self.start(lambda job, report: self._work(job, report, plan), wait=wait,
+                          status=f"sampling {n} configurations …",
+                          admitted=lambda: setattr(self, "result", [None] * n)) is not None
 
     def _work(self, job, report, plan: Plan) -> list:
         """Every column in turn (worker thread); a column that fails says why and the others still run."""
@@ -251,7 +266,8 @@ class CompareState(TabState):
     def __init__(self, session, **params):
         super().__init__(session, **params)
         # the session's dispatch is read when called: the app installs the document's after building
-        self.task = CompareTask("compare", session.device, lambda callback: self.session.dispatch(callback))
+        self.task = CompareTask("compare", session.device, lambda callback: self.session.dispatch(callback),
+                                session.share)  # its jobs count against the session's limits (limits.py)
         self._quiet = False
         self.param.watch(self._columns_set, "columns")
         try:
@@ -284,7 +300,7 @@ class CompareState(TabState):
         parsed = []
         for i, spec in enumerate(specs):
             try:
-                parsed.append(parse_overrides(spec))
+                parsed.append(parse_overrides(spec, self.session.param))
             except ValueError as e:
                 raise ValueError(f"column {i + 1}: {e}") from None
         return parsed
@@ -369,20 +385,31 @@ class CompareState(TabState):
         configs = column_configs(s.sampler_config(), parsed)
         columns = tuple(Column(column_label(o), o, c) for o, c in zip(parsed, configs))
         judge = checkpoints.find_judge(s.model, s.param.checkpoint.objects)
-        return Plan(s.model, s.model_info.get("name", "?"), columns, s.canvas(), judge, s.prompt_template(),
-                    s.length, s.seed)
+        canvas = s.canvas()
+        rows = [_column_rows(s.model, column, canvas) for column in columns]
+        calls = sum(run_calls(r, c.config.cfg_scale > 0) for r, c in zip(rows, columns))
+        name = s.model_info.get("name", "?")
+        seconds = calls * call_seconds(s.model_info.get("n_params", 0), canvas.length, rate=cache.SWEEP_RATES.get(name))
+        return Plan(s.model, name, columns, canvas, judge, s.prompt_template(), s.length, s.seed, calls, seconds,
+                    sum(run_bytes(r + 1, canvas.length) for r in rows))
 
-    def start(self, *, wait: bool = False) -> bool:
-        """Run every column (superseding a comparison in progress); False with a notice when invalid,
-        the previous results kept."""
+    def start(self, *, wait: bool = False, by_itself: bool = False) -> bool:
+        """Run every column (superseding a comparison in progress); False with a notice when invalid or
+        over the server's limits (limits.py), the previous results kept. by_itself: not a click (a
+        link opening the tab): a comparison over the auto-start limit waits for the Run button."""
+        share = self.session.share
         try:
             plan = self.plan()
-        except ValueError as e:
+            share.limits.check_calls("this comparison", plan.calls)
+            if by_itself and not share.limits.starts_by_itself(plan.seconds):
+                self.error = share.limits.waiting_note(plan.calls, plan.seconds)
+                return False
+            share.reserve("compare", plan.nbytes, "this comparison")
+        except ValueError as e:  # LimitExceeded too
             self.error = str(e)
             return False
         self.param.update(error="", base_info=self._describe_base(plan), run_id=self.run_id + 1)
-        self.task.begin(plan, wait=wait)
-        return True
+        return self.task.begin(plan, wait=wait)
 
     def _describe_base(self, plan: Plan) -> str:
         cfg = self.session.sampler_config()
@@ -407,12 +434,28 @@ class CompareState(TabState):
     def on_model_changed(self) -> None:
         """Results of another model no longer describe this one."""
         self.task.clear()
+        self.session.share.release("compare")
         self.base_info = ""
 
     def on_shown(self) -> None:
-        """Opening the tab (or a link to it) shows the comparison: run it once if nothing is shown."""
+        """Opening the tab (or a link to it) shows the comparison: run it once if nothing is shown,
+        unless it costs more than a link may start by itself (then its estimate waits for Run)."""
         if not self.running and not any(self.results):
-            self.start()
+            self.start(by_itself=True)
+
+    def check_link_value(self, name: str, value) -> None:
+        """A link's columns are read as a typed edit is (urlstate.UrlState: refused with the link's notice)."""
+        if name == "columns":
+            self.overrides(value)
 
     def close(self) -> None:
         self.task.close()
+        self.session.share.release("compare")
+
+
+def _column_rows(model, column: Column, canvas) -> int:
+    """Model calls a column's run makes at most (before guidance): its steps; a threshold run's or the
+    AR baseline's, a call per generated position."""
+    if column.overrides.get("model") == "ar" or not rows_known(model, column.config):
+        return max(canvas.n_generate, 1)
+    return expected_rows(model, column.config, canvas) - 1

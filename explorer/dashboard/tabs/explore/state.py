@@ -24,6 +24,7 @@ from ...runtime import checkpoints
 from ...runtime.cache import SWEEPS
 from ...runtime.confidence import mean_confidence_table
 from ...runtime.dispatch import Later, call_later
+from ...runtime.limits import call_seconds, run_bytes, run_calls, sweep_size, table_bytes
 from ...runtime.queue import SampleRequest
 from ...runtime.tasks import Task, TaskCancelled, Worker
 from ...session import KNOBS, expected_rows, rows_known, run_template, sample_canvas
@@ -140,11 +141,12 @@ class ExploreState(TabState):
         params.setdefault("sweep_auto", auto_sweep_default())  # `serve --no-auto-sweep` turns it off for all
         super().__init__(session, **params)
         self.frames = None
-        self._runs = Worker("run", device=session.device)  # runs go to the device's shared queue
+        share = session.share  # every job and result counts against the session's limits (limits.py)
+        self._runs = Worker("run", session.device, share)  # runs go to the device's shared queue
         # quality vs steps: (table, summary); the mean per-position confidence at t: a DataFrame
-        self.quality = Task("quality sweep", session.device, session.dispatch)
-        self.confidence = Task("mean confidence", session.device, session.dispatch)
-        self.samples = Task("more samples", session.device, session.dispatch)  # texts of one batched run
+        self.quality = Task("quality sweep", session.device, session.dispatch, share)
+        self.confidence = Task("mean confidence", session.device, session.dispatch, share)
+        self.samples = Task("more samples", session.device, session.dispatch, share)  # texts of one batched run
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._shown_at = self._begun_at = 0.0  # when n_rows last ticked; when the device began the run
         self._starting = None  # (job, frames, header line) of a run begun on the device, not yet shown
@@ -166,6 +168,8 @@ class ExploreState(TabState):
         try:
             config = s.sampler_config()
             canvas = s.canvas()
+            self._admit_run(s.model, config, canvas)
+            job = self._runs.new_job()  # refused (LimitExceeded) when the session has its share going
         except ValueError as e:
             s.error = str(e)
             return False
@@ -173,8 +177,16 @@ class ExploreState(TabState):
         self._cancel_sweep()
         model = s.model
         self._waiting.schedule(START_GRACE, lambda: setattr(s, "status", "waiting for the device …"))
-        self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), wait=wait)
+        self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), wait=wait, job=job)
         return True
+
+    def _admit_run(self, model, config, canvas) -> None:
+        """The run's model calls and recorded rows against the server's limits (LimitExceeded): the
+        sidebar bounds them, but the operator may set the limits lower."""
+        rows = expected_rows(model, config, canvas) - 1 if rows_known(model, config) else canvas.n_generate
+        share = self.session.share
+        share.limits.check_calls("this run", run_calls(max(rows, 1), config.cfg_scale > 0))
+        share.reserve("explore.run", run_bytes(rows + 1, canvas.length), "this run")
 
     def _run_request(self, job, model, config, canvas) -> SampleRequest:
         """This session's run for the device queue; its callbacks run on the device thread and hand
@@ -307,7 +319,7 @@ class ExploreState(TabState):
             cached = False
         estimate = self.sweep_estimate(traj)
         if cached or estimate <= AUTO_SWEEP_SECONDS or not self.sweep_strategies:
-            self.start_sweep()
+            self.start_sweep(by_itself=True)
             return
         self.quality.clear()
         self.quality.status = (f"not computed after this run: about {estimate:.0f} s of model calls on this "
@@ -362,6 +374,7 @@ class ExploreState(TabState):
         self._judge_name = checkpoints.find_judge(s.model, s.param.checkpoint.objects) if s.model else None
         self.confidence.clear()
         self.quality.clear()
+        s.share.release("explore.quality")
         if s.model_info.get("n_params", 0) > AUTO_RUN_MAX_PARAMS and s.device.type == "cpu":
             self.auto_run = False  # a big model on a CPU: sample when asked, not per knob
         self._refresh_mean_confidence()
@@ -395,8 +408,10 @@ class ExploreState(TabState):
         return (s.model_info.get("name"), mtime, tuple(sorted(cfg.items())), s.length, s.template, s.chat,
                 tuple(self.sweep_strategies), self.sweep_samples, self._judge_name)
 
-    def start_sweep(self, *, wait: bool = False) -> bool:
-        """Show the cached sweep for these knobs, or compute it in the background."""
+    def start_sweep(self, *, wait: bool = False, by_itself: bool = False) -> bool:
+        """Show the cached sweep for these knobs, or compute it in the background. Refused, with a
+        notice, over the server's limits (limits.py). by_itself: not a click on Compute (after a run,
+        a knob of the sweep changed): a sweep over the auto-start limit says so and waits for Compute."""
         s = self.session
         if s.model is None or not self.sweep_strategies:
             return False
@@ -405,18 +420,44 @@ class ExploreState(TabState):
             return False
         try:
             key, config, canvas = self.sweep_key(), s.sampler_config(), s.canvas()
-        except ValueError as e:
+            cached = SWEEPS.get(key)
+            if cached is not None:
+                self.quality.show(cached, "from cache")
+                return True
+            template = s.prompt_template() or None  # as typed (stripped as start_canvas strips it)
+            if not self._admit_sweep(config, canvas, template, by_itself):
+                return False
+        except ValueError as e:  # LimitExceeded too
             self.quality.error = str(e)
             return False
-        cached = SWEEPS.get(key)
-        if cached is not None:
-            self.quality.show(cached, "from cache")
-            return True
-        # the template as typed (stripped as start_canvas strips it): the sweep parses it as the sampler does
-        args = (s.model, config, canvas, s.prompt_template() or None, list(self.sweep_strategies),
-                self.sweep_samples, s.seed, key)
-        self.quality.start(lambda job, report: self._sweep(job, report, *args), status="computing …", wait=wait)
+        args = (s.model, config, canvas, template, list(self.sweep_strategies), self.sweep_samples, s.seed, key)
+        return self.quality.start(lambda job, report: self._sweep(job, report, *args), status="computing …",
+                                  wait=wait) is not None
+
+    def _admit_sweep(self, config, canvas, template, by_itself: bool) -> bool:
+        """The sweep's model calls and table against the server's limits (LimitExceeded); False, with
+        the estimate as the panel's status, when it is too large to start `by_itself`."""
+        share, n = self.session.share, self.sweep_samples
+        with_ar = self._judge_name is not None and template is None  # as _sweep samples it
+        vary = {"steps": sweep_grid(canvas.n_generate), "strategy": list(self.sweep_strategies)}
+        calls, samples = sweep_size(vary, n, canvas.length, config, ar=with_ar)
+        share.limits.check_calls("this quality sweep", calls)
+        if by_itself:
+            seconds = self._sweep_seconds(calls, canvas.length)
+            if not share.limits.starts_by_itself(seconds):
+                self.quality.clear()
+                self.quality.status = share.limits.waiting_note(calls, seconds, "Compute")
+                return False
+        share.reserve("explore.quality", table_bytes(samples + 16, canvas.length), "this quality sweep")  # + reference
         return True
+
+    def _sweep_seconds(self, calls: int, length: int) -> float:
+        """What a sweep of `calls` model calls (counted per sample) should take: at the last run's pace
+        per call (sweep_estimate says why that holds on a CPU), else at the model's size."""
+        traj = self.trajectory
+        if traj is not None and traj.nfe:
+            return calls * traj.seconds / max(traj.nfe * traj.batch_size, 1)
+        return calls * call_seconds(self.session.model_info.get("n_params", 0), length)
 
     def _sweep(self, job, report, model, config, canvas, template, strategies, n_samples, seed, key):
         """The Task's work (on its worker): experiments.sweep over steps x strategies, then cached."""
@@ -450,12 +491,14 @@ class ExploreState(TabState):
             if s.model is None:
                 raise ValueError("no model is loaded yet")
             model, config, canvas, n = s.model, s.sampler_config(), s.canvas(), self.more_n
-        except ValueError as e:
+            rows = expected_rows(model, config, canvas) - 1 if rows_known(model, config) else canvas.n_generate
+            s.share.limits.check_calls(f"{n} samples", run_calls(max(rows, 1), config.cfg_scale > 0) * n)
+            s.share.reserve("explore.samples", table_bytes(n, canvas.length), f"{n} samples")
+        except ValueError as e:  # LimitExceeded too
             self.samples.error = str(e)
             return False
         work = lambda job, report: sample_canvas(model, config, canvas, batch_size=n, record=False).texts()  # noqa: E731
-        self.samples.start(work, status=f"sampling {n} …", wait=wait)
-        return True
+        return self.samples.start(work, status=f"sampling {n} …", wait=wait) is not None
 
     @param.depends("compute_sweep", watch=True)
     def _compute_clicked(self):
@@ -469,7 +512,7 @@ class ExploreState(TabState):
     def _sweep_knobs_changed(self):
         self._cancel_sweep()
         if self.sweep_auto and not self.running:
-            self.start_sweep()
+            self.start_sweep(by_itself=True)  # a link sets these too: a large sweep waits for Compute
 
     def close(self) -> None:
         """Cancel the run and the background work; drop this session's rows now (30 closed tabs of
@@ -477,4 +520,7 @@ class ExploreState(TabState):
         self._runs.cancel()
         self.quality.close()
         self.confidence.close()
+        self.samples.close()
         self.frames = None
+        for slot in ("explore.run", "explore.quality", "explore.samples"):
+            self.session.share.release(slot)

@@ -30,23 +30,34 @@ from ....experiments import (
 )
 from ....sampling.config import SCHEDULES, STRATEGIES
 from ...runtime import cache, checkpoints
+from ...runtime.limits import CALL_OVERHEAD_S, FLOPS_GUESS, sweep_size, table_bytes
 from ...runtime.tasks import Task, TaskCancelled
+from ...session import Session
+from ...urlstate import parse_value
 from ..base import TabState
 
 SPEED_METRICS = ("tokens_per_s", "ms_per_sample")
+SECTIONS = {"sweep": "sweep", "grid": "quality grid", "temps": "temperature comparison"}  # plan tag -> its name
 SIDEBAR_KNOBS = ("temperature", "top_p", "top_k", "strategy", "block_length", "remask", "length", "seed", "template")
-CALL_OVERHEAD_S = 0.0015  # fixed cost of one model call on a CPU (python, kernel launches), measured
-FLOPS_GUESS = 5e10  # CPU FLOP/s before this machine has timed a sweep of the checkpoint
 
 
-def parse_list(text: str, kind, name: str, *, allow_none: bool = False) -> list:
-    """'1, 2,4' -> [1, 2, 4]; ValueError naming the field for anything else ('none' where allowed)."""
+def parse_list(text: str, kind, name: str, *, allow_none: bool = False, knob=None) -> list:
+    """'1, 2,4' -> [1, 2, 4]; ValueError naming the field for anything else ('none' where allowed).
+    knob: the sidebar's parameter the values stand for (Session.param.steps ...): each is read as a
+    link reads that knob (urlstate.parse_value), within its bounds, so a grid asks for no step count
+    or temperature the sidebar's slider cannot."""
     out = []
     for item in (s.strip() for s in str(text).split(",")):
         if not item:
             continue
         if allow_none and item.lower() == "none":
             out.append(None)
+            continue
+        if knob is not None:
+            try:
+                out.append(parse_value(knob, item))
+            except ValueError as e:
+                raise ValueError(f"{name}: {e} (as the sidebar's {knob.label.lower()})") from None
             continue
         try:
             value = kind(item)
@@ -73,6 +84,8 @@ class Plan:
     key: tuple
     calls: int
     seconds: float
+    work: int = 0  # model calls counted per sample (limits.py: what the server allows a request)
+    nbytes: int = 0  # memory its table keeps
 
 
 def expected_cost(n_params: int, cells: list[dict], n: int, length: int, with_ar: bool, judge: bool,
@@ -119,8 +132,8 @@ class SweepTask(Task):
     stop = param.Event(label="Stop")
     estimate = param.String("", doc="The expected cost of the next run (or 'cached')")
 
-    def __init__(self, name: str, device, dispatch, starter, **params):
-        super().__init__(name, device, dispatch, **params)
+    def __init__(self, name: str, device, dispatch, starter, share=None, **params):
+        super().__init__(name, device, dispatch, share, **params)
         self.starter = starter
         self._started, self._where = 0.0, ""  # set by submit (UI thread) and _work (its worker), read by done_status
 
@@ -138,10 +151,14 @@ class SweepTask(Task):
             self.show(cached, "from cache")
         return cached is not None
 
-    def submit(self, plan: Plan, *, wait: bool = False) -> None:
+    def submit(self, plan: Plan, *, wait: bool = False) -> bool:
+        """Run `plan` in the background; False (the reason in `error`) when the session has its share
+        of work going."""
+        if self.start(lambda job, report: self._work(job, report, plan), wait=wait,
+                      status=f"starting ({format_cost(plan.calls, plan.seconds)}) …") is None:
+            return False
         self.estimate, self._started = "", time.monotonic()
-        self.start(lambda job, report: self._work(job, report, plan), wait=wait,
-                   status=f"starting ({format_cost(plan.calls, plan.seconds)}) …")
+        return True
 
     def _work(self, job, report, plan: Plan):
         """The sweep, on the Dask cluster the server was started with (serve --scheduler) or here."""
@@ -216,7 +233,8 @@ class SweepTabState(TabState):
     grid_steps = param.String("1,3,5,10,20", label="Grid steps", doc="Step counts of the quality grid's columns")
     grid_samples = param.Integer(4, bounds=(1, 16), label="Grid rows", doc="Samples per step count")
     temp_values = param.String("0.3,0.7,1.0,1.5", label="Temperatures", doc="Temperatures compared (seed 001)")
-    temp_steps = param.Integer(12, bounds=(1, 256), label="Steps", doc="Denoising steps of every sample")
+    temp_steps = param.Integer(12, bounds=Session.param.steps.bounds, label="Steps",  # the sidebar's bounds
+                               doc="Denoising steps of every sample")
     temp_samples = param.Integer(3, bounds=(1, 16), label="Samples each")
     note = param.String("", doc="What this model cannot do here (no AR baseline, not a diffusion model)")
 
@@ -226,10 +244,10 @@ class SweepTabState(TabState):
     def __init__(self, session, **params):
         super().__init__(session, **params)
         dispatch = lambda callback: self.session.dispatch(callback)  # noqa: E731  read when called
-        device = session.device
-        self.main = SweepTask("sweep", device, dispatch, self.start_sweep)
-        self.grid = SweepTask("quality grid", device, dispatch, self.start_grid)
-        self.temps = SweepTask("temperature comparison", device, dispatch, self.start_temps)
+        device, share = session.device, session.share
+        self.main = SweepTask("sweep", device, dispatch, self.start_sweep, share)
+        self.grid = SweepTask("quality grid", device, dispatch, self.start_grid, share)
+        self.temps = SweepTask("temperature comparison", device, dispatch, self.start_temps, share)
         self._judge = None
         # the sidebar's knobs are part of every sweep's base config: new estimate, maybe a cached result
         session.param.watch(lambda *events: self.refresh_all(), list(SIDEBAR_KNOBS))
@@ -249,10 +267,13 @@ class SweepTabState(TabState):
             raise ValueError("no model is loaded yet")
         if model.config.kind != "diffusion":
             raise ValueError("sweeps compare diffusion samplers: pick a diffusion checkpoint in the sidebar")
-        cells = sweep_cells(base, vary)
         canvas = self.session.canvas()
         template = self.session.prompt_template() or None
         with_ar = with_ar and self._judge is not None and template is None
+        # the size from the lists' lengths, refused before a huge grid's cells are built (limits.py)
+        work, samples = sweep_size(vary, n, canvas.length, base, ar=with_ar)
+        self.session.share.limits.check_calls(f"this {SECTIONS[tag]}", work)
+        cells = sweep_cells(base, cells_from_vary(vary))
         name = self.session.model_info.get("name")
         path = getattr(model, "path", None)
         mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
@@ -260,31 +281,35 @@ class SweepTabState(TabState):
                tuple(sorted(base.to_dict().items())), canvas.length, template, self._judge, with_ar)
         calls, seconds = expected_cost(self.session.model_info.get("n_params", 0), cells, n, canvas.length,
                                        with_ar, self._judge is not None, cache.SWEEP_RATES.get(name), base.steps)
-        return Plan(model, cells, n, base, canvas.length, template, self._judge, with_ar, key, calls, seconds)
+        return Plan(model, cells, n, base, canvas.length, template, self._judge, with_ar, key, calls, seconds,
+                    work, table_bytes(samples, canvas.length))
 
     def sweep_plan(self) -> Plan:
         if not self.strategies or not self.schedules:
             raise ValueError("pick at least one strategy and one schedule")
-        steps = parse_list(self.steps_grid, int, "Steps grid")
-        temps = parse_list(self.temperatures, float, "Temperatures") or [float(self.session.temperature)]
-        thresholds = [t for t in parse_list(self.thresholds, float, "Thresholds", allow_none=True) if t is not None]
+        knobs = self.session.param
+        steps = parse_list(self.steps_grid, int, "Steps grid", knob=knobs.steps)
+        temps = parse_list(self.temperatures, float, "Temperatures", knob=knobs.temperature) \
+            or [float(self.session.temperature)]
+        thresholds = [t for t in parse_list(self.thresholds, float, "Thresholds", allow_none=True,
+                                            knob=knobs.threshold) if t is not None]
         if not steps:
             raise ValueError("Steps grid: give at least one step count, e.g. 1,2,4,8,16,32")
         vary = {"steps": steps, "strategy": list(self.strategies), "schedule": list(self.schedules),
                 "temperature": temps}
         if thresholds:  # None too: the scheduled curves stay, the thresholds join them
             vary["threshold"] = [None, *thresholds]
-        return self._plan(cells_from_vary(vary), self.samples, self._base(), "sweep", self.include_ar)
+        return self._plan(vary, self.samples, self._base(), "sweep", self.include_ar)
 
     def grid_plan(self) -> Plan:
-        steps = parse_list(self.grid_steps, int, "Grid steps")
+        steps = parse_list(self.grid_steps, int, "Grid steps", knob=self.session.param.steps)
         if not steps:
             raise ValueError("Grid steps: give at least one step count, e.g. 1,3,5,10,20")
         strategy = self.strategies[0] if self.strategies else "confidence"
         return self._plan({"steps": steps}, self.grid_samples, self._base(strategy=strategy), "grid", False)
 
     def temps_plan(self) -> Plan:
-        temps = parse_list(self.temp_values, float, "Temperatures")
+        temps = parse_list(self.temp_values, float, "Temperatures", knob=self.session.param.temperature)
         if not temps:
             raise ValueError("Temperatures: give at least one, e.g. 0.3,0.7,1.0,1.5")
         return self._plan({"temperature": temps}, self.temp_samples, self._base(steps=self.temp_steps), "temps",
@@ -292,21 +317,28 @@ class SweepTabState(TabState):
 
     # ------------------------------------------------------------------ running
 
-    def _start(self, task: SweepTask, planner, wait: bool) -> bool:
-        """Show the cached result for these knobs, or run the sweep in the background."""
+    def _start(self, task: SweepTask, planner, wait: bool, by_itself: bool = False) -> bool:
+        """Show the cached result for these knobs, or run the sweep in the background. Refused, with a
+        notice, over the server's limits (limits.py; the plan checks the model calls). by_itself: not
+        a click (a link opening the tab): a sweep over the auto-start limit shows its estimate and
+        waits for Run."""
+        share = self.session.share
         try:
             plan = planner()
-        except ValueError as e:
+            if task.show_cached(plan.key):
+                return True
+            if by_itself and not share.limits.starts_by_itself(plan.seconds):
+                task.estimate = share.limits.waiting_note(plan.work, plan.seconds)
+                return False
+            share.reserve(f"sweep.{plan.key[2]}", plan.nbytes, f"this {SECTIONS[plan.key[2]]}")
+        except ValueError as e:  # LimitExceeded too
             task.cancel()
             task.error = str(e)
             return False
-        if task.show_cached(plan.key):
-            return True
-        task.submit(plan, wait=wait)
-        return True
+        return task.submit(plan, wait=wait)
 
-    def start_sweep(self, *, wait: bool = False) -> bool:
-        return self._start(self.main, self.sweep_plan, wait)
+    def start_sweep(self, *, wait: bool = False, by_itself: bool = False) -> bool:
+        return self._start(self.main, self.sweep_plan, wait, by_itself)
 
     def start_grid(self, *, wait: bool = False) -> bool:
         return self._start(self.grid, self.grid_plan, wait)
@@ -352,6 +384,8 @@ class SweepTabState(TabState):
     def on_model_changed(self) -> None:
         for task in (self.main, self.grid, self.temps):
             task.clear()
+        for tag in SECTIONS:
+            self.session.share.release(f"sweep.{tag}")
         model, names = self.session.model, self.session.param.checkpoint.objects
         self._judge = checkpoints.find_judge(model, names) if model is not None else None
         self.refresh_all()
@@ -372,12 +406,24 @@ class SweepTabState(TabState):
 
     def on_shown(self) -> None:
         """Opening the tab (or a link to it) shows the main sweep: from the cache when these knobs were
-        swept before in this server, else computed now (its cost is on the page; Stop cancels)."""
+        swept before in this server, else computed now if it is small enough to start by itself
+        (limits.py), else its estimate waits for Run (its cost is on the page; Stop cancels)."""
         if self.session.model is not None and self.session.model.config.kind == "diffusion" \
                 and self.main.result is None and not self.main.running:
-            self.start_sweep()
+            self.start_sweep(by_itself=True)
+
+    def check_link_value(self, name: str, value) -> None:
+        """A link's lists are read as the plans read them (urlstate.UrlState: refused with the link's
+        notice): within the sidebar's bounds."""
+        knobs = self.session.param
+        lists = {"steps_grid": knobs.steps, "grid_steps": knobs.steps, "temperatures": knobs.temperature,
+                 "temp_values": knobs.temperature, "thresholds": knobs.threshold}
+        if name in lists:
+            parse_list(value, float, self.param[name].label, allow_none=name == "thresholds", knob=lists[name])
 
     def close(self) -> None:
         for task in (self.main, self.grid, self.temps):
             task.close()
+        for tag in SECTIONS:
+            self.session.share.release(f"sweep.{tag}")
 
