@@ -32,8 +32,9 @@ LO, HI = Session.param.steps.bounds  # the sidebar's Steps slider
 @pytest.fixture
 def limit(monkeypatch):
     """Set serving limits as `serve` hands them to sessions (its variables); the rest stay at their defaults."""
-    for variable in ENV.values():
-        monkeypatch.delenv(variable, raising=False)
+    for variable in ENV.values():  # set, then unset: monkeypatch then removes what a test (serve) sets
+        monkeypatch.setenv(variable, "")
+        monkeypatch.delenv(variable)
 
     def set_limits(**values):
         for name, value in values.items():

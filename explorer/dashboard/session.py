@@ -18,6 +18,7 @@ from ..names import SCHEDULES, STRATEGIES, SUPPRESS_EOS
 from ..sampling.config import SamplerConfig
 from .runtime import checkpoints
 from .runtime.dispatch import call_now
+from .runtime.limits import SessionShare
 from .runtime.queue import device_queue
 from .runtime.tasks import Worker
 
@@ -193,6 +194,8 @@ class Session(param.Parameterized):
         if precision != "fp32":  # the texts differ from fp32 ones: the page says why
             self.device_name += f", {precision} autocast"
         self.model = None
+        # what this session may ask of the server (serve's limits): its tabs' Workers and results count here
+        self.share = SessionShare()
         self._loads = Worker("load", device=self.device)
         self.quiet = False  # set while the session fits its own knobs: tabs do not react per change
         self.tabs: dict = {}  # tab name -> its TabState (tabs/), filled when the app builds its tabs
