@@ -212,8 +212,13 @@ class Task(param.Parameterized):
         except TaskCancelled as e:
             partial, status = e.partial, e.status
             return self.dispatch(lambda: self._finish(job, partial, status, ""))
-        except Exception as e:  # a notice beside the task's view, never a traceback; the log has it
-            log.exception("%s failed", self.label)
+        except Exception as e:  # a notice beside the task's view, never a traceback in the page
+            if isinstance(e, ValueError):
+                # what is missing or wrong, in words (no held-out text on this server): one line per
+                # page that asks; its traceback would say nothing more, on every page
+                log.warning("%s failed: %s", self.label, e)
+            else:  # a bug: the log keeps its traceback
+                log.exception("%s failed", self.label)
             message = f"{self.label} failed: {e}"  # built now: Python unbinds `e` after the block
             return self.dispatch(lambda: self._finish(job, None, "", message))
         status = self.done_status(result)

@@ -98,7 +98,7 @@ class InspectState(TabState):
     @property
     def validation_error(self) -> str:
         """What failed in the background, for the notice ('' = nothing)."""
-        val = self.validation_task.error
+        val = self.validation_task.error.removeprefix(f"{self.validation_task.label} failed: ")
         errors = [f"{val}; type a text to inspect"] if val else []
         errors += [task.error for task in (self.predictions_task, self.accuracy_task, self.positions_task)
                    if task.error]
@@ -217,9 +217,7 @@ class InspectState(TabState):
 
     def _fetch_validation(self) -> None:
         model = self.model
-        self.validation_task.start(
-            lambda job, report: checkpoints.validation_tokens(model, model.config.block_size, VAL_ROWS),
-            status="loading validation text …")
+        self.validation_task.start(lambda job, report: _held_out(model), status="loading validation text …")
 
     def _validation_arrived(self, event) -> None:
         """The validation tokens are in: show the excerpt (unless the text was edited) and start the rest."""
@@ -310,6 +308,16 @@ class InspectState(TabState):
     def close(self) -> None:
         for task in self.tasks():
             task.close()
+
+
+def _held_out(model):
+    """VAL_ROWS held-out rows of the model's context (runtime.checkpoints.validation_tokens), on the
+    worker thread. ValueError when this server does not have them (a checkpoint trained on a file
+    that is not here): the Task logs it as one line, and the tab says so and asks for a typed text."""
+    try:
+        return checkpoints.validation_tokens(model, model.config.block_size, VAL_ROWS)
+    except ValueError as e:
+        raise ValueError(f"the held-out text is not available on this server ({e})") from None
 
 
 def _predict(model, text: str, t: float, mask: np.ndarray, k: int, key: tuple) -> dict:
