@@ -53,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser):
                    help="answer GET /liveness with 200 (a health check for a load balancer or a watchdog)")
     p.add_argument("--basic-auth", default=None, metavar="PASSWORD|USERS.json",
                    help="ask for a login: one shared password, or a JSON file of {\"user\": \"password\"} "
-                        "(as `panel serve --basic-auth`; PANEL_BASIC_AUTH keeps it out of `ps`)")
+                        "(PANEL_BASIC_AUTH keeps it out of `ps`). Wrong passwords wait longer each time, per user "
+                        "name and per address; /logout ends the login on the server")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the Sweep tab's sampler calls on the Dask cluster of this scheduler (e.g. "
                         "tcp://gpu-node:8786); checked at start. MDLM_EXPLORER_SCHEDULER does the same")
@@ -190,21 +191,42 @@ def check_basic_auth(value: str) -> None:
 
 
 def server_options(args) -> dict:
-    """pn.serve keywords for access control, health checks and origins (the `panel serve` flags)."""
+    """pn.serve keywords for access control, health checks and origins (the `panel serve` flags).
+    The login and Panel's component route are the dashboard's own (runtime/auth.py): Panel's login
+    lets guesses through at full speed and cannot be logged out of for good."""
     import secrets
 
     import panel as pn
 
+    from ..dashboard.runtime import auth
+
     opts = {"websocket_origin": args.allow_websocket_origin or None, "liveness": args.liveness}
     if args.num_threads is not None:
         pn.config.nthreads = args.num_threads  # pn.serve has no keyword; `panel serve` sets this too
+    opts.update(auth.server_options(args.basic_auth, login_store(args) if args.basic_auth else None))
     if args.basic_auth:
-        opts["basic_auth"] = args.basic_auth
         # Login cookies are signed; without a secret the login page itself would fail.
         opts["cookie_secret"] = args.cookie_secret or pn.config.cookie_secret or secrets.token_urlsafe(32)
     elif args.cookie_secret:
         opts["cookie_secret"] = args.cookie_secret
     return opts
+
+
+def login_store(args):
+    """Where logins and failed-login counts live: this process's memory, or with --num-procs a file the
+    forked processes share (a browser's requests reach any of them), removed when the server stops."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from ..dashboard.runtime.auth import LoginStore
+
+    if args.num_procs <= 1:
+        return LoginStore()
+    folder, owner = tempfile.mkdtemp(prefix="mdlm-explorer-logins-"), os.getpid()  # mode 0700
+    # the forked processes inherit this handler: only the process that made the folder removes it
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
+    return LoginStore(os.path.join(folder, "logins.sqlite"))
 
 
 def session_defaults(args) -> None:
