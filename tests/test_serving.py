@@ -104,6 +104,7 @@ def test_basic_auth_refuses_strangers_and_lets_a_login_in(checkpoints, tmp_path,
     (["--basic-auth", "{users}"], "must hold a JSON object of user names"),
     (["--cookie-secret", " "], "--cookie-secret is empty"),
     (["--num-threads", "-2"], "--num-threads must be >= 0, got -2"),
+    (["--allow-training", "--user-checkpoints", "0"], "argument --user-checkpoints: expected an integer"),
     (["--checkpoint", "../tiny"], "no checkpoint named '../tiny' in checkpoints/"),
 ])
 def test_serve_refuses_bad_arguments_before_starting(checkpoints, tmp_path, capsys, argv, needle):

@@ -45,7 +45,8 @@ def model_tab_only(monkeypatch):
     monkeypatch.setattr("explorer.dashboard.app.TAB_NAMES", ("Model",))
 
 
-def test_page_then_live_training_stop_and_sample(browser, model_tab_only, served, tmp_path):  # noqa: F811
+def test_page_then_live_training_stop_and_sample(browser, model_tab_only, served, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("MDLM_EXPLORER_ALLOW_TRAINING", "1")  # served: off unless the operator allows it
     url, states = served
     shots = Path(os.environ.get("MODEL_SHOT_DIR", tmp_path))
     page, problems = open_page(browser, url)

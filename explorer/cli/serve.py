@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from . import CLIError
+from . import CLIError, int_in
 from .models import add_model_arguments, hf_options
 
 from ..names import DEVICES, PRECISIONS
@@ -58,6 +58,13 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the Sweep tab's sampler calls on the Dask cluster of this scheduler (e.g. "
                         "tcp://gpu-node:8786); checked at start. MDLM_EXPLORER_SCHEDULER does the same")
+    p.add_argument("--allow-training", action="store_true",
+                   help="let users train models from the browser (the Model tab); off by default, as each run "
+                        "takes a core for minutes and saves a file on the server (MDLM_EXPLORER_ALLOW_TRAINING=1 "
+                        "does the same). Each user then sees only their own browser-trained checkpoints")
+    p.add_argument("--user-checkpoints", type=int_in(1), default=None, metavar="N",
+                   help="with --allow-training: checkpoints each user may keep (a login's user name, else a "
+                        "client address); default 3 (MDLM_EXPLORER_USER_CHECKPOINTS)")
     p.add_argument("--cookie-secret", default=None, metavar="SECRET",
                    help="signs login cookies (default with --basic-auth: a random one, so logins end when "
                         "the server restarts; PANEL_COOKIE_SECRET also works)")
@@ -138,12 +145,26 @@ def check_args(args) -> None:
         args.scheduler = os.environ.get("MDLM_EXPLORER_SCHEDULER", "").strip() or None
     if args.scheduler is not None:
         check_scheduler(args.scheduler)
+    check_user_checkpoints(args)
     if args.cookie_secret is not None and not args.cookie_secret.strip():
         raise CLIError("--cookie-secret is empty")
     try:
         resolve_device(args.device)
     except ValueError as e:
         raise CLIError(str(e)) from e
+
+
+def check_user_checkpoints(args) -> None:
+    """MDLM_EXPLORER_USER_CHECKPOINTS, when --user-checkpoints is not given, must be a count of at least
+    1 (as the flag): 0 would allow training but refuse every run."""
+    from ..dashboard.runtime.owners import QUOTA_ENV
+
+    value = os.environ.get(QUOTA_ENV, "").strip()
+    if args.user_checkpoints is None and value:
+        try:
+            args.user_checkpoints = int_in(1)(value)
+        except argparse.ArgumentTypeError as e:
+            raise CLIError(f"{QUOTA_ENV}: {e}") from None
 
 
 def check_scheduler(address: str) -> None:
@@ -238,6 +259,10 @@ def session_defaults(args) -> None:
         os.environ["MDLM_EXPLORER_AUTO_SWEEP"] = "0"
     if args.scheduler is not None:  # read by explorer.cluster.client_from_env()
         os.environ["MDLM_EXPLORER_SCHEDULER"] = args.scheduler
+    if args.allow_training:  # read by tabs/model/state.py: unset, a served session trains nothing
+        os.environ["MDLM_EXPLORER_ALLOW_TRAINING"] = "1"
+    if args.user_checkpoints is not None:  # read by runtime/owners.py
+        os.environ["MDLM_EXPLORER_USER_CHECKPOINTS"] = str(args.user_checkpoints)
 
 
 def limit_env(args) -> None:

@@ -20,6 +20,7 @@ from ...checkpoint import (
     read_metadata,
     resolve_checkpoint,
 )
+from . import owners
 
 _CACHE: dict[tuple, object] = {}
 _VAL_CACHE: dict[tuple, object] = {}
@@ -41,8 +42,17 @@ def listed_models() -> list[str]:
     return list(options.allowed) if options is not None else []
 
 
-def available() -> list[str]:
-    return list_checkpoints() + [m for m in listed_models() if m not in list_checkpoints()]
+SESSION = "session"  # available()'s default owner: the served session being built now (owners.session_owner)
+
+
+def available(owner: str | None = SESSION) -> list[str]:
+    """The checkpoints and listed models a session may open: all of them (owner None), or those but the
+    ones other users trained in their browser (owner: runtime/owners.py). By default, for the served
+    session whose page is being built now (its sidebar list, and what its link may open), or all
+    outside one. A name's file is someone's, listed or not: check new names against owner=None."""
+    names = list_checkpoints()
+    names += [m for m in listed_models() if m not in names]
+    return owners.visible(names, owners.session_owner() if owner == SESSION else owner)
 
 
 def default_checkpoint(names: list[str]) -> str | None:
@@ -160,7 +170,7 @@ def local_shakespeare():
     from ...data.corpus import local_shakespeare as find
 
     recorded = []
-    for name in available():
+    for name in available(owner=None):  # any file on this server will do
         try:
             data = (read_metadata(resolve_checkpoint(name, allow_paths=False)).get("train_config") or {}).get("data")
         except ValueError:

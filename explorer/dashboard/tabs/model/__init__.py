@@ -15,9 +15,10 @@ def build(session):
 def new_state(session):
     # Imported here, not at the top: Python runs this file before any submodule, so a top-level import
     # of the view would load Panel and Bokeh for everything that imports only .state or .meta.
+    from ...runtime.owners import session_owner
     from .state import ModelState
 
-    return ModelState(session)
+    return ModelState(session, owner=session_owner())  # built with the page: its user's session is current
 
 
 def new_view(state):

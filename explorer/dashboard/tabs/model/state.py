@@ -5,9 +5,12 @@ bound to the session's device, so it takes turns with every session's runs and u
 precision; explorer.train.Trainer is the CLI's loop. Its records reach the UI thread through the Task's
 dispatch, a few batches a second, and are kept here as plain lists for the view to draw. One training
 per session; Stop and closing the session both save, under a new name in checkpoints/ that every tab
-can then sample from. A server operator switches it off with MDLM_EXPLORER_ALLOW_TRAINING=0 and caps the
-trainings running at once across sessions with MDLM_EXPLORER_MAX_TRAININGS (default 2). Nothing is
-downloaded.
+of this user's sessions can then sample from (runtime/owners.py: other users do not see it, and each
+keeps at most MDLM_EXPLORER_USER_CHECKPOINTS of them, default 3). A served dashboard trains only when
+its operator allows it (`serve --allow-training`, or MDLM_EXPLORER_ALLOW_TRAINING=1): each run costs a
+core for minutes and a file on the server. Outside a server (a script, a notebook) it is on unless
+MDLM_EXPLORER_ALLOW_TRAINING=0. MDLM_EXPLORER_MAX_TRAININGS caps the trainings running at once across
+sessions (default 2). Nothing is downloaded.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import param
 from ....checkpoint import checkpoints_dir
 from ....names import LR_SCHEDULES
 from ....train import TrainConfig, Trainer
-from ...runtime import checkpoints
+from ...runtime import checkpoints, owners
 from ...runtime.cache import TRAINING_LOCK, TRAINING_NAMES
 from ...runtime.queue import device_queue
 from ...runtime.tasks import Task
@@ -48,8 +51,17 @@ PRESETS = {
 }
 
 
-def training_allowed() -> bool:
-    return os.environ.get(ALLOW_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+OFF_TEXT = ("training from the browser is off on this server: its operator turns it on with "
+            f"`python run.py serve --allow-training` (or {ALLOW_ENV}=1)")
+
+
+def training_allowed(served: bool) -> bool:
+    """MDLM_EXPLORER_ALLOW_TRAINING when set (1/0, true/false, yes/no, on/off); unset, off for a served
+    session (a class server stays locked down unless its operator says otherwise) and on elsewhere."""
+    value = os.environ.get(ALLOW_ENV, "").strip().lower()
+    if not value:
+        return not served
+    return value not in ("0", "false", "no", "off")
 
 
 def name_problem(name: str, existing) -> str:
@@ -144,9 +156,11 @@ class ModelState(TabState):
     n_records = param.Integer(0, doc="Bumped when records arrive: live curves draw the new ones")
     earlier_id = param.Integer(0, doc="Bumped when `earlier` changes: the earlier runs' curves are redrawn")
 
-    def __init__(self, session, **params):
+    def __init__(self, session, owner: str | None = None, **params):
+        """owner: who the session's user is on a server (runtime/owners.session_owner), None outside one."""
         super().__init__(session, **params)
-        self.allowed = training_allowed()
+        self.owner = owner
+        self.allowed = training_allowed(served=owner is not None)
         self.train_points: list[tuple[int, float, float]] = []  # (step, loss, lr) of this session's run
         self.val_points: list[tuple[int, float]] = []  # (step, held-out nats/char)
         # The session's earlier runs, oldest first (at most EARLIER_MAX), drawn beside the live one so
@@ -158,7 +172,7 @@ class ModelState(TabState):
         self.task = TrainingTask("train", session.device, self.dispatch)
         self.task.label = "training"  # its notices read "training failed: …" (the worker keeps "train")
         self.task.param.watch(self._saved, "result")
-        self.new_name = suggest_name(self.preset, session.param.checkpoint.objects)
+        self.new_name = suggest_name(self.preset, checkpoints.available(owner=None))  # others' names are taken too
         self.on_model_changed()
 
     def dispatch(self, callback) -> None:
@@ -220,21 +234,25 @@ class ModelState(TabState):
 
     def _start_problem(self, name: str) -> str:
         if not self.allowed:
-            return f"training from the browser is switched off on this server ({ALLOW_ENV}=0)"
+            return OFF_TEXT
         if self.task.running:
             return "a training run is going: stop it before starting another"
-        return name_problem(name, checkpoints.available())
+        return name_problem(name, checkpoints.available(owner=None))  # one folder: every user's names are taken
 
-    @staticmethod
-    def _claim(name: str) -> str:
-        """Register `name` as being trained in this process ('' = done), within the server's limit."""
+    def _claim(self, name: str) -> str:
+        """Register `name` as being trained in this process ('' = done), within the server's limit and
+        the user's quota (checked together, so two of a user's sessions cannot both take the last place)."""
         with TRAINING_LOCK:
             limit = int(os.environ.get(MAX_ENV, "2") or 2)
             if name in TRAINING_NAMES:
                 return f"{name!r} is being trained in another session"
             if len(TRAINING_NAMES) >= limit:
                 return f"this server already runs {len(TRAINING_NAMES)} training(s), its limit: try again later"
+            problem = owners.quota_problem(self.owner)
+            if problem:
+                return problem
             TRAINING_NAMES.add(name)
+            owners.start(name, self.owner)
         return ""
 
     def stop(self) -> None:
@@ -281,7 +299,7 @@ class ModelState(TabState):
     def _preset_chosen(self):
         self.train_steps = PRESETS[self.preset]["max_steps"]
         if not self.task.running and self.new_name.startswith("my-"):
-            self.new_name = suggest_name(self.preset, checkpoints.available())
+            self.new_name = suggest_name(self.preset, checkpoints.available(owner=None))
 
     # ------------------------------------------------------------------ the training (the Task's worker)
 
@@ -295,6 +313,7 @@ class ModelState(TabState):
         finally:
             with TRAINING_LOCK:
                 TRAINING_NAMES.discard(name)
+                owners.finish(name)
 
     def _run_trainer(self, job, report, trainer: Trainer) -> None:
         """Step until done or stopped, sending the records in batches every UPDATE_INTERVAL seconds."""
@@ -321,8 +340,14 @@ class ModelState(TabState):
         if not self._closing:
             report(trainer.state["step"], trainer.cfg.max_steps, "measuring the held-out NELBO, then saving …")
             metrics = trainer.final_metrics()
-        final = free_name(name, checkpoints.available())
-        path = trainer.save(metrics, path=trainer.out.with_name(f"{final}.safetensors"))
+        final = free_name(name, checkpoints.available(owner=None))
+        # recorded first: the file is never listed to other users, not even for a moment
+        owners.record(final, self.owner)
+        try:
+            path = trainer.save(metrics, path=trainer.out.with_name(f"{final}.safetensors"))
+        except BaseException:
+            owners.record(final, None)
+            raise
         log.info("saved %s at step %d", path, trainer.state["step"])
         note = "" if final == name else f" ({name} appeared meanwhile, so it was saved as {final})"
         if metrics and "nelbo_nats_per_char" in metrics:
@@ -345,7 +370,7 @@ class ModelState(TabState):
         """The Task finished with a checkpoint: list it in the sidebar and offer "Sample from it"."""
         if event.new is None:
             return
-        names = checkpoints.available()
+        names = checkpoints.available(owner=self.owner)
         self.session.param.checkpoint.objects = names  # the new one can be chosen in the sidebar now
         self.saved = event.new["name"]
         if self.new_name.strip() in names:

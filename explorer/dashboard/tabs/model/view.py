@@ -34,7 +34,7 @@ from .meta import (
     summary_sections,
 )
 from ...runtime import checkpoints
-from .state import ALLOW_ENV, PRESETS, ModelState
+from .state import OFF_TEXT, PRESETS, ModelState
 
 PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}
 PAGE_CSS = """
@@ -358,9 +358,9 @@ class TrainingPanel(ModelView):
 
     def __panel__(self):
         if not self.state.allowed:
-            return pn.pane.Alert(f"Training from the browser is switched off on this server ({ALLOW_ENV}=0). "
-                                 "Train with `python run.py train` instead.", alert_type="info",
-                                 sizing_mode="stretch_width", css_classes=["train-disabled"])
+            # a notice: plain text, so the command's backticks show as typed
+            return notice("info", text=f"{OFF_TEXT[0].upper()}{OFF_TEXT[1:]}. Train with `python run.py train` "
+                          "instead.", css_classes=["train-disabled"])
         controls = pn.Column(
             pn.pane.HTML("<b>What to train</b>"), self.preset, pn.pane.HTML("<b>Learning-rate schedule</b>"),
             self.schedule, pn.FlexBox(self.steps, self.name_input), pn.FlexBox(self.start, self.stop, self.clear), self.status,
