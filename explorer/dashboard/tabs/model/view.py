@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 
 from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
-from ...ui.base import apply_fonts, flex_item, notice, rule, side_by_side, watch_presentation
+from ...ui.base import apply_fonts, flex_item, notice, rule, show_notice, side_by_side, watch_presentation
 from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from .meta import (
     pattern_examples,
@@ -358,9 +358,9 @@ class TrainingPanel(ModelView):
 
     def __panel__(self):
         if not self.state.allowed:
-            # a notice: plain text, so the command's backticks show as typed
-            return notice("info", text=f"{OFF_TEXT[0].upper()}{OFF_TEXT[1:]}. Train with `python run.py train` "
-                          "instead.", css_classes=["train-disabled"])
+            off = notice("info", css_classes=["train-disabled"])
+            show_notice(off, f"{OFF_TEXT[0].upper()}{OFF_TEXT[1:]}. Train with `python run.py train` instead.")
+            return off
         controls = pn.Column(
             pn.pane.HTML("<b>What to train</b>"), self.preset, pn.pane.HTML("<b>Learning-rate schedule</b>"),
             self.schedule, pn.FlexBox(self.steps, self.name_input), pn.FlexBox(self.start, self.stop, self.clear), self.status,
