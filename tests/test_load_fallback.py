@@ -34,6 +34,7 @@ def listed(tmp_path, monkeypatch):
 def settled(session) -> None:
     """Wait until the session's loads are over: a model loaded, or none left to try."""
     wait_for(lambda: session.loaded > 0 or session.unloaded, timeout=60)
+    assert session._loads.current.done.wait(30)  # and the load's own callback has ended (its notice set)
 
 
 def test_a_listed_model_that_fails_opens_the_default_with_a_notice(listed):
