@@ -128,10 +128,12 @@ def test_checkpoint_names_with_paths_are_never_opened(good_checkpoints, monkeypa
 
 
 def test_notice_is_text_not_html(checkpoints):
-    """A notice can quote the URL; the alert renders Markdown, which would run raw HTML."""
+    """A notice can quote the URL; it shows it as text (tests/test_markup_safety.py: every notice)."""
+    from tests.test_markup_safety import plain
+
     s = open_session(checkpoint="<img src=x onerror=alert(1)>", device="cpu", auto_run=False)
     notice = ControlsView(state=explore(s)).notice
-    assert notice.visible and "<img" not in notice.object and "&lt;img src=x" in notice.object
+    assert notice.visible and "'<img src=x onerror=alert(1)>' is not one of the checkpoints" in plain(notice)
 
 
 # ---------------------------------------------------------------------------------- served

@@ -16,7 +16,7 @@ from explorer.dashboard.runtime.dispatch import Later, call_now, document_dispat
 from explorer.dashboard.session import Session
 from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, LaterView, build_tab
 from explorer.dashboard.tabs.explore.controls import ControlsView
-from explorer.dashboard.ui.base import watch_presentation
+from explorer.dashboard.ui.base import notice, show_notice, watch_presentation
 from explorer.dashboard.ui.connection import watch_connection
 from explorer.dashboard.ui.header import HeaderView
 from explorer.dashboard.ui.internals import session_document
@@ -152,9 +152,9 @@ def rewrite_when_quiet(state: Session, url: UrlState, location) -> None:
 
 def url_notice(url: UrlState):
     """What the link asked for that was not applied, above the tabs (hidden when nothing)."""
-    alert = pn.pane.Alert(url.notice, alert_type="warning", visible=bool(url.notice), sizing_mode="stretch_width",
-                          css_classes=["url-notice"])
-    url.param.watch(lambda event: alert.param.update(object=event.new, visible=bool(event.new)), "notice")
+    # A notice (plain text): the link's keys and values are anyone's text, `<img onerror=...>` included
+    alert = notice("warning", text=url.notice, css_classes=["url-notice"])
+    url.param.watch(lambda event: show_notice(alert, event.new), "notice")
     return alert
 
 

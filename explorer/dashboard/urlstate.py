@@ -141,7 +141,8 @@ class UrlState(param.Parameterized):
     value of the link that was not applied, and why ('' = all applied)."""
 
     tab = param.String("Explore", doc="Title of the active tab")
-    notice = param.String("", doc="What the link asked for that was not applied ('' = nothing)")
+    # plain text quoting the link (anyone's text): shown only in a notice, which never reads it as markup
+    notice = param.String("", doc="What the link asked for that was not applied ('' = nothing), plain text")
 
     def __init__(self, state, titles=("Explore",), **params):
         super().__init__(**params)

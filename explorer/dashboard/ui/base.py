@@ -1,12 +1,10 @@
 """What every view shares: the state it draws, pushing raw Bokeh changes in a notebook, throttling."""
 from __future__ import annotations
 
-import html
-
-
 import panel as pn
 import param
 
+from .internals import text_alert
 from .palette import FONT
 
 
@@ -95,12 +93,14 @@ HEADING_CSS = "h1, h2, h3 { font-size: 1.17em; font-weight: bold; margin: 0.3em 
 
 
 def section(markdown: str, **kwargs) -> pn.pane.Markdown:
-    """A Markdown block with a heading, the same size however its tab was opened (HEADING_CSS)."""
+    """A Markdown block with a heading, the same size however its tab was opened (HEADING_CSS). The
+    dashboard's own words only: Markdown makes links of outside text even when it is escaped (ui.safe)."""
     return pn.pane.Markdown(markdown, stylesheets=[HEADING_CSS], sizing_mode="stretch_width", **kwargs)
 
 
 def heading(text: str, **kwargs) -> pn.pane.HTML:
-    """An <h3> (text is HTML), the same size however its tab was opened (HEADING_CSS)."""
+    """An <h3> (text is HTML: outside text in it through ui.safe.literal), the same size however its tab
+    was opened (HEADING_CSS)."""
     return pn.pane.HTML(f"<h3>{text}</h3>", stylesheets=[HEADING_CSS], sizing_mode="stretch_width", **kwargs)
 
 
@@ -130,16 +130,17 @@ def side_by_side(*items, **kwargs) -> pn.FlexBox:
                       sizing_mode="stretch_width", **kwargs)
 
 
-def notice(kind: str = "danger", **kwargs):
-    """An empty, hidden notice (pn.pane.Alert of `kind`: danger, warning, info, success); show_notice
-    fills it. Every notice of the dashboard is one of these."""
-    return pn.pane.Alert("", alert_type=kind, visible=False, sizing_mode="stretch_width", **kwargs)
+def notice(kind: str = "danger", text: str = "", **kwargs):
+    """A notice (a Bootstrap alert of `kind`: danger, warning, info, success) showing `text`, hidden
+    while that is ''; show_notice changes it. Every notice of the dashboard is one of these. Its text
+    is plain text, whoever sets it (internals.text_alert): a notice quotes links, typed text and task
+    errors, and must show them as typed, never as markup."""
+    return text_alert()(text, alert_type=kind, visible=bool(text), sizing_mode="stretch_width", **kwargs)
 
 
 def show_notice(alert, text: str) -> None:
-    """Show `text` in a notice ('' hides it). Escaped: a notice may quote what a user typed or put in a
-    link, and the Alert renders Markdown, which passes raw HTML through."""
-    alert.object, alert.visible = html.escape(text, quote=False), bool(text)
+    """Show `text` in a notice ('' hides it); the notice shows it as plain text."""
+    alert.object, alert.visible = text, bool(text)
 
 
 def rule():

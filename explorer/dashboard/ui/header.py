@@ -1,7 +1,6 @@
 """Header line: checkpoint, its size and NELBO, the device the sampler runs on, and the run status."""
 from __future__ import annotations
 
-import html
 import math
 
 import panel as pn
@@ -9,6 +8,7 @@ import param
 
 from .base import StateView
 from .palette import FONT
+from .safe import literal
 
 
 def _size(n: int) -> str:
@@ -21,7 +21,7 @@ def quality_text(info: dict) -> str:
     if "family" in info:
         gb = info["memory_gb"]
         memory = f"{gb:.2f} GB" if gb >= 1 else f"{gb * 1e3:.1f} MB"
-        return f"{html.escape(str(info.get('dtype')))} weights, {memory}"
+        return f"{literal(str(info.get('dtype')))} weights, {memory}"
     if "nelbo_bits" in info:
         # test perplexity beside it (seeds 002/004 print exp(NELBO))
         return (f"NELBO {info['nelbo_bits']:.3f} bits/char ({info['nelbo_nats']:.3f} nats, "
@@ -44,12 +44,12 @@ def header_html(info: dict, device: str, status: str, *, failed: bool = False, r
     with the same status (benchmarks/load_test.py waits for it)."""
     start = '<span class="hdr">' if run is None else f'<span class="hdr" data-run="{int(run)}">'
     if not info:
-        doing = html.escape(status) if status else "no model loaded" if failed else "loading model …"
-        return f"{start}{doing} · device <b>{html.escape(device)}</b></span>"
-    parts = [f"<b>{html.escape(info['name'])}</b> ({html.escape(info['kind'])}, {html.escape(str(info['corpus']))})",
-             _size(info["n_params"]), quality_text(info), f"device <b>{html.escape(device)}</b>"]
+        doing = literal(status) if status else "no model loaded" if failed else "loading model …"
+        return f"{start}{doing} · device <b>{literal(device)}</b></span>"
+    parts = [f"<b>{literal(info['name'])}</b> ({literal(info['kind'])}, {literal(str(info['corpus']))})",
+             _size(info["n_params"]), quality_text(info), f"device <b>{literal(device)}</b>"]
     if status:
-        parts.append(f"<i>{html.escape(status)}</i>")
+        parts.append(f"<i>{literal(status)}</i>")
     return start + " · ".join(parts) + "</span>"
 
 

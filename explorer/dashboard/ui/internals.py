@@ -46,6 +46,32 @@ def quiet_file_download():
     return FileDownload
 
 
+@functools.lru_cache(maxsize=1)
+def text_alert():
+    """pn.pane.Alert whose object is plain text, never Markdown or HTML: a notice quotes links, typed
+    text and task errors, and Alert (a Markdown pane) passes raw HTML through and makes links of
+    `[x](url)`. The pane itself escapes (Markdown's _transform_object, what turns the object into the
+    model's text, is replaced), so no caller can forget to. Line breaks and spaces show as typed.
+    Made once, on first use (importing this module does not import Panel)."""
+    import html
+
+    import panel as pn
+    import param
+
+    from .safe import literal
+
+    class TextAlert(pn.pane.Alert):
+        disable_math = param.Boolean(default=True, doc="$$...$$ in a notice is text, not TeX")
+        _rename = {"disable_math": "disable_math"}  # sent to the page's model (Markdown keeps it back)
+
+        def _transform_object(self, obj) -> dict:
+            text = "" if obj is None else str(obj)
+            # escaped twice: `literal` for the page, then as Panel sends a pane's text (the page decodes it)
+            return {"object": html.escape(f'<p style="white-space: pre-wrap; margin: 0">{literal(text)}</p>')}
+
+    return TextAlert
+
+
 def live_html(**props):
     """A Bokeh model for HTML replaced many times a second (the live sample text): Panel's own HTML
     model (panel.models.markup.HTML, what pn.pane.HTML wraps, without the pane's per-update work).

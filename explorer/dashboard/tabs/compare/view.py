@@ -10,8 +10,6 @@ heatmap a sliver beside the 32-step one, and the comparison would need scrolling
 """
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 import param
@@ -22,6 +20,7 @@ from ...downloads import download_button, trajectory_csv, trajectory_json
 from ...ui.base import flex_item, notice, show_notice, side_by_side, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
 from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
+from ...ui.safe import literal
 from .state import (
     MAX_COLUMNS,
     METRIC_LABELS,
@@ -56,7 +55,7 @@ def differences_spans(text, marked: np.ndarray, fixed: np.ndarray, mark: str = "
     parts, start = [], 0
     for i in range(1, len(text) + 1):
         if i == len(text) or classes[i] != classes[start]:
-            chunk = html.escape("".join(text[start:i]))
+            chunk = literal("".join(text[start:i]))
             parts.append(f'<span class="{classes[start]}">{chunk}</span>' if classes[start] else chunk)
             start = i
     return '<p class="canvas">' + "".join(parts) + "</p>"
@@ -169,12 +168,12 @@ class ColumnView(pn.viewable.Viewer):
             self._clear()
             return
         if result.get("error"):
-            self.title.object = f'<b>{html.escape(result["label"])}</b>'
-            self.text.object = f'<p class="canvas m">{html.escape(result["error"])}</p>'
+            self.title.object = f'<b>{literal(result["label"])}</b>'
+            self.text.object = f'<p class="canvas m">{literal(result["error"])}</p>'
             self._clear(text=False)
             return
         frames, cfg = result["frames"], result["config"]
-        self.title.object = f'<b>{html.escape(result["label"])}</b> <small>({html.escape(result["model"])})</small>'
+        self.title.object = f'<b>{literal(result["label"])}</b> <small>({literal(result["model"])})</small>'
         self.heat.show(frames)
         self.text.object = differences_html(result["pieces"], texts, self.index, frames.fixed, running)
         steps = result["traj"].n_steps if result["kind"] == "ar" else cfg.steps
@@ -259,9 +258,9 @@ class CompareView(pn.viewable.Viewer):
         t, task = self.tab, self.tab.task
         notice = t.error or task.error
         show_notice(self.notice, notice)
-        self.status.object = html.escape(task.status)
+        self.status.object = literal(task.status)
         self.stop.disabled = not task.running
-        self.info.object = f"<small>Same seed and template in every column: {html.escape(t.base_info)}</small>" \
+        self.info.object = f"<small>Same seed and template in every column: {literal(t.base_info)}</small>" \
             if t.base_info else ""
 
     def _results_changed(self, *events):

@@ -12,6 +12,7 @@ import param
 from ....experiments import pick_metric
 from ...ui.base import StateView, checkbox, notice, show_notice, watch_presentation
 from ...ui.palette import FONT
+from ...ui.safe import literal
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class QualityView(StateView):
         self.progress.visible = task.running or task.result is not None  # no empty bar under "press Compute"
         self.stop.disabled = not task.running  # as the sidebar's Stop: lit only while there is work to stop
         status = task.status or ("" if task.running or task.result is not None else IDLE_HINT)
-        self.status.object = f"Quality vs steps: {status}" if status else "Quality vs steps"
+        self.status.object = f"Quality vs steps: {literal(status)}" if status else "Quality vs steps"
         show_notice(self.notice, task.error)
 
     @param.depends("state.sweep_x", "state.sweep_metric", watch=True)

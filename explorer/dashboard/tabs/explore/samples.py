@@ -2,17 +2,16 @@
 sidebar's knobs in one batched run, and their texts as a numbered list."""
 from __future__ import annotations
 
-import html
-
 import panel as pn
 
 from ...ui.base import StateView
 from ...ui.palette import FONT
+from ...ui.safe import literal
 
 
 def samples_html(texts: list[str], size: dict) -> str:
     """The texts, one numbered block each, whitespace kept (a newline is part of Shakespeare's text)."""
-    items = "".join(f"<li><pre style='white-space:pre-wrap;margin:0.2em 0'>{html.escape(t)}</pre></li>"
+    items = "".join(f"<li><pre style='white-space:pre-wrap;margin:0.2em 0'>{literal(t)}</pre></li>"
                     for t in texts)
     return f"<ol style='font-size:{size['text']};padding-left:1.6em;margin:0'>{items}</ol>"
 
@@ -33,7 +32,7 @@ class SamplesView(StateView):
 
     def _render(self):
         task = self.state.samples
-        self.status.object = html.escape(task.error or task.status)
+        self.status.object = literal(task.error or task.status)
         self.texts.object = samples_html(task.result or [], FONT[self.state.session.presentation])
 
     def __panel__(self):

@@ -2,8 +2,6 @@
 with, the characters committed at this step highlighted (colour, bold and underline: not hue alone)."""
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 import param
@@ -13,6 +11,7 @@ from ...frames import CODE
 from ...ui.base import StateView
 from ...ui.internals import live_html, set_live_html
 from ...ui.palette import FONT, MASKED_TEXT, STATE_COLORS
+from ...ui.safe import literal
 
 LEVELS = 5  # confidence is shown in this many tint steps: equal classes merge into one <span>
 TEXT_CSS = f"""
@@ -51,12 +50,12 @@ def text_html(frames, row: int, boundaries: bool = False) -> str:
     model of subword tokens) one span per token, its right edge drawn, so token boundaries show."""
     classes, chars = css_classes(frames, row), frames.chars(row).tolist()
     if boundaries:
-        spans = (f'<span class="{c} t">{html.escape(ch)}</span>' for c, ch in zip(classes, chars))
+        spans = (f'<span class="{c} t">{literal(ch)}</span>' for c, ch in zip(classes, chars))
         return '<p class="canvas">' + "".join(spans) + "</p>"
     parts, start = [], 0
     for i in range(1, len(chars) + 1):
         if i == len(chars) or classes[i] != classes[start]:
-            parts.append(f'<span class="{classes[start]}">{html.escape("".join(chars[start:i]))}</span>')
+            parts.append(f'<span class="{classes[start]}">{literal("".join(chars[start:i]))}</span>')
             start = i
     return '<p class="canvas">' + "".join(parts) + "</p>"
 
@@ -91,7 +90,7 @@ class TextView(StateView):
                    f"(highlighted), {left} still masked; tint = confidence when committed</p>")
         tokenizer = getattr(self.state.session.model, "tokenizer", None)
         if not self.state.running:
-            self._ghost = (frames.length, html.escape(frames.text()))
+            self._ghost = (frames.length, literal(frames.text()))
         text = text_html(frames, row, is_subword(tokenizer))
         set_live_html(self.div, STYLE + caption + self._stacked(text, frames.length))
         self.push(self.pane)

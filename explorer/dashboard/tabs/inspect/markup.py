@@ -2,23 +2,22 @@
 character (coloured correct / wrong), their legend and the candidates as a table."""
 from __future__ import annotations
 
-import html
-
 import numpy as np
 
 from ....metrics import single_loss
 from ...ui.palette import CORRECT, MASKED_BG, MIN_ALPHA, WRONG
+from ...ui.safe import literal
 
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible where a candidate is shown
 
 
 def _shown(c: str) -> str:
-    return html.escape(SHOWN_AS.get(c, c))
+    return literal(SHOWN_AS.get(c, c))
 
 
 def _plain(c: str) -> str:
     """A character of running text: spaces kept (non-breaking so a column keeps its width)."""
-    return "&nbsp;" if c == " " else "↵" if c == "\n" else html.escape(c)
+    return "&nbsp;" if c == " " else "↵" if c == "\n" else literal(c)
 
 
 def forward_html(text, mask: np.ndarray) -> str:
@@ -26,7 +25,7 @@ def forward_html(text, mask: np.ndarray) -> str:
     process): masked positions as █ on a dark cell."""
     parts = []
     for c, m in zip(text, mask):
-        parts.append('<span class="mk">█</span>' if m else html.escape(c))
+        parts.append('<span class="mk">█</span>' if m else literal(c))
         if c == "\n" and not m:
             parts[-1] = "↵\n"
     return '<div class="fwd">' + "".join(parts) + "</div>"
@@ -49,7 +48,7 @@ def _column(row, k: int) -> str:
     tip = (f"position {row['position']}: true {SHOWN_AS.get(row['true'], row['true'])!r}, "
            f"p(true) = {row['p_true']:.2f}; " + ", ".join(f"{SHOWN_AS.get(c, c)!r} {p:.2f}" for c, p in cands))
     body = "".join(_candidate(c, p, c == row["true"], r == 0) for r, (c, p) in enumerate(cands))
-    return f'<span class="col" title="{html.escape(tip)}"><span class="mk">█</span>{body}</span>'
+    return f'<span class="col" title="{literal(tip)}"><span class="mk">█</span>{body}</span>'
 
 
 def predictions_html(text, result: dict, k: int) -> str:

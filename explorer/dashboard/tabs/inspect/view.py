@@ -2,8 +2,6 @@
 the downloads, drawn from an InspectState and its Tasks."""
 from __future__ import annotations
 
-import html
-
 import holoviews as hv
 import panel as pn
 import param
@@ -11,6 +9,7 @@ import param
 from ....data.tokenizer import is_subword
 from ...downloads import download_button, plot_html, plot_png, table_csv
 from ...ui.palette import FONT
+from ...ui.safe import literal
 from .markup import (
     forward_caption,
     forward_html,
@@ -84,9 +83,9 @@ class InspectView(pn.viewable.Viewer):
         tab = self.tab
         warn = "; ".join(m for m in (tab.notice, tab.validation_error) if m)
         show_notice(self.notice, warn)
-        self.text_notice.object, self.text_notice.visible = tab.text_notice, bool(tab.text_notice and not tab.notice)
+        show_notice(self.text_notice, "" if tab.notice else tab.text_notice)  # quotes the typed text
         loading = tab.validation_task.status if tab.validation_task.running else ""
-        self.busy.object = f"<i>{html.escape(loading)}</i>" if loading else ""
+        self.busy.object = f"<i>{literal(loading)}</i>" if loading else ""
 
     def _size(self) -> dict:
         return FONT[self.tab.session.presentation]

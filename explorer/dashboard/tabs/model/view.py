@@ -11,8 +11,6 @@ also differ by dash and width.
 """
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 import param
@@ -23,6 +21,7 @@ from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
 from ...ui.base import apply_fonts, flex_item, notice, rule, show_notice, side_by_side, watch_presentation
 from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
+from ...ui.safe import literal
 from .meta import (
     pattern_examples,
     time_embedding,
@@ -57,7 +56,7 @@ def empty_lr() -> dict:
 
 
 def _table(rows) -> str:
-    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><th>{literal(k)}</th><td>{literal(v)}</td></tr>" for k, v in rows)
     return f"<table class='meta-table'>{body}</table>"
 
 
@@ -65,20 +64,20 @@ def summary_html(meta: dict, name: str, preview: tuple | None = None) -> str:
     """The metadata page: one table per section (with the corpus's size, split and first characters when
     its text is on this server: `preview`, see checkpoints.corpus_preview; a patterns model's examples),
     then the commands that made the checkpoint."""
-    parts = [f"<h3>{html.escape(title)}</h3>{_table(rows)}" for title, rows in summary_sections(meta, name).items()]
+    parts = [f"<h3>{literal(title)}</h3>{_table(rows)}" for title, rows in summary_sections(meta, name).items()]
     if preview is not None:
         total, head, n_train, n_val = preview
         parts.append(f"<p class='caption'>The corpus: {total:,} characters, split into {n_train:,} for training "
                      f"and the last {n_val:,} held out for validation; the first {len(head)}:</p>"
-                     f"<pre class='corpus-head'>{html.escape(head)}</pre>")
+                     f"<pre class='corpus-head'>{literal(head)}</pre>")
     examples = pattern_examples(meta)
     if examples:
         parts.append("<p class='caption'>Five training sequences (each step draws fresh ones; these with seed 0), "
                      "each a random pattern of period 2–6 repeated:</p>"
-                     f"<pre class='corpus-head pattern-examples'>{html.escape(chr(10).join(examples))}</pre>")
+                     f"<pre class='corpus-head pattern-examples'>{literal(chr(10).join(examples))}</pre>")
     commands = meta.get("commands") or []
     if commands:
-        items = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in commands)
+        items = "".join(f"<li><code>{literal(c)}</code></li>" for c in commands)
         parts.append(f"<h3>Commands</h3><ol class='meta-commands'>{items}</ol><p class='caption'>As run. "
                      "<code>--data FILE</code> is the Tiny Shakespeare file on the machine that trained it; "
                      "elsewhere leave it out (it is downloaded once, hash-checked) or point it at your copy. "
@@ -346,11 +345,11 @@ class TrainingPanel(ModelView):
     def _notices(self, *events):
         """Status, notices and which controls work (Panel objects only: set directly)."""
         s, task = self.state, self.state.task
-        self.status.object = f"<span class='train-status-text'>{html.escape(task.status)}</span>"
-        self.error.param.update(object=task.error, visible=bool(task.error))
-        text = (f"Saved **{s.saved}** in checkpoints/: it is in the sidebar's checkpoint list now, for every tab."
-                if s.saved else "")
-        self.done.param.update(object=text, visible=bool(s.saved) and not task.running)
+        self.status.object = f"<span class='train-status-text'>{literal(task.status)}</span>"
+        show_notice(self.error, task.error)
+        text = (f"Saved {s.saved} in checkpoints/: it is in the sidebar's checkpoint list now, for every tab."
+                if s.saved and not task.running else "")
+        show_notice(self.done, text)
         self.sample.visible = bool(s.saved) and not task.running
         self.start.disabled, self.stop.disabled = task.running, not task.running
         for w in (self.preset, self.schedule, self.steps, self.name_input):

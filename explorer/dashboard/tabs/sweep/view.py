@@ -5,7 +5,6 @@ The sweeps run in state.py; these views only draw the (table, summary) DataFrame
 """
 from __future__ import annotations
 
-import html
 import logging
 
 import numpy as np
@@ -28,6 +27,7 @@ from ...ui.base import (
     watch_presentation,
 )
 from ...ui.palette import FONT
+from ...ui.safe import literal
 from .state import SweepTabState, SweepTask
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def format_score(metric: str, value) -> str:
 
 
 def _cell(text: str, score: str) -> str:
-    return f'<td style="vertical-align: top"><div style="{CELL_CSS}">{html.escape(text)}</div><b>{score}</b></td>'
+    return f'<td style="vertical-align: top"><div style="{CELL_CSS}">{literal(text)}</div><b>{score}</b></td>'
 
 
 def grid_html(table: pd.DataFrame, metric: str) -> str:
@@ -67,7 +67,7 @@ def grid_html(table: pd.DataFrame, metric: str) -> str:
     mean = "".join(f"<td><b>mean {format_score(metric, float(diff.loc[diff['steps'] == s, metric].mean()))}"
                    f"</b></td>" for s in steps)
     better = {1: ", higher is better", -1: ", lower is better"}.get(METRIC_DIRECTION.get(metric, 0), "")
-    caption = f"<caption style='caption-side: top'>score: {LABELS.get(metric, metric)}{better}</caption>"
+    caption = f"<caption style='caption-side: top'>score: {literal(LABELS.get(metric, metric))}{better}</caption>"
     return (f'<table class="quality-grid" style="table-layout: fixed; width: 100%">{caption}<tr>{head}</tr>'
             f'{"".join(rows)}<tr>{mean}</tr></table>')
 
@@ -76,11 +76,11 @@ def temperature_html(table: pd.DataFrame, summary: pd.DataFrame, metric: str) ->
     """Seed 001's temperature comparison: per temperature its samples and mean scores, entropy and
     distinct-2 always beside the chosen metric (what a temperature does is read from them, not said)."""
     extra = [m for m in ("entropy", "distinct_2") if f"{m}_mean" in summary and m != metric]
-    head = "".join(f"<th style='white-space: nowrap'>{m.replace('_', '-')}</th>" for m in (metric, *extra))
+    head = "".join(f"<th style='white-space: nowrap'>{literal(m.replace('_', '-'))}</th>" for m in (metric, *extra))
     rows = []
     for _, s in summary[summary["sampler"] == "diffusion"].iterrows():
         texts = table[(table["sampler"] == "diffusion") & (table["temperature"] == s["temperature"])]["text"]
-        samples = "".join(f'<div style="{CELL_CSS}; margin-bottom: 4px">{html.escape(t)}</div>' for t in texts)
+        samples = "".join(f'<div style="{CELL_CSS}; margin-bottom: 4px">{literal(t)}</div>' for t in texts)
         scores = "".join(f"<td>{format_score(m, float(s[f'{m}_mean']))}</td>" for m in (metric, *extra))
         rows.append(f"<tr><td><b>{s['temperature']:g}</b></td><td>{samples}</td>{scores}</tr>")
     return (f'<table class="temperature-table" style="width: 100%"><tr><th style="width: 8em">temperature</th>'
@@ -139,7 +139,7 @@ class TaskBar(pn.viewable.Viewer):
         # a cached result shown says "from cache"; its estimate ("cached: ...") would say it twice
         repeat = t.status == "from cache" and t.estimate.startswith("cached")
         parts = [p for p in (t.status, "" if t.running or repeat else t.estimate) if p]
-        self.status.object = html.escape(" · ".join(parts))
+        self.status.object = literal(" · ".join(parts))
         show_notice(self.notice, t.error)
 
     def __panel__(self):

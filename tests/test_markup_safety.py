@@ -1,0 +1,185 @@
+"""No text from outside renders as markup, without a browser: what each pane sends the page (its Bokeh
+model's HTML) is parsed, and outside text must come out of it as text, character for character, with
+no tag, link or entity of its own. Covers the link's notice, every notice, the views that quote task
+statuses and errors, and the rule that keeps it so (one escaping helper; Markdown only for the
+dashboard's own words). The same in a real browser: test_markup_safety_browser.py."""
+from __future__ import annotations
+
+import ast
+import html
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from explorer.dashboard.app import url_notice
+from explorer.dashboard.tabs import build_tab
+from explorer.dashboard.tabs.explore import open_session
+from explorer.dashboard.tabs.explore.quality import QualityView
+from explorer.dashboard.ui.base import notice, show_notice
+from explorer.dashboard.ui.safe import literal
+from explorer.dashboard.urlstate import UrlState, _shown
+from tests.dashboard_support import explore
+
+DASHBOARD = Path(__file__).resolve().parents[1] / "explorer" / "dashboard"
+# What a class could put in a link, a template, a checkpoint's metadata or a new checkpoint's name
+PAYLOADS = ("<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "<svg onload=alert(3)>",
+            "<details open ontoggle=alert(4)>", "[x](javascript:alert(5))", "[y](http://example.com)",
+            "&lt;b&gt; &amp; &#60;i&#62;", "**bold** _it_ `code` # head", "$$x^2$$", 'a "quoted" \'one\'')
+
+
+class _Page(HTMLParser):
+    """The tags (with their attributes) and the text a browser would make of some HTML."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.parts = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.parts.append(data)
+
+
+def parsed(markup: str) -> tuple[list, str]:
+    """(tags, text) a browser makes of `markup`."""
+    page = _Page()
+    page.feed(markup)
+    page.close()
+    return page.tags, "".join(page.parts)
+
+
+def page_html(model) -> str:
+    """The HTML a pane's Bokeh model puts in the page (Panel sends it escaped once more; the page decodes it)."""
+    return html.unescape(model.text)
+
+
+def shown(pane) -> tuple[list, str]:
+    """(tags, text) of what `pane` shows, read from a new model of it."""
+    return parsed(page_html(pane.get_root()))
+
+
+def plain(pane) -> str:
+    """The text of a pane that may hold only the dashboard's own wrapper tags (a <p>), never one of
+    outside text; fails otherwise."""
+    tags, text = shown(pane)
+    assert [t for t, _ in tags] in ([], ["p"]), tags
+    return text
+
+
+@pytest.fixture
+def session(checkpoints):
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    yield s
+    s.close()
+
+
+def test_literal_escapes_for_text_and_attributes():
+    assert literal('<a href="x" title=\'y\'>&amp;</a>') == "&lt;a href=&quot;x&quot; title=&#x27;y&#x27;&gt;&amp;amp;&lt;/a&gt;"
+    assert literal(3) == "3"
+    for text in PAYLOADS:
+        assert parsed(f'<span title="{literal(text)}">{literal(text)}</span>') == ([("span", {"title": text})], text)
+
+
+@pytest.mark.parametrize("text", [*PAYLOADS, "two\nlines  and spaces", "\n".join(PAYLOADS)])
+def test_a_notice_shows_any_text_as_typed(text):
+    """However it is filled (made with a text, show_notice, or its object set), a notice is plain text:
+    no HTML, no Markdown (links, emphasis), no entities decoded, no TeX."""
+    made = notice("warning", text=text)
+    assert made.visible and plain(made) == text and made.get_root().disable_math
+    filled = notice("danger")
+    show_notice(filled, text)
+    assert filled.visible and plain(filled) == text
+    filled.object = text  # a future caller that forgets show_notice
+    assert plain(filled) == text
+    show_notice(filled, "")
+    assert not filled.visible
+
+
+def test_a_hostile_link_is_named_in_the_notice_as_text(session):
+    """Every rejected key and value of a link is quoted in the notice, as text (the notice was a
+    Markdown alert given the raw link: `?steps=<img src=x onerror=...>` ran in the page)."""
+    url = UrlState(session, list(session.tabs))
+    session.load_hooks.append(url.hook)
+    args = {p: p for p in PAYLOADS}
+    args.update(steps=PAYLOADS[1], strategy=PAYLOADS[0], tab=PAYLOADS[2], template="<b>" + PAYLOADS[3])
+    url.apply(args)
+    pane = url_notice(url)
+    text = plain(pane)
+    assert pane.visible and text == url.notice
+    for key in PAYLOADS:
+        assert f"{_shown(key)}={_shown(key)}" in text
+    for key in ("steps", "strategy", "tab"):
+        assert f"{key}={_shown(args[key])}" in text
+    session.load(wait=True)  # the template is checked against the model's alphabet, and refused
+    text = plain(pane)
+    assert text == url.notice and f"template={_shown(args['template'])}" in text
+
+
+def test_a_training_error_quoting_the_typed_name_is_text(checkpoints, monkeypatch):
+    """The Model tab's training error quotes the name typed for the new checkpoint (it was set as
+    Markdown; the saved notice said **name** in Markdown too)."""
+    monkeypatch.setenv("MDLM_EXPLORER_CACHE", str(checkpoints / "cache"))
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Model", state)
+    try:
+        state.load(wait=True)
+        tab.param.update(train_steps=10, new_name=PAYLOADS[1])
+        assert not tab.start_training(wait=True)
+        error = view.train_panel.error
+        assert error.visible and PAYLOADS[1] in plain(error) and plain(error) == tab.task.error
+    finally:
+        state.close()
+
+
+def test_task_statuses_are_text(session):
+    """A task's status line is HTML put together by the view: the status goes in escaped."""
+    view = QualityView(state=explore(session))
+    explore(session).quality.status = PAYLOADS[1]
+    tags, text = shown(view.status)
+    assert tags == [] and text == f"Quality vs steps: {PAYLOADS[1]}"
+
+
+# ---------------------------------------------------------------------------------- the rule, in the source
+
+
+def _calls(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            yield node, ast.unparse(f)
+
+
+def _constant_text(node: ast.AST) -> bool:
+    """A str literal, or literals joined by +: the dashboard's own words."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    return isinstance(node, ast.BinOp) and _constant_text(node.left) and _constant_text(node.right)
+
+
+def test_outside_text_meets_markup_only_through_the_one_helper():
+    """One escaping helper (ui.safe.literal; Panel's transport escape in ui.internals aside); notices
+    only through ui.base.notice (plain text); Markdown panes only through ui.base.section, and only
+    with literal text (Markdown makes links of escaped text)."""
+    offenders = []
+    for path in sorted(DASHBOARD.rglob("*.py")):
+        rel = path.relative_to(DASHBOARD).as_posix()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node, name in _calls(tree):
+            where = f"{rel}:{node.lineno} {name}"
+            if name == "html.escape" and rel not in ("ui/safe.py", "ui/internals.py"):
+                offenders.append(f"{where}: escape with ui.safe.literal")
+            if name.split(".")[-1] in ("Alert", "Markdown", "Str") and rel not in ("ui/base.py", "ui/internals.py"):
+                offenders.append(f"{where}: a notice is ui.base.notice, Markdown is ui.base.section")
+            if name == "section" and not (node.args and _constant_text(node.args[0])):
+                offenders.append(f"{where}: section() takes the dashboard's own words only")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_source_rule_sees_what_it_looks_for():
+    tree = ast.parse("import html\nhtml.escape(x)\npn.pane.Alert(t)\nsection(f'{name}')\nsection('# a' + 'b')\n")
+    names = [name for _, name in _calls(tree)]
+    assert names == ["html.escape", "pn.pane.Alert", "section", "section"]
+    sections = [n for n, name in _calls(tree) if name == "section"]
+    assert [_constant_text(n.args[0]) for n in sections] == [False, True]
