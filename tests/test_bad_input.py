@@ -114,7 +114,7 @@ def test_api_names_with_paths_are_refused_before_any_file_is_opened(ckpts, monke
     (["--steps", "99999999"], "steps must be an integer in [1, 4096]"),
     (["--steps", "many"], "argument --steps: invalid int value: 'many'"),
     (["--temperature", "-0.5"], "temperature must be in [0, 100], got -0.5"),
-    (["--temperature", "nan"], "temperature must be in [0, 100], got nan"),
+    (["--temperature", "nan"], "argument --temperature: expected a finite number, got 'nan'"),
     (["--top-p", "0"], "top_p must be in (0, 1], got 0.0"),
     (["--top-p", "1.01"], "top_p must be in (0, 1], got 1.01"),
     (["--top-k", "-3"], "top_k must be an integer >= 0 (0 = off), got -3"),

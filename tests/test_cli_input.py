@@ -9,6 +9,7 @@ import os
 import signal
 
 import pytest
+import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -91,6 +92,8 @@ BAD = {
                                                                               "integer >= 0, got '-1'"),
     "sample shift logits": (["sample", "--checkpoint", "tiny", "--shift-logits", "maybe"],
                             "argument --shift-logits: expected true or false, got 'maybe'"),
+    "sample control characters": (["sample", "--checkpoint", "a\x1eb\nc"],
+                                  "no checkpoint 'a\\x1eb\\nc' (looked for "),
     # evaluate
     "evaluate val sequences": (["evaluate", "--checkpoint", "tiny", "--val-sequences", "-5"],
                                "argument --val-sequences: expected an integer in [0, 1000000], got '-5'"),
@@ -106,6 +109,8 @@ BAD = {
                                "--out afile/x.csv: afile is a file, not a folder"),
     "sweep out a folder": (["sweep", "--checkpoint", "tiny", "--out", "checkpoints"], "--out checkpoints: is a dir"),
     "sweep seed": (["sweep", "--checkpoint", "tiny", "--seed", "-1"], "argument --seed: expected an integer in [0, "),
+    "sweep seed huge": (["sweep", "--checkpoint", "tiny", "--seed", str(2**63 - 1)], "argument --seed: expected an "
+                                                                                   "integer in [0, 4294967295]"),
     "sweep batch size": (["sweep", "--checkpoint", "tiny", "--batch-size", "0"], "argument --batch-size: expected"),
     "sweep n": (["sweep", "--checkpoint", "tiny", "-n", "-3"], "argument -n/--n: expected an integer in [1, "),
     "sweep timeout": (["sweep", "--checkpoint", "tiny", "--scheduler-timeout", "nan"],
@@ -120,6 +125,19 @@ def test_bad_flag_is_one_error_line_before_any_work(env, capsys, case):
     err = one_error_line(capsys, needle)
     assert "training diffusion" not in err  # refused before a model was built or a step run
     assert not (env / "checkpoints" / "run.safetensors").exists() and not (env / "x.csv").exists()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sample", "--checkpoint", "tiny", "--temperature", "1e-320"],
+     "argument --temperature: expected a finite number, got '1e-320' (too close to 0 to compute with: write 0)"),
+    (["sweep", "--checkpoint", "tiny", "--top-p", "0.5,5e-324"], "--top-p: '5e-324' is not a valid value in"),
+    (["evaluate", "--checkpoint", "tiny", "--temperature", "1e-310"], "argument --temperature: expected a finite"),
+])
+def test_subnormal_numbers_are_refused(env, capsys, argv, needle):
+    """A subnormal temperature made the sampler divide into an overflow (an index past the vocabulary)."""
+    torch.set_flush_denormal(False)  # as a plain `python run.py` runs; the tests flush them to zero (conftest)
+    assert main(argv) == 2
+    one_error_line(capsys, needle)
 
 
 def test_every_train_flag_is_checked_by_the_config_too():

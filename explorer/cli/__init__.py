@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import math
 import os
+import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
     usage block (which, with all the sampler knobs, pushes the actual message off the screen)."""
 
     def error(self, message):
-        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 
 def _available() -> list[str]:
@@ -67,8 +68,14 @@ def report_errors(main, args) -> int:
     try:
         return main(args)
     except CLIError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
+
+
+def one_line(text) -> str:
+    """`text` with every character that is not printable escaped (newlines, control characters, line
+    separators): a message quoting a user's input, or a path holding such characters, stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 # ---------------------------------------------------------------------------------- argument types
@@ -101,7 +108,8 @@ def int_in(lo: int, hi: int | None = None):
 
 def float_in(lo: float = -math.inf, hi: float = math.inf, brackets: str = "[]"):
     """An argparse `type`: a finite number between lo and hi; `brackets` says which ends are included
-    ("[]", "(]", "[)" or "()"). NaN and infinities are refused whatever the bounds.
+    ("[]", "(]", "[)" or "()"). NaN, infinities and subnormal numbers (|x| < 2.2e-308, which no setting
+    means, and which turn a division into an overflow) are refused whatever the bounds.
 
     Returns:
         a function str -> float raising argparse.ArgumentTypeError with the range in its message.
@@ -113,13 +121,22 @@ def float_in(lo: float = -math.inf, hi: float = math.inf, brackets: str = "[]"):
             value = math.nan
         above = value > lo if brackets[0] == "(" else value >= lo
         below = value < hi if brackets[1] == ")" else value <= hi
-        if not (math.isfinite(value) and above and below):
+        subnormal = _is_subnormal(value)
+        if not (math.isfinite(value) and above and below) or subnormal:
             what = "a finite number" + ("" if math.isinf(lo) and math.isinf(hi) else
                                         f" in {brackets[0]}{lo:g}, {hi:g}{brackets[1]}")
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+            note = " (too close to 0 to compute with: write 0)" if subnormal else ""
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}{note}")
         return value
 
     return parse
+
+
+def _is_subnormal(value: float) -> bool:
+    # from the bits (zero exponent, non-zero fraction), not `0 < abs(value) < 2.2e-308`: torch's flush-denormal
+    # mode (training on the CPU sets it) makes the processor read a subnormal operand as 0 in that comparison
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    return (bits >> 52) & 0x7FF == 0 and bits & ((1 << 52) - 1) != 0
 
 
 def boolean(text: str) -> bool:

@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import MISSING, fields
 
-from . import CLIError, int_in, is_out_of_memory
+from . import CLIError, float_in, int_in, is_out_of_memory
 from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
 from ..devices import DEVICE_CHOICES
 
@@ -38,8 +38,10 @@ KNOB_HELP = {
 
 
 def _knob_type(f):
-    # None-defaulted knobs (threshold, temperature_end) are floats; the others take their default's type
-    return float if f.default is None else type(f.default)
+    # None-defaulted knobs (threshold, temperature_end) are floats; the others take their default's type.
+    # Ranges are SamplerConfig's (its message names the knob); floats must be finite, normal numbers here.
+    kind = float if f.default is None else type(f.default)
+    return float_in() if kind is float else kind
 
 
 def add_arguments(p: argparse.ArgumentParser):

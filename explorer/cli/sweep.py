@@ -23,9 +23,10 @@ from . import CLIError, check_writable, float_in, int_in
 from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
 
 # knob -> (parser of one list item, default list or None = not varied)
+FLOAT = float_in()  # finite, normal numbers; each knob's range is SamplerConfig's
 KNOB_LISTS = {"steps": (int, "1,2,4,8,16,32"), "strategy": (str, "confidence,random"), "schedule": (str, None),
-              "threshold": ("none_or_float", None), "temperature": (float, None), "top_k": (int, None),
-              "top_p": (float, None), "block_length": (int, None), "remask": (float, None)}
+              "threshold": ("none_or_float", None), "temperature": (FLOAT, None), "top_k": (int, None),
+              "top_p": (FLOAT, None), "block_length": (int, None), "remask": (FLOAT, None)}
 DEFAULT_JUDGE = "shakespeare-ar"
 PLOT_SUFFIXES = (".html", ".png")
 MAX_BATCH = 4096  # samples per sampler call
@@ -39,10 +40,10 @@ def parse_list(text: str, kind, flag: str) -> list:
     for item in (s.strip() for s in text.split(",")):
         try:
             if kind == "none_or_float":
-                out.append(None if item.lower() == "none" else float(item))
+                out.append(None if item.lower() == "none" else FLOAT(item))
             else:
                 out.append(kind(item))
-        except ValueError:
+        except (ValueError, argparse.ArgumentTypeError):
             raise CLIError(f"{flag}: {item!r} is not a valid value in {text!r}") from None
     if not out or "" in out:
         raise CLIError(f"{flag}: give a comma-separated list, got {text!r}")
@@ -61,7 +62,8 @@ def add_common_arguments(p: argparse.ArgumentParser, checkpoint_required: bool =
     p.add_argument("--data", default=None, help="the training text file, to rebuild the held-out reference")
     p.add_argument("-n", "--n", type=int_in(1, MAX_SAMPLES), default=30,  # -n as `sample` spells it
                    help="samples per cell (default 30)")
-    p.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0)
+    # samples draw seeds seed, seed + 1, ...: kept far from int64's end, where the table's column would overflow
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
     p.add_argument("--length", type=int_in(1), default=None, help="sample length (default: the model's context)")
     p.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=None,
                    help="samples per sampler call (default min(n, 64))")
