@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError
-from .source import LLADA_MASK_ID, HFOptions, HFSource, detect_family, needs_remote_code, parse_source, read_config
+from .source import (LLADA_MASK_ID, HFOptions, HFSource, check_sizes, detect_family, needs_remote_code, parse_source,
+                     read_config)
 from .tokenizer import HFTokenizer
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -175,6 +176,7 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
     source = parse_source(spec)
     _check_allowed(source, options)
     cfg, files = read_config(source)
+    check_sizes(cfg, source)
     _check_trust(cfg, source, options)
     family = options.family or detect_family(cfg, source)
     device = torch.device(device)

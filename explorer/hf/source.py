@@ -103,6 +103,34 @@ def read_config(source: HFSource) -> tuple[dict, Path]:
     return cfg, path.parent
 
 
+# Upper bounds on the sizes a config.json may give (its families' spellings), far above any published model
+# (Llama 3.1 405B: 126 layers, width 16384, MLP 53248; LLaDA: vocabulary 126464), so that a lying config
+# cannot make transformers build (and randomly initialise) an absurd model: checked before anything loads.
+SIZE_LIMITS = {
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "n_layers", "num_layers"), 1024),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model"), 1 << 16),
+    **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "num_key_value_heads"), 1024),
+    **dict.fromkeys(("intermediate_size", "mlp_hidden_size"), 1 << 20),
+    **dict.fromkeys(("vocab_size", "embedding_size"), 1 << 22),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"), 1 << 24),
+}
+
+
+def check_sizes(cfg: dict, source: HFSource) -> None:
+    """Every size config.json gives is a positive integer within SIZE_LIMITS: refused with one
+    CheckpointError line before transformers builds anything.
+
+    Args:
+        cfg: the parsed config.json.
+        source: where it came from (named in the message).
+    """
+    for key, limit in SIZE_LIMITS.items():
+        value = cfg.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit):
+            raise CheckpointError(f"{source.spec}: config.json's {key} must be an integer in [1, {limit}], "
+                                  f"got {value!r}")
+
+
 def detect_family(cfg: dict, source: HFSource) -> str:
     """mlm (BERT-family masked LMs), llada, dream or causal (a judge), from model_type and architectures."""
     model_type = str(cfg.get("model_type", "")).lower()
