@@ -141,6 +141,23 @@ def test_task_statuses_are_text(session):
     assert tags == [] and text == f"Quality vs steps: {PAYLOADS[1]}"
 
 
+def test_a_failed_download_says_why_as_text():
+    """A failed download's reason (it may quote names) is the button's hover help, which Panel renders
+    as Markdown from a str: the download button makes it a Tooltip of text instead."""
+    from explorer.dashboard.downloads import download_button
+
+    def make():
+        raise ValueError(PAYLOADS[1] + " " + PAYLOADS[4])
+
+    button = download_button("CSV", "run.csv", make)
+    button.handler.show(button.handler.produce()[1])
+    tooltip = button.get_root().description
+    assert isinstance(tooltip.content, str) and PAYLOADS[1] in tooltip.content  # a str: a text node in the page
+    assert PAYLOADS[1] in button.label  # a Bokeh button's label is text too
+    button.handler.show("")
+    assert button.description is None
+
+
 # ---------------------------------------------------------------------------------- the rule, in the source
 
 

@@ -34,14 +34,23 @@ def session_document():
 @functools.lru_cache(maxsize=1)
 def quiet_file_download():
     """pn.widgets.FileDownload that ignores a callback's None (a failure: the button says why)
-    instead of raising (FileDownload._sync_data); made once, on first use, so importing the
+    instead of raising (FileDownload._sync_data), and whose `description` (hover help: a failure's
+    reason, which may quote names) is plain text: Panel renders a str description as Markdown, raw
+    HTML included (Widget._process_param_change). Made once, on first use, so importing the
     downloads module does not import Panel."""
     import panel as pn
+
+    from .safe import text_tooltip
 
     class FileDownload(pn.widgets.FileDownload):
         def _sync_data(self, fileobj):
             if fileobj is not None:
                 super()._sync_data(fileobj)
+
+        def _process_param_change(self, params):
+            if isinstance(params.get("description"), str):  # a Tooltip of text: Panel leaves it as it is
+                params["description"] = text_tooltip(params["description"])
+            return super()._process_param_change(params)
 
     return FileDownload
 

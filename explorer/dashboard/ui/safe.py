@@ -27,3 +27,17 @@ def literal(text) -> str:
 
     Returns: the escaped string."""
     return html.escape(str(text), quote=True)
+
+
+def text_tooltip(text: str | None):
+    """A widget's hover help (its `description`) showing `text` as typed; None for none. Panel renders
+    a str description as Markdown, raw HTML and links included; a Bokeh Tooltip whose content is a
+    str shows it as a text node. (Bokeh is imported here, when called: this module stays a leaf.)
+
+    Returns: a bokeh.models.Tooltip, or None when `text` is empty."""
+    if not text:
+        return None
+    from bokeh.models import Tooltip
+
+    # Panel's own look for a description (panel.widgets.base): wraps, at most 300 px wide
+    return Tooltip(content=str(text), position="right", stylesheets=[":host { white-space: initial; max-width: 300px; }"])
