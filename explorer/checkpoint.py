@@ -99,9 +99,10 @@ def read_metadata(path: str | Path) -> dict:
         if key not in meta:
             raise CheckpointError(f"{path} metadata lacks {key!r}")
     for key in ("model_config", "tokenizer", "train_config", "training_state", "metrics", "corpus"):
-        if key in meta and not isinstance(meta[key], dict):  # every reader indexes these as objects
-            raise CheckpointError(f"{path} has corrupted metadata ({key!r} is a JSON "
-                                  f"{type(meta[key]).__name__}, not an object)")
+        optional = key not in ("model_config", "tokenizer")  # read as `meta.get(key) or {}`
+        if not isinstance(meta.get(key), dict) and not (optional and meta.get(key) is None):
+            what = "null" if meta.get(key) is None else type(meta[key]).__name__
+            raise CheckpointError(f"{path} has corrupted metadata ({key!r} is a JSON {what}, not an object)")
     return meta
 
 

@@ -196,7 +196,7 @@ class Trainer:
 
     def _merge_resume(self, cfg: TrainConfig, prior) -> TrainConfig:
         """Architecture and data come from the checkpoint; the schedule (max_steps, lr...) from cfg."""
-        old = TrainConfig.from_dict(prior.meta.get("train_config", {}))
+        old = TrainConfig.from_dict(prior.meta.get("train_config") or {})
         state = prior.meta.get("training_state") or {}
         self.state.update({k: state.get(k) for k in ("step", "tokens", "seconds")})
         resumed_at, commands = state.get("resumed_at", []), prior.meta.get("commands", [])

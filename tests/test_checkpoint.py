@@ -208,6 +208,8 @@ def test_parameter_count_is_reported_when_it_differs(tmp_path, builds):
     ("[1, 2]", "a JSON list, not an object"),
     (json.dumps({"model_config": [1], "tokenizer": {}}), "'model_config' is a JSON list, not an object"),
     (json.dumps({"model_config": {}, "tokenizer": "abc"}), "'tokenizer' is a JSON str, not an object"),
+    (json.dumps({"model_config": {}, "tokenizer": None}), "'tokenizer' is a JSON null, not an object"),
+    (json.dumps({"model_config": {}, "tokenizer": {}, "metrics": [0.5]}), "'metrics' is a JSON list, not an object"),
     (json.dumps({"model_config": {"vocab_size": 12}, "tokenizer": {"type": "char", "chars": "abcdefghijk"}}),
      "incompatible metadata"),
 ])

@@ -149,18 +149,23 @@ def test_every_train_flag_is_checked_by_the_config_too():
 
 
 @pytest.mark.slow
-def test_resuming_a_checkpoint_with_a_lying_train_config_is_one_error_line(env, capsys):
-    """A stored train_config is JSON: a mistyped value is refused by TrainConfig, not met mid-run."""
+@pytest.mark.parametrize("key, change, needle", [
+    ("train_config", {"lr": "fast"}, "error: lr must be a number in (0, 10], got 'fast'"),
+    ("training_state", {"step": "3"}, "its training state is incomplete or malformed; it cannot be resumed"),
+    ("training_state", {"resumed_at": None}, "its training state is incomplete or malformed"),
+])
+def test_resuming_a_checkpoint_with_lying_run_metadata_is_one_error_line(env, capsys, key, change, needle):
+    """A stored train_config or training state is JSON: a mistyped value is refused, not met mid-run."""
     assert main(train_args()) == 0
     path = env / "checkpoints" / "run.safetensors"
     with safe_open(str(path), "pt") as f:
         header, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
     meta = json.loads(header["meta"])
-    meta["train_config"]["lr"] = "fast"
+    meta[key].update(change)
     save_file(tensors, str(path), metadata={**header, "meta": json.dumps(meta)})
     capsys.readouterr()
     assert main(["train", "--out", "run", "--resume", "run", "--max-steps", "3"]) == 2
-    one_error_line(capsys, "error: lr must be a number in (0, 10], got 'fast'")
+    one_error_line(capsys, needle)
 
 
 def _send_sigint(method):

@@ -57,7 +57,7 @@ def resumed_config(resume: str | None) -> dict:
         return {}
     from ..checkpoint import read_metadata, resolve_checkpoint
 
-    return read_metadata(resolve_checkpoint(resume)).get("train_config", {})
+    return read_metadata(resolve_checkpoint(resume)).get("train_config") or {}
 
 
 # asked: a signal arrived (a rank's collective can then fail first: see train). saving: the run is being
