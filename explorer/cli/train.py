@@ -36,8 +36,9 @@ def add_arguments(p: argparse.ArgumentParser):
         if f.type in ("bool", bool):
             p.add_argument(flag, type=boolean, default=None, metavar="BOOL", help=f"default {f.default}")
         elif f.name in RANGES:
-            lo, hi, *_ = RANGES[f.name]
-            p.add_argument(flag, type=_flag_type(f.name), default=None, help=f"default {f.default} ({lo:g} to {hi:g})")
+            lo, hi, *brackets = RANGES[f.name]
+            span = f"{brackets[0][0]}{lo:g}, {hi:g}{brackets[0][1]}" if brackets else f"[{lo}, {hi}]"
+            p.add_argument(flag, type=_flag_type(f.name), default=None, help=f"default {f.default}, in {span}")
         else:
             p.add_argument(flag, default=None, choices=CHOICES.get(f.name), help=f"default {f.default}")
 
