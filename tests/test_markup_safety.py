@@ -191,6 +191,11 @@ def test_outside_text_meets_markup_only_through_the_one_helper():
                 offenders.append(f"{where}: a notice is ui.base.notice, Markdown is ui.base.section")
             if name == "section" and not (node.args and _constant_text(node.args[0])):
                 offenders.append(f"{where}: section() takes the dashboard's own words only")
+    # Bokeh escapes a tooltip's @field values (the plots' hover texts: sweet spots, candidates) unless
+    # the field is marked {safe}
+    for path in [*sorted(DASHBOARD.rglob("*.py")), DASHBOARD.parent / "plots.py"]:
+        if "{safe}" in path.read_text():
+            offenders.append(f"{path.name}: a {{safe}} tooltip field renders its value as HTML")
     assert not offenders, "\n".join(offenders)
 
 
