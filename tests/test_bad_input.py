@@ -39,7 +39,8 @@ BAD_KNOBS = {
     "top-k True": ({"top_k": True}, "top_k must be an integer >= 0"),
     "negative block length": ({"block_length": -4}, "block_length must be an integer >= 0"),
     "unknown strategy": ({"strategy": "best"}, "unknown strategy 'best'; valid: confidence, margin"),
-    "unknown schedule": ({"schedule": "fast"}, "unknown schedule 'fast'; valid: seed, linear, cosine"),
+    "unknown schedule": ({"schedule": "fast"}, "unknown schedule 'fast'; valid: remaining, linear, cosine"),
+    "tiny temperature": ({"temperature": 1e-9}, "temperature must be 0 (greedy) or at least 1e-06"),
     "unknown knob": ({"temprature": 1.0}, "unknown sampler knob(s): temprature"),
 }
 

@@ -23,7 +23,7 @@ KNOB_HELP = {
     "top_k": "keep only the k most likely tokens (0 = off)",
     "top_p": "nucleus: keep the smallest set of tokens with this mass (1 = off)",
     "strategy": "which masked positions to commit first: confidence, margin, entropy, random, left_to_right",
-    "schedule": "how many positions per step: seed, linear, cosine",
+    "schedule": "how many positions per step: remaining (what is masked over the steps left), linear, cosine",
     "block_length": "semi-autoregressive blocks of this many generated positions (0 = one block)",
     "threshold": "Fast-dLLM: commit every position scoring >= this (replaces the schedule)",
     "remask": "ReMDM revision rate eta in [0, 1]",

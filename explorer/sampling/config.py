@@ -29,6 +29,17 @@ def _check_range(knob: str, value, lo, hi, lo_open=False, hi_open=False, allow_n
         raise ValueError(f"{knob} must be in {lb}{lo}, {hi}{rb}, got {value!r}")
 
 
+# A positive temperature below this divides the logits past float64's range (1/1e-320 is inf) and
+# the draw stops being a distribution; any temperature this small is greedy decoding in effect.
+MIN_TEMPERATURE = 1e-6
+
+
+def _check_temperature(knob: str, value, allow_none=False) -> None:
+    _check_range(knob, value, 0, 100, allow_none=allow_none)
+    if value is not None and 0 < value < MIN_TEMPERATURE:
+        raise ValueError(f"{knob} must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class SamplerConfig:
     steps: int = 32  # denoising steps S (1 = single shot; ignored under threshold decoding)
@@ -59,8 +70,8 @@ class SamplerConfig:
     def __post_init__(self):
         if not _is_int(self.steps) or not 1 <= self.steps <= MAX_STEPS:
             raise ValueError(f"steps must be an integer in [1, {MAX_STEPS}], got {self.steps!r}")
-        _check_range("temperature", self.temperature, 0, 100)
-        _check_range("temperature_end", self.temperature_end, 0, 100, allow_none=True)
+        _check_temperature("temperature", self.temperature)
+        _check_temperature("temperature_end", self.temperature_end, allow_none=True)
         if not _is_int(self.top_k) or self.top_k < 0:
             raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
         _check_range("top_p", self.top_p, 0, 1, lo_open=True)
