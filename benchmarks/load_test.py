@@ -61,6 +61,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -76,6 +77,8 @@ STUDENT_KNOBS = ("seed", "temperature", "steps", "strategy")
 IDENTITY_SEED = 1000
 GOALS = {"p95_s": 2.0, "rss_growth_pct": 10.0}
 DEFAULT_SERVER_ARGS = "--num-threads 4 --threads 2"
+# (1+2+4+8+16+24+32+64) steps x 2 strategies x 64 samples: 19,328 calls, just under 20,000 (serve's default)
+HOSTILE_QUERY = "tab=Sweep&sweep.steps_grid=1,2,4,8,16,24,32,64&sweep.samples=64&sweep.include_ar=false"
 EPOCH = 100  # messages a client reads before its await chain is unwound (see Student._pump)
 
 
@@ -324,6 +327,7 @@ class Student(threading.Thread):
         self.session = self.page = None
         self.run_ms = 0  # the sampler's time for the last finished run, from the status
         self.ready, self.finished = threading.Event(), threading.Event()
+        self.arguments: dict | None = None  # the page's query (a shared link), as a browser's URL carries it
 
     def error(self, message: str) -> None:
         self.result.errors.append(message)
@@ -334,7 +338,7 @@ class Student(threading.Thread):
 
         loop = IOLoop()
         try:
-            self.session = pull_session(url=self.url, io_loop=loop)
+            self.session = pull_session(url=self.url, io_loop=loop, arguments=self.arguments)
             loop.add_callback(self._main)
             self._pump()
         except Exception as e:
@@ -485,6 +489,48 @@ class Student(threading.Thread):
         return None
 
 
+class Hostile(Student):
+    """One session asking for the most the server allows (--hostile): it opens a shared link (the
+    query --hostile-query, by default a Sweep grid just under `serve`'s default --max-calls-per-request)
+    and presses the sweep's Run whenever it is not running, with a new seed after each finished sweep
+    so the cache never answers, until the round ends. It is not one of the N students: its latency
+    and identity are not counted, and what its page said is reported beside the round."""
+
+    def __init__(self, url: str, query: str, opts, clock: "Clock"):
+        super().__init__(-1, url, opts, clock)
+        self.name = "hostile"
+        self.arguments = dict(parse_qsl(query))
+        self.clicks, self.sweep_status, self.sweeping = 0, "", threading.Event()
+
+    async def _script(self) -> None:
+        from bokeh.events import ButtonClick, DocumentReady
+
+        self.page = Page(self.session.document)
+        self._watch()
+        self.session.document.callbacks.send_event(DocumentReady())
+        models = {c: m for m in self.session.document.models for c in getattr(m, "css_classes", None) or []}
+        run, stop, status = (models.get(f"sweep-main-{k}") for k in ("run", "stop", "status"))
+        if run is None:
+            return self.error("the hostile link's page has no Sweep tab in view")
+        self.ready.set()
+        while not self.clock.close.is_set():
+            self.sweep_status = html.unescape(TAGS.sub("", _unescape_markup(status.text)))
+            if re.search(r"samples|starting", self.sweep_status):
+                self.sweeping.set()
+            if self.sweep_status.startswith("done"):  # a new seed: the next sweep is not in the cache
+                self.page.set("seed", self.rng.randrange(2**31 - 1))
+                await asyncio.sleep(1.0)
+            elif stop.disabled and ("Run" in self.sweep_status or "press Run" in self.sweep_status):
+                self.session.document.callbacks.send_event(ButtonClick(run))
+                self.clicks += 1
+                await asyncio.sleep(1.0)
+            await asyncio.sleep(0.2)
+
+    def report(self) -> dict:
+        return {"query": self.arguments, "run_clicks": self.clicks, "sweep_status": self.sweep_status,
+                "notices": self.notices[-3:], "errors": self.result.errors}
+
+
 class Clock:
     """What the sessions share: the first model load, the start of the timed window, the close."""
 
@@ -507,6 +553,7 @@ def run_sessions(url: str, n: int, seconds: float, opts, probe=None) -> dict:
     probe = probe or (lambda: None)
     clock = Clock()
     students = [Student(i, url, opts, clock) for i in range(n)]
+    hostile = Hostile(url, opts.hostile_query, opts, clock) if opts.hostile else None
     cpu0 = time.process_time()
     for s in students:
         s.start()
@@ -516,6 +563,10 @@ def run_sessions(url: str, n: int, seconds: float, opts, probe=None) -> dict:
     for s in students:
         s.ready.wait(opts.load_timeout)
     out["probe_start"] = probe()
+    if hostile is not None:  # the students' window starts once its sweep is under way
+        hostile.start()
+        hostile.sweeping.wait(opts.load_timeout)
+        out["probe_hostile"] = probe()
     t0 = time.perf_counter()
     clock.start(seconds)
     for s in students:
@@ -523,10 +574,11 @@ def run_sessions(url: str, n: int, seconds: float, opts, probe=None) -> dict:
     out["wall_s"] = max(time.perf_counter() - t0, 1e-3)
     out["probe_end"] = probe()
     clock.close.set()
-    for s in students:
+    for s in students + [hostile] * (hostile is not None):
         s.join(30)
     out["client_cpu_s"] = time.process_time() - cpu0
     out["sessions"] = [s.result for s in students]
+    out["hostile"] = hostile.report() if hostile is not None else None
     return out
 
 
@@ -612,7 +664,8 @@ def summarise(n: int, seconds: float, opts, out: dict) -> dict:
            "client_cpu_pct": 100 * out["client_cpu_s"] / out["wall_s"], "error_list": errors,
            "p50_by_knob": {k: [len(v), percentile(v, 50)] for k, v in by_knob.items()},
            "run_p50_s": percentile(run_s, 50), "run_p95_s": percentile(run_s, 95),
-           "load_average": out.get("load_average"),
+           "load_average": out.get("load_average"), "hostile": out.get("hostile"),
+           "rss_hostile_mb": out.get("probe_hostile"),
            "per_session": [asdict(s) | {"identity_text": None} for s in sessions]}
     row["pass"] = (row["errors"] == 0 and row["p95_s"] <= GOALS["p95_s"] and not mismatched and not unchecked
                    and row["rss_growth_pct"] < GOALS["rss_growth_pct"])
@@ -652,6 +705,11 @@ def print_details(row: dict) -> None:
     print(f"  p50 by knob (count): {knobs}", flush=True)
     print(f"  the runs themselves (sampler time in the status): p50 {cell(row, 'run_p50_s', '{:.2f}')} s, "
           f"p95 {cell(row, 'run_p95_s', '{:.2f}')} s; load average at start/end {row['load_average']}", flush=True)
+    if row.get("hostile"):
+        h = row["hostile"]
+        print(f"  hostile session: {h['run_clicks']} Run clicks, RSS {cell(row, 'rss_hostile_mb', '{:.0f}')} MB "
+              f"once its sweep was under way; its sweep said {h['sweep_status']!r}; notices {h['notices']}; "
+              f"errors {h['errors']}", flush=True)
     for e in row["error_list"][:10]:
         print("  error:", e)
     if len(row["error_list"]) > 10:
@@ -684,6 +742,12 @@ def parse_args(argv=None):
     p.add_argument("--load-timeout", type=float, default=300.0, help="seconds for every session to load and be ready")
     p.add_argument("--quick", action="store_true", help="smoke check: N=2, M=10")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    p.add_argument("--hostile", action="store_true",
+                   help="one more session, not among the N, asks for the most the limits allow throughout the "
+                        "round (--hostile-query), to see what it costs the others")
+    p.add_argument("--hostile-query", default=HOSTILE_QUERY,
+                   help="the hostile session's link (default: a Sweep grid of 19,328 model calls counted per "
+                        "sample at 256 characters, under `serve`'s default --max-calls-per-request)")
     args = p.parse_args(argv)
     if args.quick:
         args.sessions, args.seconds = [2], 10.0
