@@ -4,7 +4,6 @@ and value it did not apply in the notice, and the notice the page shows holds th
 text: no '<' of it reaches the page unescaped. A knob's own rules are tests/test_urlstate.py's."""
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -33,10 +32,6 @@ def link(tmp_path_factory):
         pane = url_notice(url)
         yield session, url, pane, pane.get_root()
         session.close()
-
-
-def _keys(url: UrlState) -> list[str]:
-    return sorted([*url.targets(), "tab", *HANDLED_ELSEWHERE])
 
 
 # Text from anyone: markup, entities, Markdown, control characters, the mask glyph, any script, numbers
