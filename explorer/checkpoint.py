@@ -197,8 +197,32 @@ def _is_hf(name_or_path, allow_paths: bool, hf) -> bool:
 
 def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu", *,
                     allow_paths: bool = True, hf=None):
-    """Rebuild the model in eval mode with `.tokenizer`, `.config`, `.meta` and `.path` attached.
-    A Hugging Face model (explorer.hf; `hf` is its HFOptions) comes back behind the same contract."""
+    """Load a model: the one loader of the CLI, the sampler's callers and the dashboard.
+
+    The file is checked before anything is built (metadata types and ranges, every tensor's name and
+    shape against the config); no pickle is ever read.
+
+    Args:
+        name_or_path: a name in checkpoints/ ("shakespeare"), a .safetensors path (when allow_paths), a
+            Hugging Face spec ("hf:ORG/NAME[@rev]") or a Hugging Face model directory.
+        device: where the weights go ("cpu", "cuda", a torch.device).
+        allow_paths: False accepts only names in checkpoints/ and listed Hugging Face models (a server
+            taking names from links).
+        hf: explorer.hf.HFOptions for Hugging Face models (dtype, trust_remote_code, allowed ids).
+
+    Returns:
+        The model in eval mode, called as `model(x, t)` -> logits (B, L, V) for every kind, with
+        `.tokenizer` (encode / decode), `.config`, `.meta` (the checkpoint's JSON metadata) and `.path`.
+
+    Raises:
+        CheckpointError: one readable line (no such name, a lying or corrupt file, a refused model).
+
+    Example:
+        >>> from explorer import load_checkpoint
+        >>> model = load_checkpoint("shakespeare")
+        >>> model.config.block_size, model.tokenizer.decode(model.tokenizer.encode("ROMEO"))
+        (256, 'ROMEO')
+    """
     if _is_hf(name_or_path, allow_paths, hf):
         from .hf import HFOptions, load_hf_model
 

@@ -14,7 +14,21 @@ Importing this package is cheap: Panel, Bokeh and torch load on first use.
 
 
 def create_app(checkpoint: str | None = None, device: str = "auto", **kwargs):
-    """Build the dashboard template; see app.create_app."""
+    """The whole dashboard as one Panel template, for a notebook, a script or `panel serve`.
+
+    Args:
+        checkpoint: a name in checkpoints/ (default: shakespeare where present) or a listed Hugging
+            Face model.
+        device: "auto" (the GPU when there is one), "cpu" or "cuda".
+        **kwargs: app.create_app's keywords (fallback, state, autoload).
+    Returns:
+        A pn.template.BootstrapTemplate; `.explorer_state` is its Session (the knobs and tabs a script
+        drives), `.url_state` its link.
+    Example:
+        >>> from explorer.dashboard import create_app
+        >>> app = create_app("patterns", device="cpu")  # in Jupyter, the cell's value shows it inline
+        >>> app.explorer_state.steps = 8                # a knob set from code, as the slider sets it
+    """
     from .app import create_app as _create
 
     return _create(checkpoint=checkpoint, device=device, **kwargs)

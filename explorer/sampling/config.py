@@ -42,6 +42,22 @@ def _check_temperature(knob: str, value, allow_none=False) -> None:
 
 @dataclass(frozen=True)
 class SamplerConfig:
+    """Every knob of one sampler run, checked when made (a bad value is one ValueError line).
+
+    Frozen and hashable: a run's cache key, and the same config with the same seed gives the same
+    trajectory on every device. The fields below say what each knob does and what "off" is; the
+    ones after `seed` are the knobs real diffusion LMs (LLaDA, Dream, Fast-dLLM) add.
+
+    Example:
+        >>> from explorer.sampling import SamplerConfig
+        >>> cfg = SamplerConfig(steps=16, strategy="margin", temperature=0.8, seed=1)
+        >>> cfg.replace(steps=32).steps, cfg.adaptive
+        (32, False)
+        >>> SamplerConfig.from_dict({"steps": 0})
+        Traceback (most recent call last):
+        ...
+        ValueError: steps must be an integer in [1, 4096], got 0
+    """
     steps: int = 32  # denoising steps S (1 = single shot; ignored under threshold decoding)
     temperature: float = 1.0  # 0 = argmax
     temperature_end: float | None = None  # anneal linearly from temperature to this across steps

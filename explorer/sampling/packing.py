@@ -273,6 +273,17 @@ def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PE
                 between_calls: Callable[[], object] | None = None) -> list[Trajectory | None]:
     """Run many sampler runs with shared model calls (see the module docstring); one result per run.
 
+    Returns a list as long as `runs`: run i's Trajectory, equal token for token to
+    sample(model, **runs[i]) alone (the tests hold it to that), or None where it was cancelled.
+    Example (a quality-vs-steps sweep in a fraction of the calls of its runs one by one):
+        >>> from explorer import load_checkpoint
+        >>> from explorer.sampling import SamplerConfig, sample_many
+        >>> model = load_checkpoint("patterns")
+        >>> runs = [{"config": SamplerConfig(steps=s, seed=0), "batch_size": 4, "record": False}
+        ...         for s in (1, 2, 4, 8)]
+        >>> [tr.nfe for tr in sample_many(model, runs)]
+        [1, 2, 4, 8]
+
     runs: one dict of sample()'s arguments per run ("config" plus any keyword of sample: batch_size,
     length, template, generator, record, on_step, should_stop). Run i's result is what
     sample(model, **runs[i]) returns, timings aside, or None where its on_step / should_stop cancelled

@@ -460,6 +460,21 @@ def sample(model, config: SamplerConfig, *, batch_size: int | None = None, lengt
            on_step=None, should_stop=None) -> Trajectory:
     """Generate `batch_size` samples from a masked-diffusion model; see the module docstring.
 
+    Args:
+        model: called as model(x, t) -> logits (B, L, V), with `.config` (mask_id, block_size, kind);
+            an "ar" model is sampled left to right (ar.py).
+        config: the sampler's knobs (SamplerConfig).
+    Returns:
+        A Trajectory: every step's canvas, proposals, scores and commits as numpy arrays
+        (record=True), the final tokens, NFE and timings; `.texts()` decodes the final rows.
+    Example:
+        >>> from explorer import load_checkpoint
+        >>> from explorer.sampling import SamplerConfig, sample
+        >>> model = load_checkpoint("patterns")
+        >>> tr = sample(model, SamplerConfig(steps=8, strategy="confidence", seed=0), batch_size=2)
+        >>> tr.tokens.shape[0] == tr.n_steps + 1, tr.nfe
+        (True, 8)
+
     length: canvas length (default: the model's context). template: █ / [___] / plain prompt,
     see parse_template (needs `model.tokenizer`). generator: a CPU torch.Generator (default: seeded
     from config.seed), or a list of them, one per row: then batch_size is its length and row i is
