@@ -78,6 +78,14 @@ def test_valid_values_are_applied_before_the_load(session):
     assert (dummy.level, dummy.picks, dummy.flag, dummy.ratio) == (7, ["y", "z"], True, 0.25)
 
 
+def test_a_link_with_the_schedules_older_name_opens_its_current_one(session):
+    url = url_for(session)
+    url.apply({"schedule": "seed"})
+    assert url.notice == "" and session.schedule == "remaining"
+    from explorer.dashboard.tabs.sweep.state import SweepTabState
+    assert parse_value(SweepTabState.param.schedules, "seed,cosine") == ["remaining", "cosine"]
+
+
 def test_bad_values_are_named_in_one_notice_and_not_applied(session):
     url = url_for(session)
     url.apply({"steps": "999", "strategy": "magic", "bogus": "1", "tab": "Nowhere", "dummy.level": "0",

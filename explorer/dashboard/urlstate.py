@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 import param
 
+from ..names import SCHEDULE_ALIASES
 from .session import KNOBS, start_canvas
 from .ui.internals import validate
 
@@ -62,7 +63,10 @@ def _number(text: str, integer: bool):
 
 
 def _choice(p, text: str):
-    """The object of a Selector whose text form is `text` (objects may be numbers)."""
+    """The object of a Selector whose text form is `text` (objects may be numbers); a schedule's older
+    name (links saved before it was renamed) reads as its current one."""
+    if p.name in ("schedule", "schedules"):  # the sidebar's knob, the Sweep tab's list
+        text = SCHEDULE_ALIASES.get(text, text)
     for obj in p.objects:
         if str(obj) == text or (isinstance(obj, float) and _same_float(obj, text)):
             return obj
