@@ -98,7 +98,7 @@ class Limits:
 
     def waiting_note(self, calls: int, seconds: float, button: str = "Run") -> str:
         """What a request too large to start by itself says while it waits for its `button`."""
-        return (f"not started by itself: ≈ {calls:,} model calls counted per sample, about {seconds:,.0f} s here, "
+        return (f"not started by itself: ≈ {calls:,} model calls counted per sample, {took(seconds)} here, "
                 f"over the {self.auto_start_seconds:g} s a link or a change starts alone "
                 f"({FLAGS['auto_start_seconds']}); press {button}")
 
@@ -113,6 +113,12 @@ def parse_limit(text: str, fraction: bool = False) -> int | float:
     if not value > 0 or value == float("inf"):
         raise ValueError(f"must be a positive {'number' if fraction else 'whole number'}, got {text.strip()}")
     return value
+
+
+def took(seconds: float) -> str:
+    """An estimate of seconds as the page says it: 'under a second', 'about 40 s', 'about 2.5 min'."""
+    return ("under a second" if seconds < 1 else f"about {seconds:.0f} s" if seconds < 90
+            else f"about {seconds / 60:,.1f} min")
 
 
 def call_seconds(n_params: int, length: int, rows: int = 1, rate: float | None = None) -> float:

@@ -30,7 +30,7 @@ from ....experiments import (
 )
 from ....sampling.config import SCHEDULES, STRATEGIES
 from ...runtime import cache, checkpoints
-from ...runtime.limits import CALL_OVERHEAD_S, FLOPS_GUESS, sweep_size, table_bytes
+from ...runtime.limits import CALL_OVERHEAD_S, FLOPS_GUESS, sweep_size, table_bytes, took
 from ...runtime.tasks import Task, TaskCancelled
 from ...session import Session
 from ...urlstate import parse_value
@@ -119,9 +119,7 @@ def measured_rate(table) -> float | None:
 
 
 def format_cost(calls: int, seconds: float) -> str:
-    took = ("under a second" if seconds < 1 else f"about {seconds:.0f} s" if seconds < 90
-            else f"about {seconds / 60:.1f} min")
-    return f"≈ {calls:,} model calls, {took} on this machine"
+    return f"≈ {calls:,} model calls, {took(seconds)} on this machine"
 
 
 class SweepTask(Task):
