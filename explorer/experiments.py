@@ -231,7 +231,7 @@ class _Finished:
 
 
 def _execute(jobs: list[_Job], model, ar_model, base, seed: int, length: int, template, cancel,
-             finished: _Finished, pack: bool) -> None:
+             finished: _Finished, pack: bool, tokens_in_flight: int | None = None) -> None:
     """Run every job, finished(i, trajectory) as each ends. pack: the swept diffusion model's jobs go
     through sample_many together (shared model calls, the same samples); the rest one after another."""
     stop = None if cancel is None else (lambda: _is_cancelled(cancel))
@@ -242,7 +242,8 @@ def _execute(jobs: list[_Job], model, ar_model, base, seed: int, length: int, te
         runs = [_packed_run(jobs[i], base, seed, length, template, stop) for i in packed]
         # between calls, `cancel` is asked too: a dashboard's cancel check is where it lends the device
         # to a waiting run (runtime/queue.DeviceTurns.pause), so a run waits one call, not a round
-        sample_many(model, runs, on_finish=lambda k, traj: finished(packed[k], traj), between_calls=stop)
+        held = {} if tokens_in_flight is None else {"tokens_in_flight": tokens_in_flight}
+        sample_many(model, runs, on_finish=lambda k, traj: finished(packed[k], traj), between_calls=stop, **held)
     for i in sorted(set(range(len(jobs))) - set(packed)):
         traj = None if _is_cancelled(cancel) else _run_job(jobs[i], model, ar_model, base, seed, length, template, stop)
         finished(i, traj)
@@ -309,7 +310,8 @@ def reference_rows(scoring: _Scoring, reference, length: int) -> pd.DataFrame:
 def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = None, n_samples: int = 30,
           seed: int = 0, *, length: int | None = None, template=None, judge=None, words=None,
           batch_size: int | None = None, progress: Callable[[int, int], None] | None = None, cancel=None,
-          include_ar=None, reference=None, pack: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+          include_ar=None, reference=None, pack: bool = True,
+          tokens_in_flight: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sample n_samples per cell of `vary` (see sweep_cells) and score every sample.
 
     Returns (table, aggregate(table)). progress(done, total) counts samples after each batch; `cancel`
@@ -321,7 +323,8 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     time times the batch's share of its rows: the batches add up to the packed run's time, and
     tokens_per_s / ms_per_sample compare cells fairly, but a batch's seconds are not its time alone
     (a cell whose calls others share costs less). pack=False runs batch after batch, each timed alone.
-    The AR baseline always runs batch after batch.
+    The AR baseline always runs batch after batch. tokens_in_flight: rows x length a packed sweep keeps
+    under way (sampling.sample_many's; default its own): what its working memory grows with.
     template: as the sampler takes it (█ / [___] / plain prompt); the canvas length is the sampler's.
     reference: held-out texts (or pattern ids) scored as a "reference" row.
     On a Dask cluster: cluster.sweep(..., client=...) (the same arguments and table).
@@ -340,7 +343,7 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     finished = _Finished(jobs, scoring, seed, progress, cancel)
     _warm_up(model, ar_model, base, length, template)
     try:
-        _execute(jobs, model, ar_model, base, seed, length, template, cancel, finished, pack)
+        _execute(jobs, model, ar_model, base, seed, length, template, cancel, finished, pack, tokens_in_flight)
     except _Stopped:
         table = _concat(finished.parts(), base=base.to_dict(), knobs=knobs, kind=scoring.kind)
         raise SweepCancelled(table, finished.done, finished.total) from None

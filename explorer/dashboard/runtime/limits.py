@@ -48,6 +48,11 @@ RUN_BYTES_PER_CELL = 64
 RUN_BYTES_PER_ROW = 2048  # per step: the arrays' own headers
 SWEEP_BYTES_PER_SAMPLE = 1024
 SWEEP_BYTES_PER_CHAR = 4
+# Rows a dashboard sweep keeps under way (sampling.sample_many's tokens_in_flight, at the canvas's length):
+# their logits and each step's copies are a sweep's working memory. The library's default (1,024 rows of
+# 256) held 510 MB over the loaded Shakespeare model for a 19,328-call grid of 64 samples a cell; 256 rows
+# held 170 MB, and finished as many samples in the same 45 s (cells still share their calls).
+SWEEP_ROWS_IN_FLIGHT = 256
 CALL_OVERHEAD_S = 0.0015  # fixed cost of one model call on a CPU (python, kernel launches), measured
 FLOPS_GUESS = 5e10  # CPU FLOP/s before this machine has timed a sweep of the checkpoint
 
@@ -113,6 +118,11 @@ def parse_limit(text: str, fraction: bool = False) -> int | float:
     if not value > 0 or value == float("inf"):
         raise ValueError(f"must be a positive {'number' if fraction else 'whole number'}, got {text.strip()}")
     return value
+
+
+def sweep_tokens_in_flight(length: int) -> int:
+    """tokens_in_flight for a dashboard sweep of canvases of `length` (SWEEP_ROWS_IN_FLIGHT says why)."""
+    return SWEEP_ROWS_IN_FLIGHT * max(length, 1)
 
 
 def took(seconds: float) -> str:

@@ -29,8 +29,16 @@ from ....experiments import (
     sweep_cells,
 )
 from ....sampling.config import SCHEDULES, STRATEGIES
-from ...runtime import cache, checkpoints
-from ...runtime.limits import CALL_OVERHEAD_S, FLOPS_GUESS, sweep_size, table_bytes, took
+from ... import checkpoints
+from ...runtime import cache
+from ...runtime.limits import (
+    CALL_OVERHEAD_S,
+    FLOPS_GUESS,
+    sweep_size,
+    sweep_tokens_in_flight,
+    table_bytes,
+    took,
+)
 from ...runtime.tasks import Task, TaskCancelled
 from ...session import Session
 from ...urlstate import parse_value
@@ -166,7 +174,9 @@ class SweepTask(Task):
             report(0, 1, "sweeping" + self._where)
         judge = checkpoints.load(plan.judge, self.worker.device) if plan.judge else None
         try:
-            run = sweep if client is None else _on_cluster(client)
+            # here: with the working memory a served session may hold (limits.py); a cluster's workers hold theirs
+            held = sweep_tokens_in_flight(plan.length)
+            run = functools.partial(sweep, tokens_in_flight=held) if client is None else _on_cluster(client)
             result = run(plan.model, plan.base, plan.cells, plan.n_samples, plan.base.seed, length=plan.length,
                          template=plan.template, judge=judge,
                          progress=lambda done, total: report(done, total, f"{done} of {total} samples{self._where}"),
