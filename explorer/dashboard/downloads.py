@@ -99,7 +99,7 @@ def trajectory_table(traj, tokenizer=None):
     that committed the current token (-1: masked or fixed)."""
     import pandas as pd
 
-    from .ui.palette import STATES
+    from .frames import STATES
 
     tok = _tokenizer(traj, tokenizer)
     glyphs = tok.glyphs()

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ui.palette import STATES
-
-CODE = {name: i for i, name in enumerate(STATES)}  # heatmap cell state -> int8 code (palette order)
+# What a heatmap cell can be at a row, in the order of their int8 codes (Frames.state). The data owns
+# them; ui/palette.py only says how each is drawn (its colour, its mark).
+STATES = ("masked", "new", "earlier", "remasked", "fixed")
+CODE = {name: i for i, name in enumerate(STATES)}  # cell state -> int8 code
+STATE_LABELS = {"masked": "still masked", "new": "committed this step", "earlier": "committed earlier",
+                "remasked": "re-masked (revision)", "fixed": "fixed (template)"}
 
 
 def glyph_table(tokenizer) -> np.ndarray:

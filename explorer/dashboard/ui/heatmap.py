@@ -24,18 +24,8 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from ..frames import CODE, Frames, glyph_table
-from .palette import (
-    DARK_CONF,
-    EDGE,
-    INK,
-    PAPER,
-    STATE_COLORS,
-    STATE_LABELS,
-    STATE_MARK,
-    STATES,
-    confidence_alpha,
-)
+from ..frames import CODE, STATE_LABELS, STATES, Frames, glyph_table
+from .palette import DARK_CONF, EDGE, INK, PAPER, STATE_COLORS, STATE_MARK, confidence_alpha
 
 CELL_COLUMNS = ("x", "y", "state", "token", "proposal", "committed_at", "conf", "score")
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible in cells and tooltips

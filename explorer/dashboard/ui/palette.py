@@ -1,14 +1,12 @@
-"""Colours, cell states and type sizes of the dashboard: chosen here, where plots are drawn.
+"""Colours and type sizes of the dashboard: chosen here, where plots are drawn.
 
 Okabe-Ito colours (safe for the common colour-blindnesses); states never differ by hue alone:
 new cells also differ in lightness, re-masked cells carry an x mark and fixed cells are dark.
 """
 from __future__ import annotations
 
-# Cell states of the trajectory heatmap, in the order of their integer codes (see frames.py).
-STATES = ("masked", "new", "earlier", "remasked", "fixed")
-STATE_LABELS = {"masked": "still masked", "new": "committed this step", "earlier": "committed earlier",
-                "remasked": "re-masked (revision)", "fixed": "fixed (template)"}
+# How each heatmap cell state (frames.STATES, which the data owns) is drawn: its colour, and a mark
+# over the cell for the one state that needs more than a colour.
 STATE_COLORS = {"masked": "#E6E6E6", "new": "#D55E00", "earlier": "#0072B2", "remasked": "#CC79A7",
                 "fixed": "#4D4D4D"}
 STATE_MARK = {"remasked": "×"}  # drawn over the cell as well as its colour
