@@ -3,7 +3,7 @@ switch on the Explore tab, on a fresh page and after every tab has been visited.
 
     python benchmarks/bench_tabs.py [--repeats 2] [--settle 30]
 
-Served app over the tests' tiny checkpoints (tests/dashboard_support.py), so the sampler takes
+Served app over the tests' tiny checkpoints (tests/support/dashboard.py), so the sampler takes
 milliseconds and what is measured is the page: Chromium's long tasks (main thread busy > 50 ms) in the
 `--settle` seconds after the action, their total, and the longest time the page took to answer a
 trivial script (how long it looked frozen). Bokeh lays out its whole document after every change it
@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_dashboard import ARGS, CHROMIUM  # noqa: E402 (this folder is the script's sys.path[0])
-from tests.dashboard_support import BOKEH_VIEWS_JS, wait_for  # noqa: E402
+from tests.support.browser import BOKEH_VIEWS_JS  # noqa: E402
+from tests.support.dashboard import wait_for  # noqa: E402
 
 LONG_TASKS = """window.__busy = 0; window.__long = 0;
 new PerformanceObserver(l => { for (const e of l.getEntries()) { window.__busy += e.duration; window.__long++; } })
@@ -80,7 +81,8 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     from explorer.dashboard import create_app
-    from tests.dashboard_support import save_tiny_checkpoints, serve_in_process
+    from tests.support.dashboard import save_tiny_checkpoints
+    from tests.support.serving import serve_in_process
 
     os.environ["MDLM_EXPLORER_CHECKPOINTS"] = str(save_tiny_checkpoints(Path(tempfile.mkdtemp())))
     torch.set_num_threads(1)

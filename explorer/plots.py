@@ -42,7 +42,7 @@ def render_bokeh(obj):
     curdoc() is process-wide: bokeh's patch_curdoc stack is one global list. So while a served session
     ran a callback on the server's thread, a figure rendered on another thread (a download, a saved
     plot) re-themed that session's document outside its lock. That raised "_pending_writes should be
-    non-None" (a download failed; tests/test_downloads.py failed now and then under pytest -n 2).
+    non-None" (a download failed; tests/unit/dashboard/test_downloads.py failed now and then under pytest -n 2).
     A server-mode copy of the renderer attaches the plot to the document it is given; the
     process-wide renderer is left as it is."""
     from bokeh.document import Document

@@ -1,5 +1,5 @@
 """Shared fixtures: tiny corpora and tiny models built in the test, never the network or ../shared;
-one headless Chromium for the whole session's browser tests."""
+one headless Chromium for the whole test session's browser tests."""
 from __future__ import annotations
 
 import asyncio
@@ -9,25 +9,12 @@ import pytest
 import torch
 
 from explorer.data.corpus import TextCorpus
-from explorer.model import ModelConfig, Transformer
-
-TINY_TEXT = ("To be, or not to be, that is the question:\n"
-             "Whether 'tis nobler in the mind to suffer\n"
-             "The slings and arrows of outrageous fortune,\n"
-             "Or to take arms against a sea of troubles\n") * 8
-
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.models import TINY_TEXT
 
 @pytest.fixture
 def tiny_corpus() -> TextCorpus:
     return TextCorpus(TINY_TEXT, name="tiny")
-
-
-def make_model(vocab_size=12, mask_id=11, block_size=16, kind="diffusion", time_conditioning="none",
-               n_layer=2, n_embd=32, n_head=4, seed=0) -> Transformer:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=vocab_size, mask_id=mask_id, block_size=block_size, n_layer=n_layer,
-                      n_head=n_head, n_embd=n_embd, kind=kind, time_conditioning=time_conditioning)
-    return Transformer(cfg).eval()
 
 
 def _fast_cpu() -> None:
@@ -38,8 +25,8 @@ def _fast_cpu() -> None:
 
 
 def pytest_configure(config):
-    # Here, not in a function fixture: module- and session-scoped fixtures (the models test_sweep and
-    # test_metrics train once per module) are set up before any function fixture runs.
+    # Here, not in a function fixture: module- and session-scoped fixtures (the models test_experiments
+    # and test_metrics build once per module) are set up before any function fixture runs.
     _fast_cpu()
 
 
@@ -54,9 +41,9 @@ def _fast_cpu_each_test():
 
 @pytest.fixture
 def checkpoints(tmp_path, monkeypatch):
-    """A checkpoints/ directory of tiny models (tests/dashboard_support.py) that the dashboard reads
+    """A checkpoints/ directory of tiny models (tests/support/dashboard.py) that the dashboard reads
     through MDLM_EXPLORER_CHECKPOINTS. A test file that needs other files there defines its own."""
-    from tests.dashboard_support import save_tiny_checkpoints
+    from tests.support.dashboard import save_tiny_checkpoints
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
     return save_tiny_checkpoints(tmp_path)
@@ -64,11 +51,8 @@ def checkpoints(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def _chromium():
-    """One headless Chromium (and one playwright driver) for the whole session: starting them costs
-    about 3 s on this machine, once per browser test module before. Yields (browser, the playwright
-    event loop)."""
-    from tests.dashboard_support import CHROMIUM, CHROMIUM_ARGS
-
+    """One headless Chromium (and one playwright driver) for the whole test session: starting them costs
+    about 3 s, once per browser test module otherwise. Yields (browser, the playwright event loop)."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
@@ -82,14 +66,14 @@ def _chromium():
 
 def _show_loop(loop) -> None:
     # Between its calls, playwright's sync API leaves its event loop marked as running in this thread,
-    # where asyncio.run() (test_downloads) and Panel's loop checks would find it; the mark is hidden
+    # where asyncio.run() (the download tests) and Panel's loop checks would find it; the mark is hidden
     # while other tests run and shown again before playwright's next call, which needs it.
     asyncio._set_running_loop(loop)
 
 
 @pytest.fixture
 def browser(_chromium):
-    """The session's Chromium; each test opens its own pages (a page is its own browser context),
+    """The test session's Chromium; each test opens its own pages (a page is its own browser context),
     and they are closed when it ends, so no page of an earlier test keeps running."""
     chromium, loop = _chromium
     _show_loop(loop)

@@ -1,7 +1,7 @@
 """The package map of docs/design.md, regenerated from each module's docstring: `python tools/package_map.py` prints it.
 
 `--write` rewrites the "## Package map" section of docs/design.md in place; `--check` exits 1 when the page
-differs (tests/test_package_map.py runs that check, so a module moved or added without its map line fails the
+differs (tests/unit/tools/test_package_map.py runs that check, so a module moved or added without its map line fails the
 tests). The map is a tree: run.py, then explorer/ with one line per module and per package (a package's line is
 its `__init__.py`'s), then the other top-level folders. Each line is the whole first sentence of the docstring,
 however many lines it spans, never a cut.
@@ -23,8 +23,9 @@ INDENT = "    "  # Python-Markdown nests a list item indented by four spaces
 FIXED = ("- `benchmarks/` — speed and memory figures, each a script that prints a table (see Benchmarks).",
          "- `tools/` — scripts that choose a checkpoint's sampler defaults, retake the tour's screenshots and "
          "write this map.",
-         "- `tests/` — pytest suite (tiny models built in the tests; `test_shipped.py` checks the shipped "
-         "checkpoints).",
+         "- `tests/` — pytest suite: `unit/` mirrors the package, `integration/` starts processes, clusters and "
+         "servers, `browser/` drives Chromium, `support/` holds what they share (tiny models built in the tests; "
+         "`unit/test_shipped_checkpoints.py` checks the shipped checkpoints).",
          "- `checkpoints/` — the shipped models (safetensors + JSON metadata).",
          "- `assets/` — the dashboard screenshot, the tour's screenshots and the figures with their CSVs.",
          "- `docs/` — this site (`mkdocs build --strict`).",

@@ -318,7 +318,7 @@ def run_forked(server, parent: int, show: str) -> None:
     serving, holding the port. The first process opens the browser (`show`: the path, "" for none).
 
     No model, device queue or worker thread exists before the fork: the dashboard makes each on a
-    process's first session (tests/test_serve_procs.py)."""
+    process's first session (tests/integration/test_serve_procs.py)."""
     import signal
 
     from tornado.process import task_id

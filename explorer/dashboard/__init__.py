@@ -8,7 +8,7 @@ Layout: session.py (one browser session: model, device, sampler knobs), tabs/<ta
 state.py without Panel, its view.py, and build() pairing them), ui/ (palette, the one heatmap figure,
 shared views), runtime/ (the only place with threads or process-wide state: dispatcher, background
 tasks bound to a device, device queues, caches, checkpoint lookup), frames.py (a run as display rows,
-numpy), urlstate.py (shareable links), app.py (layout and template). tests/test_layering.py keeps it so.
+numpy), urlstate.py (shareable links), app.py (layout and template). tests/unit/test_layering.py keeps it so.
 Importing this package is cheap: Panel, Bokeh and torch load on first use.
 """
 

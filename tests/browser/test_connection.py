@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from explorer.dashboard.ui.connection import BACK_TEXT, LOST_TEXT
-from tests.dashboard_support import CHROMIUM, save_tiny_checkpoints, wait_for
-from tests.test_dashboard_served import ROOT, free_port
+from tests.support import ROOT
+from tests.support.dashboard import save_tiny_checkpoints, wait_for
+from tests.support.serving import free_port
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                 reason=f"{CHROMIUM} is missing: apt-get install -y chromium")]
+pytestmark = pytest.mark.slow
 
 
 def start_server(port: int, checkpoints: Path, log: Path) -> subprocess.Popen:

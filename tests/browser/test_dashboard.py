@@ -3,98 +3,24 @@ change the run, a bad template shows the notice; a screenshot of the page, which
 assets/dashboard.png only when asked (MDLM_EXPLORER_UPDATE_ASSETS=1): tests never write into the repository.
 
 Needs /usr/bin/chromium (Debian package `chromium`; `.ci/run` installs it) and `pip install playwright`
-(`playwright install` is not needed, and cannot download browsers here).
+(`playwright install` is not needed: it would download browsers).
 """
 from __future__ import annotations
 
 import os
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
 from explorer.data.patterns import pattern_tokenizer
-from tests.dashboard_support import explore, CHROMIUM, LENGTH, save_tiny_checkpoints, serve_in_process, wait_for
-from tests.test_dashboard_served import get
+from tests.support import ROOT
+from tests.support.browser import FRAME_JS, TOOLTIP_JS, open_page, sample_text, wait_finished, wait_rows, wait_until
+from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
+from tests.support.serving import get, serve_in_process
 
-ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "checkpoints"
 UPDATE_ASSETS = "MDLM_EXPLORER_UPDATE_ASSETS"  # =1: test_screenshot refreshes assets/dashboard.png
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                 reason=f"{CHROMIUM} is missing: apt-get install -y chromium")]
-
-# Heatmap rows and text as the browser has them (Bokeh's document, the text pane's DOM).
-ROWS_JS = """() => { for (const doc of Bokeh.documents) {
-  const m = doc.get_model_by_name('trajectory-cells'); if (m) { let n = 0;
-  for (const v of m.data.y) n = Math.max(n, v + 1); return n; } } return 0; }"""
-
-
-@pytest.fixture
-def served(tmp_path, monkeypatch, request):
-    """The app on a free port, over tiny checkpoints; yields (url, the sessions' states). Explore's
-    quality sweep after each run is off, as `serve --no-auto-sweep` has it, unless the test is marked
-    `auto_sweep`: with the plot it draws, it was a third of every page's work here (0.7 of 2.1 s per
-    page opened), for tests that look elsewhere."""
-    from explorer.dashboard import create_app
-
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
-    if request.node.get_closest_marker("auto_sweep") is None:
-        monkeypatch.setenv("MDLM_EXPLORER_AUTO_SWEEP", "0")
-    with serve_in_process(lambda: create_app(checkpoint="tiny", device="cpu")) as served_app:
-        yield served_app
-
-
-def open_page(browser, url):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    problems = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.goto(url)
-    return page, problems
-
-
-def open_tab_after_explore(browser, url, states, title: str):
-    """Open the app, let the Explore tab's first run (and its sweep, if on: its plot, drawn while another
-    tab is shown, would fetch a CDN file) finish, then click tab `title`. Failed requests count as problems."""
-    page, problems = open_page(browser, url)
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-
-    def settled():
-        ex = explore(states[-1])
-        return ex.trajectory is not None and not ex.running and not (ex.sweep_auto and (
-            ex.quality.result is None or ex.quality.running))
-    wait_until(lambda: states and settled())
-    page.locator(".bk-tab").get_by_text(title, exact=True).click()
-    return page, problems
-
-
-def wait_rows(page, n: int, timeout: float = 60_000, states=()) -> None:
-    try:
-        page.wait_for_function(f"() => ({ROWS_JS})() === {n}", timeout=timeout)
-    except Exception as e:  # say what the server side was doing
-        seen = page.evaluate(ROWS_JS)
-        info = [(s.status, s.error, explore(s).n_rows, explore(s).running) for s in states]
-        raise AssertionError(f"page shows {seen} heatmap rows, not {n}; sessions: {info}") from e
-
-
-def wait_until(condition, timeout: float = 60.0) -> None:
-    wait_for(condition, timeout, interval=0.1, message="timed out waiting for the dashboard")
-
-
-def wait_finished(page, states) -> str:
-    """Until the newest session's run has ended and the page shows its final text; returns that text."""
-    def shown():  # read together each time: a final text read once could be a superseded run's
-        ex = states[-1] if states else None
-        return (ex is not None and not explore(ex).running and explore(ex).trajectory is not None
-                and sample_text(page) == explore(ex).frames.text())
-    wait_until(shown)
-    return explore(states[-1]).frames.text()
-
-
-def sample_text(page) -> str:
-    return page.locator(".sample-text .canvas").inner_text()
 
 
 def test_page_runs_and_knobs_change_the_run(browser, served):
@@ -159,25 +85,11 @@ def test_fill_only_the_blanks_from_the_page(browser, served):
     assert problems == []
 
 
-# The live heatmap's plot frame in page pixels and its axis ranges, and the hover tooltip's values.
-FRAME_JS = """() => { let found = null; const walk = v => {
-  if (v.model && v.model.title && v.model.title.text === 'Trajectory: step × position' && v.frame) found = v;
-  for (const c of (v.child_views || [])) walk(c); };
-  for (const r of Bokeh.index.roots) walk(r);
-  const f = found.frame, c = found.canvas_view.el.getBoundingClientRect(), m = found.model;
-  return [c.left + f.bbox.left, c.top + f.bbox.top, f.bbox.width, f.bbox.height,
-          m.x_range.start, m.x_range.end, m.y_range.start, m.y_range.end]; }"""
-TOOLTIP_JS = """() => { const out = []; const walk = root => { for (const el of root.querySelectorAll('*')) {
-  if (el.shadowRoot) walk(el.shadowRoot);
-  if (String(el.className).includes('bk-tooltip-row-value')) out.push(el.textContent.trim()); } };
-  walk(document); return out; }"""
-
-
 def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
     """Issue 15, defect 1: the hover read one step behind the drawn cells (the page had row 0 twice
     in its cells source). Each hovered cell must report its own position, step, state and commit."""
     from explorer.dashboard.ui.heatmap import display_glyphs
-    from explorer.dashboard.ui.palette import STATES
+    from explorer.dashboard.frames import STATES
 
     url, states = served
     page, problems = open_page(browser, url + "?steps=6&seed=42")

@@ -13,8 +13,9 @@ import panel as pn
 from panel.io import document as panel_document
 
 from explorer.dashboard.runtime.dispatch import document_dispatcher
-from tests.dashboard_support import serving, wait_for
-from tests.test_dashboard_browser import open_page
+from tests.support.browser import open_page
+from tests.support.dashboard import wait_for
+from tests.support.serving import serving
 
 
 def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order_handed_in(browser, monkeypatch):
@@ -60,17 +61,3 @@ def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order
         dispatch(lambda: ran.append(4))
         wait_for(lambda: ran[-1] == 4, timeout=20, message="an update after a failing one never ran")
         assert not problems
-
-
-def test_a_page_built_off_its_loops_thread_still_gets_a_working_dispatcher():
-    """document_dispatcher wakes the loop it was made on; made on a thread with no running loop (a page
-    built in a thread pool) it must not wait on a loop nobody runs: it falls back to Panel's
-    add_next_tick_callback path, which runs the callback at once for a document with no session."""
-    from bokeh.document import Document
-
-    made, ran = {}, []
-    thread = threading.Thread(target=lambda: made.update(dispatch=document_dispatcher(Document())))
-    thread.start()
-    thread.join()
-    made["dispatch"](lambda: ran.append("ran"))
-    wait_for(lambda: ran == ["ran"], timeout=5, message="the callback never ran")

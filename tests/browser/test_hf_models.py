@@ -3,19 +3,15 @@ temp dir and listed by the operator; the page runs it, the heatmap hover names t
 and the text view shows one span per token."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("transformers")
 
 from explorer.dashboard.runtime import checkpoints as runtime_checkpoints  # noqa: E402
-from tests.dashboard_support import CHROMIUM, explore, save_tiny_checkpoints, serve_in_process  # noqa: E402
-from tests.hf_support import bert_dir  # noqa: E402
-from tests.test_dashboard_browser import FRAME_JS, TOOLTIP_JS, open_page, wait_finished, wait_rows  # noqa: E402
-
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: apt-get install -y chromium")]
+from tests.support.browser import FRAME_JS, TOOLTIP_JS, open_page, wait_finished, wait_rows  # noqa: E402
+from tests.support.dashboard import explore, save_tiny_checkpoints  # noqa: E402
+from tests.support.hf import bert_dir  # noqa: E402
+from tests.support.serving import serve_in_process  # noqa: E402
 
 
 @pytest.fixture

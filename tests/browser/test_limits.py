@@ -1,6 +1,6 @@
 """The serving limits in a real page (headless Chromium on the served app): a shared Sweep link too large to
 start by itself shows its estimate beside a Run button and waits; a Compare link beyond the Steps slider is
-named in the link's notice and not applied. Unit-level checks: tests/test_limits.py."""
+named in the link's notice and not applied. Unit-level checks: tests/unit/dashboard/runtime/test_limits.py."""
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -8,11 +8,11 @@ from urllib.parse import urlencode
 import pytest
 
 from explorer.dashboard.session import Session
-from tests import test_dashboard_browser
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serve_in_process
-from tests.test_dashboard_browser import open_page, wait_until
+from tests.support.browser import open_page, wait_until
+from tests.support.dashboard import LENGTH, save_tiny_checkpoints
+from tests.support.serving import serve_in_process
 
-pytestmark = [*test_dashboard_browser.pytestmark, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture

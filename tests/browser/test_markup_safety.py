@@ -16,11 +16,11 @@ import torch
 
 from explorer.checkpoint import save_checkpoint
 from explorer.data.patterns import pattern_tokenizer
-from tests.conftest import make_model
-from tests.dashboard_support import CHROMIUM, LENGTH, _meta, explore, save_tiny_checkpoints, serve_in_process, wait_for
+from tests.support.dashboard import LENGTH, _meta, explore, save_tiny_checkpoints, wait_for
+from tests.support.models import make_model
+from tests.support.serving import serve_in_process
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
+pytestmark = pytest.mark.slow
 
 # Each under the link notice's 40-character cut (urlstate._shown), so the notice quotes it whole; each
 # calls alert with its own number, so a failure says which got through.

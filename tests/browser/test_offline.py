@@ -3,19 +3,14 @@ the local server is blocked and recorded. Switching tabs, changing the checkpoin
 shown and running must never reach out (Panel once linked its loading.css from its CDN then), and
 hidden tabs must leave the page.
 
-Needs /usr/bin/chromium and `pip install playwright`, as tests/test_dashboard_browser.py.
+Needs /usr/bin/chromium and `pip install playwright`, as every test in tests/browser/.
 """
 from __future__ import annotations
 
 import pytest
 
-from tests import test_dashboard_browser as dashboard
-from tests.dashboard_support import explore, BOKEH_VIEWS_JS
-from tests.test_dashboard_browser import wait_until
-
-# The served app over tiny checkpoints, as the other browser tests use it (`browser`, the session's
-# Chromium, comes from conftest.py).
-served, pytestmark = dashboard.served, dashboard.pytestmark
+from tests.support.browser import BOKEH_VIEWS_JS, wait_until
+from tests.support.dashboard import explore
 
 
 def offline_page(browser, url, query: str = ""):

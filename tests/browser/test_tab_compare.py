@@ -7,10 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard_browser import (open_tab_after_explore, pytestmark, served,  # noqa: F401 (fixtures)
-                                          wait_until)
-
-__all__ = ["served", "pytestmark"]  # `browser`, the session's Chromium, comes from conftest.py
+from tests.support.browser import open_tab_after_explore, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +30,7 @@ def finished(tab) -> bool:
     return tab is not None and not tab.running and len(tab.results) == 2 and all(tab.results)
 
 
-def test_preset_shows_two_heatmaps_texts_and_metrics(browser, served, tmp_path):  # noqa: F811
+def test_preset_shows_two_heatmaps_texts_and_metrics(browser, served, tmp_path):
     url, states = served
     page, problems = open_tab_after_explore(browser, url, states, "Compare")
     page.locator(".compare-presets").get_by_text("steps 4 vs 32").click()
@@ -59,7 +56,7 @@ def test_preset_shows_two_heatmaps_texts_and_metrics(browser, served, tmp_path):
     editor = page.locator(".compare-editor input").nth(1)
     editor.fill("steps=many")
     editor.press("Enter")
-    notice = page.locator(".compare-notice").get_by_text("must be a number")
+    notice = page.locator(".compare-notice").get_by_text("'many' is not a whole number")
     notice.wait_for(state="visible", timeout=30_000)
     assert tab.columns.endswith("steps=32") and texts.nth(1).inner_text() == tab.results[1]["text"]
     assert problems == [], problems

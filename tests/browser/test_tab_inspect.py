@@ -10,11 +10,8 @@ import pytest
 
 from explorer.dashboard.tabs.inspect.masking import draw_mask
 from explorer.dashboard.tabs.inspect.state import ACC_TS
-from tests.dashboard_support import LENGTH
-from tests.test_dashboard_browser import (open_tab_after_explore, pytestmark, served,  # noqa: F401 (fixtures)
-                                          wait_until)
-
-__all__ = ["served", "pytestmark"]  # `browser`, the session's Chromium, comes from conftest.py
+from tests.support.browser import open_tab_after_explore, wait_until
+from tests.support.dashboard import LENGTH
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +33,7 @@ def masked_shown(page) -> int:
     return page.locator(".inspect-forward .fwd").inner_text().count("█")
 
 
-def test_inspect_shows_masked_text_candidates_and_plots(browser, served, tmp_path):  # noqa: F811
+def test_inspect_shows_masked_text_candidates_and_plots(browser, served, tmp_path):
     url, states = served
     page, problems = open_tab_after_explore(browser, url, states, "Inspect")
     wait_until(lambda: complete(inspect_tab(states)))

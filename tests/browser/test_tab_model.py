@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard_browser import (open_page, pytestmark, served,  # noqa: F401 (fixtures)
-                                          wait_until)
-
-__all__ = ["served", "pytestmark"]  # `browser`, the session's Chromium, comes from conftest.py
+from tests.support.browser import open_page, wait_until
 
 # Points of a named ColumnDataSource as the browser has it (Bokeh's document).
 POINTS_JS = """(name) => { for (const doc of Bokeh.documents) {
@@ -45,7 +42,7 @@ def model_tab_only(monkeypatch):
     monkeypatch.setattr("explorer.dashboard.app.TAB_NAMES", ("Model",))
 
 
-def test_page_then_live_training_stop_and_sample(browser, model_tab_only, served, tmp_path, monkeypatch):  # noqa: F811
+def test_page_then_live_training_stop_and_sample(browser, model_tab_only, served, tmp_path, monkeypatch):
     monkeypatch.setenv("MDLM_EXPLORER_ALLOW_TRAINING", "1")  # served: off unless the operator allows it
     url, states = served
     shots = Path(os.environ.get("MODEL_SHOT_DIR", tmp_path))

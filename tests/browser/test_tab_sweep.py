@@ -9,12 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.dashboard_support import save_tiny_checkpoints, serve_in_process
-from tests.test_dashboard_browser import CHROMIUM, open_page, wait_until
-
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                 reason=f"{CHROMIUM} is missing: apt-get install -y chromium")]
+from tests.support.browser import open_page, wait_until
+from tests.support.dashboard import save_tiny_checkpoints
+from tests.support.serving import serve_in_process
 
 
 @pytest.fixture

@@ -7,22 +7,21 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
 import torch
 
-from tests import test_dashboard_browser
-from tests.dashboard_support import LENGTH, explore, save_tiny_checkpoints, serve_in_process
-from tests.test_dashboard_browser import open_page, wait_finished, wait_until
+from tests.support import ROOT
+from tests.support.browser import open_page, wait_finished, wait_until
+from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
+from tests.support.serving import serve_in_process
 
-_spec = importlib.util.spec_from_file_location("tools_tour", Path(__file__).resolve().parents[1] / "tools" / "tour.py")
+_spec = importlib.util.spec_from_file_location("tools_tour", ROOT / "tools" / "tour.py")
 tour = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # tools/ holds scripts, not a package
 _spec.loader.exec_module(tour)
 HELPERS_JS, TOUR = tour.HELPERS_JS, tour.TOUR
 
-pytestmark = test_dashboard_browser.pytestmark  # browser mark; skipped without /usr/bin/chromium
 STOPS = {stop.tab: stop for stop in TOUR}
 STEPS, GRID = 8, (1, 2, 4)
 # The tour's sizes are for the shipped models; the tiny one has a 24-character context and is judged in

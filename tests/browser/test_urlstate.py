@@ -14,11 +14,9 @@ import param
 import pytest
 import torch
 
-from tests.dashboard_support import explore, LENGTH, save_tiny_checkpoints, serve_in_process
-from tests.test_dashboard_browser import CHROMIUM, open_page, wait_finished, wait_until
-
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
+from tests.support.browser import open_page, wait_finished, wait_until
+from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
+from tests.support.serving import serve_in_process
 
 
 def dummy_tab_module():

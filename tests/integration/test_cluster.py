@@ -24,11 +24,11 @@ from explorer.data.corpus import TextCorpus
 from explorer.cluster import sweep
 from explorer.experiments import SweepCancelled
 from explorer.sampling import SamplerConfig
-from tests.conftest import TINY_TEXT, make_model
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.support import ROOT
+from tests.support.dashboard import save_tiny_checkpoints
+from tests.support.models import TINY_TEXT, make_model
 
 TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _save_text_checkpoints(d: Path) -> None:

@@ -2,10 +2,10 @@
 (runtime/auth.ComponentHandler, wired by `serve`): Panel's own handler imported any module a URL named,
 before the login check and on the server's event loop. Now a module not already imported, or not of the
 page's packages, is refused and never imported, before and after a login; a stranger gets nothing; the
-app's own files still come, and a real browser still renders the page after logging in."""
+app's own files still come (and a real browser still renders the page after logging in:
+tests/browser/test_login_page.py)."""
 from __future__ import annotations
 
-import json
 import urllib.parse
 import sys
 import uuid
@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboard_support import serving
-from tests.test_auth import USERS, Client, serve_options
+from tests.support.serving import USERS, Client, serve_dashboard, users_file
 
-pytestmark = pytest.mark.slow
 # a file of the page's own template (panel/template/bootstrap/bootstrap.css), as Panel links it
 TEMPLATE_CSS = "/components/panel.template.bootstrap/BootstrapTemplate/_css/bootstrap.css"
 
@@ -33,19 +31,6 @@ def fresh_module(tmp_path, monkeypatch):
     sys.modules.pop(name, None)
 
 
-def serve_app(monkeypatch, tmp_path, *argv):
-    from explorer.dashboard.app import create_app
-
-    opts = serve_options(monkeypatch, *argv)
-    return serving(lambda: create_app(checkpoint="tiny", device="cpu"), **opts)
-
-
-def users_file(tmp_path) -> str:
-    path = tmp_path / "users.json"
-    path.write_text(json.dumps(USERS))
-    return str(path)
-
-
 def template_css() -> str:
     import panel
 
@@ -55,7 +40,7 @@ def template_css() -> str:
 def test_unlisted_modules_are_refused_and_never_imported(checkpoints, tmp_path, monkeypatch, fresh_module):
     name, marker = fresh_module
     probe = f"/components/{name}/Widget/_css/x.css"
-    with serve_app(monkeypatch, tmp_path, "--basic-auth", users_file(tmp_path)) as url:
+    with serve_dashboard(monkeypatch, "--basic-auth", users_file(tmp_path)) as url:
         port = urllib.parse.urlsplit(url).port
         stranger = Client(port)
         assert stranger.request("GET", probe)[0] == 403  # no login: nothing, whatever the module
@@ -71,29 +56,8 @@ def test_unlisted_modules_are_refused_and_never_imported(checkpoints, tmp_path, 
 
 def test_without_a_login_only_served_modules_are_read(checkpoints, tmp_path, monkeypatch, fresh_module):
     name, marker = fresh_module
-    with serve_app(monkeypatch, tmp_path) as url:
+    with serve_dashboard(monkeypatch) as url:
         client = Client(urllib.parse.urlsplit(url).port)
         assert client.request("GET", f"/components/{name}/Widget/_css/x.css")[0] == 404
         assert client.request("GET", TEMPLATE_CSS)[1] == template_css()
     assert name not in sys.modules and not marker.exists()
-
-
-@pytest.mark.browser
-def test_the_dashboard_renders_after_logging_in(browser, checkpoints, tmp_path, monkeypatch):
-    from tests.test_dashboard_browser import open_page
-
-    monkeypatch.setenv("MDLM_EXPLORER_AUTO_SWEEP", "0")  # not what this test looks at
-    with serve_app(monkeypatch, tmp_path, "--basic-auth", users_file(tmp_path)) as url:
-        page, problems = open_page(browser, url)
-        page.wait_for_url("**/login**")  # sent to log in first
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", USERS["alice"])
-        page.locator("form").evaluate("form => form.submit()")
-        page.locator(".bk-tab", has_text="Model").wait_for(timeout=60_000)  # the whole app, its tabs
-        page.locator(".heatmap-view").first.wait_for(state="visible", timeout=60_000)
-        # the model's summary reached the header: the page's websocket is open, under the login
-        page.locator(".dashboard-header").get_by_text("NELBO").wait_for(timeout=60_000)
-        assert page.title() == "mdlm-explorer"
-        page.screenshot(path=str(tmp_path / "after-login.png"))
-    # the login page links Panel's CDN (offline: unresolved); nothing else may fail
-    assert [p for p in problems if "ERR_NAME_NOT_RESOLVED" not in p] == []

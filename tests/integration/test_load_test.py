@@ -6,14 +6,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from tests.dashboard_support import LENGTH, save_tiny_checkpoints, serving
+from tests.support import ROOT
+from tests.support.dashboard import LENGTH, save_tiny_checkpoints
+from tests.support.serving import serving
 
-ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("benchmarks_load_test", ROOT / "benchmarks" / "load_test.py")
 load_test = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # its dataclass looks itself up
 _spec.loader.exec_module(load_test)

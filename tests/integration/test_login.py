@@ -5,7 +5,6 @@ served in this process with the options `serve` gives pn.serve, and real HTTP cl
 loopback address of its own (127.0.0.N), which the server sees as a different client."""
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import threading
@@ -16,17 +15,13 @@ import pytest
 from bokeh.util.token import get_token_payload
 
 from explorer.dashboard.runtime import auth
-from tests.dashboard_support import serving
-
-pytestmark = pytest.mark.slow
-USERS = {"alice": "alice-password", "bob": "bob-password", "carol": "carol-password"}
+from tests.support.serving import USERS, Client, serve_options, serving
 
 
 @pytest.fixture
 def login_server(checkpoints, tmp_path, monkeypatch):
     """The dashboard behind `serve --basic-auth USERS.json`'s login; yields its port. The delays are
     a fifth of the real ones (the same doubling), to keep the test short."""
-    import panel as pn
 
     from explorer.dashboard.app import create_app
 
@@ -36,56 +31,6 @@ def login_server(checkpoints, tmp_path, monkeypatch):
     opts = serve_options(monkeypatch, "--basic-auth", str(users))
     with serving(lambda: create_app(checkpoint="tiny", device="cpu"), **opts) as url:
         yield urllib.parse.urlsplit(url).port
-
-
-def serve_options(monkeypatch, *argv) -> dict:
-    """The pn.serve keywords `python run.py serve ARGV` gives (its checks first); Panel's process-wide
-    cookie secret, which pn.serve sets, is put back after the test."""
-    import argparse
-
-    import panel as pn
-
-    from explorer.cli import serve
-
-    monkeypatch.setattr(pn.config, "_cookie_secret", pn.config._cookie_secret)
-    parser = argparse.ArgumentParser()
-    serve.add_arguments(parser)
-    args = parser.parse_args(["--no-show", "--port", "0", *argv])
-    serve.check_args(args)
-    return serve.server_options(args)
-
-
-class Client:
-    """An HTTP client from one loopback address, keeping the cookies it is given."""
-
-    def __init__(self, port: int, address: str = "127.0.0.1"):
-        self.port, self.address, self.cookies = port, address, {}
-
-    def request(self, method: str, path: str, form: dict | None = None, cookies: dict | None = None):
-        """(status, body, headers, seconds taken); redirects are not followed."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60, source_address=(self.address, 0))
-        jar = self.cookies if cookies is None else cookies
-        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in jar.items())} if jar else {}
-        body = None
-        if form is not None:
-            body = urllib.parse.urlencode(form)
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        t0 = time.monotonic()
-        conn.request(method, path, body=body, headers=headers)
-        r = conn.getresponse()
-        text, took = r.read().decode("utf-8", "replace"), time.monotonic() - t0
-        for header in r.headers.get_all("Set-Cookie") or []:
-            name, _, rest = header.partition("=")
-            value = rest.split(";", 1)[0]
-            if value in ('""', ""):
-                jar.pop(name, None)
-            else:
-                jar[name] = value
-        conn.close()
-        return r.status, text, r.headers, took
-
-    def login(self, user: str, password: str):
-        return self.request("POST", "/login", {"username": user, "password": password})
 
 
 def test_wrong_passwords_get_slower_per_user_name(login_server):

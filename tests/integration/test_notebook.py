@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.support import ROOT
+from tests.support.dashboard import save_tiny_checkpoints
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = """
 import json, torch
 torch.set_num_threads(1)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboard_support import save_tiny_checkpoints
-from tests.test_dashboard_served import ROOT, check_page, free_port, get
+from tests.support import ROOT
+from tests.support.dashboard import save_tiny_checkpoints
+from tests.support.serving import check_page, free_port, get
 
 # The real `run.py serve` entry, with each session reporting from inside its server process: its pid,
 # its process's device queue and the queue's worker thread, once the session's first run is done.
@@ -125,16 +126,3 @@ def test_two_processes_each_serve_sessions_with_their_own_queue(checkpoints, tmp
         assert all(r["ppid"] == proc.pid and r["ran"] and r["worker_here"] for r in rs), rs
         assert len({r["queue"] for r in rs}) == 1 and len({r["model"] for r in rs}) == 1  # one per process
     assert sorted(by_pid) == sorted(forked) and all(r["requests"] >= 1 for r in got)
-
-
-@pytest.mark.parametrize("argv, needle", [
-    (["--num-procs", "0"], "--num-procs must be >= 1 (the number of server processes), got 0"),
-    (["--num-procs", "-3"], "--num-procs must be >= 1 (the number of server processes), got -3"),
-    (["--num-procs", "2", "--port", "0"], "--num-procs needs a fixed --port"),
-])
-def test_serve_refuses_bad_process_counts(checkpoints, capsys, argv, needle):
-    from explorer.cli import main
-
-    assert main(["serve", "--no-show", "--port", "5999", *argv]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]

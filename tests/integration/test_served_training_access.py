@@ -12,10 +12,10 @@ import urllib.parse
 import pytest
 
 from explorer.dashboard.tabs.model.state import OFF_TEXT
-from tests.dashboard_support import serve_in_process, wait_for
-from tests.test_auth import Client
+from tests.support.dashboard import wait_for
+from tests.support.serving import serve_in_process
+from tests.support.serving import Client
 
-pytestmark = pytest.mark.slow
 USERS = {"alice": "alice-password", "bob": "bob-password"}
 
 

@@ -16,9 +16,9 @@ import torch
 from explorer import diffusion, load_checkpoint
 from explorer.distributed import Ranks, from_env
 from explorer.train import TrainConfig, Trainer
-from tests.conftest import TINY_TEXT, make_model
+from tests.support import ROOT
+from tests.support.models import TINY_TEXT, make_model
 
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = ["--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--precision", "fp32",
          "--device", "cpu", "--threads", "1", "--lr", "3e-3", "--warmup-steps", "1", "--eval-sequences", "2"]
 

@@ -1,15 +1,14 @@
-"""Tiny checkpoints for the dashboard tests, written into a temporary checkpoints/ directory.
+"""Tiny checkpoints for the dashboard tests, written into a temporary checkpoints/ directory, and
+what the tests read a session with (`explore`, `wait_for`).
 
 They use the pattern alphabet (A..O), so sweeps score them by pattern quality without an AR judge,
 and validation data for the mean-confidence view is generated rather than read from a file.
-`write_bad_checkpoints` adds the broken files of the bad-input tests (issue 7). `CHROMIUM` and `CHROMIUM_ARGS`:
-the browser the browser tests drive (conftest.py starts one per session).
+`write_bad_checkpoints` adds the broken files of the bad-input tests: every way a file in checkpoints/
+can be wrong.
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -19,12 +18,9 @@ from safetensors.torch import save_file
 
 from explorer.checkpoint import save_checkpoint
 from explorer.data.patterns import pattern_tokenizer
-from tests.conftest import make_model
+from tests.support.models import make_model
 
 LENGTH = 24
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; `playwright install` cannot download browsers here
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def _meta(tok, model, finished: bool) -> dict:
@@ -80,12 +76,6 @@ BAD_FILES = {
 }
 
 
-# In a page: how many Bokeh views it holds, which is what Bokeh lays out after each change (its JS
-# document keeps removed models listed, so the model count does not tell).
-BOKEH_VIEWS_JS = """(() => { let n = 0; const walk = v => { n++; for (const c of (v.child_views || [])) walk(c); };
-                           for (const v of Bokeh.index.roots) walk(v); return n; })()"""
-
-
 def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
              message: str = "timed out") -> None:
     """Poll `condition` until it holds; fail the test after `timeout` seconds."""
@@ -93,58 +83,6 @@ def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
     while not condition():
         assert time.monotonic() < deadline, message
         time.sleep(interval)
-
-
-@contextlib.contextmanager
-def serving(app, **options):
-    """Serve `app` (a function building one session's page) with a threaded pn.serve on a free port of this
-    process (`options`: more pn.serve keywords); yields its URL once it listens, and stops it afterwards."""
-    import panel as pn
-
-    from tests.test_dashboard_served import free_port
-
-    port = free_port()
-    server = pn.serve({"/": app}, port=port, address="localhost", show=False, threaded=True, start=True, **options)
-    try:
-        # wait until it listens; not a GET of the page, which would build (and leave) a whole
-        # session's app: 0.5 s of every browser test's set-up
-        wait_for(lambda: _listening(port), timeout=60, message=f"nothing listens on port {port}")
-        yield f"http://localhost:{port}/"
-    finally:
-        stop_server(server)
-
-
-@contextlib.contextmanager
-def serve_in_process(build, **options):
-    """Serve `build()` (a template from create_app, made per session) on a free port in this process.
-    Yields (url, the sessions' ExplorerStates); afterwards closes the sessions (their background work
-    would slow the tests that follow) and stops the server."""
-    states = []
-
-    def app():
-        template = build()
-        states.append(template.explorer_state)
-        return template
-
-    with serving(app, **options) as url:
-        try:
-            yield url, states
-        finally:
-            for state in states:
-                state.close()
-
-
-def stop_server(server) -> None:
-    """Stop a threaded pn.serve and wait for its thread: stop() only schedules the shutdown, and a loop still
-    running ran an ended test's session callbacks under Bokeh's process-wide patched curdoc while the next
-    test read it (seen as test_tabs_shown's flake)."""
-    server.stop()
-    server.join(timeout=15)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("localhost", port)) == 0
 
 
 def explore(session):

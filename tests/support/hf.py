@@ -4,7 +4,6 @@ here (configuration_*.py, modeling_*.py, auto_map), LLaDA-style or Dream-style. 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import torch

@@ -9,8 +9,8 @@ from explorer import diffusion, load_checkpoint
 from explorer.cli import main
 from explorer.model import ModelConfig, Transformer
 from explorer.train import TrainConfig, Trainer
-from tests.test_train import TINY, FixedBatchCorpus
-from tests.conftest import TINY_TEXT
+from tests.support.models import TINY_TEXT
+from tests.support.training import TINY, FixedBatchCorpus
 
 
 def test_shifted_logits_are_read_one_position_to_the_left():
@@ -26,15 +26,17 @@ def test_shifted_logits_are_read_one_position_to_the_left():
         ModelConfig(**{**cfg.to_dict(), "kind": "ar", "shift_logits": True})
 
 
-@pytest.fixture
-def trained_ar(tmp_path):
-    """A tiny AR model that has learned the fixed batch a little, saved as a checkpoint."""
+@pytest.fixture(scope="module")
+def trained_ar(tmp_path_factory):
+    """A tiny AR model that has learned the fixed batch a little, saved as a checkpoint (trained once for
+    the module: the tests only read it)."""
+    path = tmp_path_factory.mktemp("trained_ar") / "ar.safetensors"
     corpus = FixedBatchCorpus(TINY_TEXT, name="tiny")
     cfg = TrainConfig(**{**TINY, "batch_size": 8, "block_size": 24}, kind="ar", max_steps=150)
-    trainer = Trainer(cfg, tmp_path / "ar.safetensors", corpus=corpus)
+    trainer = Trainer(cfg, path, corpus=corpus)
     list(trainer.run())
     trainer.save({"val_ce_nats_per_char": 1.0})
-    return corpus, cfg, tmp_path / "ar.safetensors"
+    return corpus, cfg, path
 
 
 def test_adaptation_starts_from_the_ar_weights_and_beats_a_random_start(tmp_path, trained_ar):

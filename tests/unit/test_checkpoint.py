@@ -8,7 +8,7 @@ from safetensors.torch import save_file
 from explorer.checkpoint import (CheckpointError, load_checkpoint, read_metadata, resolve_checkpoint,
                                  save_checkpoint)
 from explorer.data import CharTokenizer
-from tests.conftest import make_model
+from tests.support.models import make_model
 
 
 def _save(tmp_path, name="m", dtype=torch.float32, **extra):

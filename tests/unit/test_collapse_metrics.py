@@ -15,8 +15,8 @@ from explorer import experiments, metrics
 from explorer.cli import main as cli_main
 from explorer.experiments import aggregate, ranking_metric, sweep, sweet_spot
 from explorer.sampling import SamplerConfig
-from tests.test_sweep import PeriodicDenoiser, _patterns_model, ckpt_dir  # noqa: F401  (fixture)
-from tests.test_sweep import text_models  # noqa: F401 (a fixture)
+from tests.support import ROOT
+from tests.support.models import PeriodicDenoiser
 
 ONE_SYMBOL = [4] * 24  # 'EEEE...': a one-symbol tiling
 PERIOD_3 = [0, 1, 2] * 8  # 'ABCABC...'
@@ -157,7 +157,7 @@ def test_no_reference_row_no_ref_distance():
     assert ranking_metric(summary) == "gen_ppl" and sweet_spot(summary)["steps"].item() == 64
 
 
-def test_text_sweep_with_judge_and_reference_carries_ref_distance(text_models):  # noqa: F811 (the fixture)
+def test_text_sweep_with_judge_and_reference_carries_ref_distance(text_models):
     corpus, model, judge = text_models  # test_sweep's tiny text model and AR judge
     ref = experiments.reference_samples(model, corpus, 24, n=3, seed=0)
     table, summary = sweep(model, SamplerConfig(), {"steps": [2, 4]}, n_samples=2, judge=judge, reference=ref)
@@ -170,7 +170,7 @@ def test_text_sweep_with_judge_and_reference_carries_ref_distance(text_models): 
 
 # ----------------------------------------------------------------------------- CLI
 
-def test_cli_sweep_prints_collapse_metrics_and_ranks_by_period2(ckpt_dir, capsys):  # noqa: F811
+def test_cli_sweep_prints_collapse_metrics_and_ranks_by_period2(ckpt_dir, capsys):
     assert cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--n", "2"]) == 0
     out = capsys.readouterr().out
     for col in ("pattern_quality_p2", "distinct_symbols", "collapsed", "symbols_used"):
@@ -178,7 +178,7 @@ def test_cli_sweep_prints_collapse_metrics_and_ranks_by_period2(ckpt_dir, capsys
     assert "sweet spot by pattern_quality_p2" in out
 
 
-def test_cli_refuses_metrics_of_the_other_kind(ckpt_dir, capsys):  # noqa: F811
+def test_cli_refuses_metrics_of_the_other_kind(ckpt_dir, capsys):
     assert cli_main(["sweep", "--checkpoint", "txt", "--metric", "collapsed", "--judge", "none"]) == 2
     assert "not measured on a text checkpoint" in capsys.readouterr().err
     assert cli_main(["sweep", "--checkpoint", "txt", "--metric", "ref_distance", "--judge", "none"]) == 2
@@ -192,16 +192,15 @@ def test_cli_refuses_metrics_of_the_other_kind(ckpt_dir, capsys):  # noqa: F811
 
 def _choose_defaults():
     import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "choose_defaults.py"
+    path = ROOT / "tools" / "choose_defaults.py"
     spec = importlib.util.spec_from_file_location("choose_defaults", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_choose_defaults_marks_the_bars_recommends_from_them_and_writes_it(ckpt_dir, capsys):  # noqa: F811
+def test_choose_defaults_marks_the_bars_recommends_from_them_and_writes_it(ckpt_dir, capsys):
     from explorer.checkpoint import read_metadata
 
     tool = _choose_defaults()
@@ -241,7 +240,7 @@ def test_choose_defaults_marks_the_bars_recommends_from_them_and_writes_it(ckpt_
     assert "--write" in meta["metrics"]["text_bars_command"]
 
 
-def test_choose_defaults_bad_input_is_one_error_line(ckpt_dir, capsys):  # noqa: F811
+def test_choose_defaults_bad_input_is_one_error_line(ckpt_dir, capsys):
     tool = _choose_defaults()
     assert tool.main(["--checkpoint", "pat"]) == 2
     assert capsys.readouterr().err.startswith("error: --checkpoint pat: a diffusion model of text is needed")

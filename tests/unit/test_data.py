@@ -4,7 +4,7 @@ import torch
 from explorer.data import (MASK_GLYPH, CharTokenizer, CorpusError, PatternCorpus, TextCorpus,
                            UnknownCharacterError, generate_patterns, load_corpus, pattern_tokenizer)
 from explorer.data.corpus import SHAKESPEARE_SHA256, fetch_shakespeare
-from tests.conftest import TINY_TEXT
+from tests.support.models import TINY_TEXT
 
 TINY_WORDS = {"to", "be", "or", "not", "that", "is", "the", "question", "whether", "'tis", "nobler", "in", "mind",
               "of", "suffer", "slings", "and", "arrows", "outrageous", "fortune", "take", "arms", "against", "a", "sea",

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer import diffusion
-from tests.conftest import make_model
+from tests.support.models import make_model
 
 
 def test_masked_fraction_matches_t_and_fixed_positions_survive():

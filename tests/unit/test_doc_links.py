@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -21,8 +20,8 @@ from explorer.dashboard.tabs.sweep.state import SweepTabState, parse_list
 from explorer.dashboard.urlstate import URL_KNOBS, parse_value
 from explorer.sampling.config import SamplerConfig
 from explorer.sampling.template import expand_blanks
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TEACHING = ROOT / "docs" / "teaching.md"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINKS = sorted({link for page in PAGES

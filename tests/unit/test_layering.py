@@ -3,10 +3,12 @@ shape (issue 13). Function-local imports count: they hide a dependency, they do 
 from __future__ import annotations
 
 import ast
+import sys
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
+
 PACKAGE = ROOT / "explorer"
 DASHBOARD = "explorer.dashboard"
 UI_LIBRARIES = ("panel", "bokeh", "holoviews")
@@ -107,8 +109,9 @@ def test_the_checker_sees_function_local_imports_and_cycles(tmp_path, monkeypatc
     (tmp_path / "explorer" / "__init__.py").write_text("")
     (tmp_path / "explorer" / "a.py").write_text("from . import b\n")
     (tmp_path / "explorer" / "b.py").write_text("def f():\n    from .a import x\n")
-    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
-    monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "explorer")
+    this = sys.modules[__name__]
+    monkeypatch.setattr(this, "ROOT", tmp_path)
+    monkeypatch.setattr(this, "PACKAGE", tmp_path / "explorer")
     for cached in (modules, tree, imports, import_time_imports):
         cached.cache_clear()
     try:

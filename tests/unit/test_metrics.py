@@ -12,8 +12,7 @@ from explorer import metrics
 from explorer.data.corpus import TextCorpus
 from explorer.data.tokenizer import CharTokenizer
 from explorer.diffusion import ar_loss
-from tests.conftest import TINY_TEXT, make_model
-
+from tests.support.models import TINY_TEXT, make_model
 
 
 def _seed000_reference(seq):

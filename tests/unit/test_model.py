@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from explorer.model import KVCache, ModelConfig, Transformer
-from tests.conftest import make_model
+from tests.support.models import make_model
 
 
 @pytest.mark.parametrize("tc", ["none", "adaln"])

@@ -14,7 +14,7 @@ from explorer.cli import main
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.urlstate import UrlState
 from explorer.sampling.config import SamplerConfig, config_for, recommended
-from tests.dashboard_support import LENGTH
+from tests.support.dashboard import LENGTH
 
 WANTED = {"strategy": "random", "temperature": 0.5, "steps": 3, "top_p": 0.9, "length": 10}
 

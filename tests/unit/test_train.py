@@ -1,27 +1,19 @@
+"""Training (explorer/train.py) on tiny corpora built in the test: a tiny model overfits, LR schedules,
+save and resume, time limits, EMA weights and `python run.py train --resume`. (Stopping a training
+process by a signal: tests/integration/test_train_signals.py.)"""
 import math
 
 import pytest
 import torch
 
 from explorer import load_checkpoint
-from explorer.data.corpus import TextCorpus
 from explorer.train import TrainConfig, Trainer, lr_at
-from tests.conftest import TINY_TEXT
-
-TINY = dict(corpus="tiny", block_size=32, n_layer=2, n_head=4, n_embd=64, batch_size=16, lr=3e-3,
-            warmup_steps=20, eval_every=100, save_every=1000, eval_sequences=4, precision="fp32",
-            device="cpu")
+from tests.support.models import TINY_TEXT
+from tests.support.training import TINY, FixedBatchCorpus
 
 
 def _mean(xs):
     return sum(xs) / len(xs)
-
-
-class FixedBatchCorpus(TextCorpus):
-    """Always the same 8 crops: a tiny corpus a tiny model can memorise at every masking ratio."""
-
-    def batch(self, batch_size, length, generator=None, split="train"):
-        return torch.stack([self.train_ids[i * 7:i * 7 + length] for i in range(batch_size)])
 
 
 @pytest.mark.parametrize("kind,weighting", [("diffusion", "uniform"), ("diffusion", "elbo"), ("ar", "elbo")])
@@ -98,36 +90,6 @@ def test_cli_resume_keeps_the_runs_own_settings(tmp_path, monkeypatch):
     assert main(["train", "--out", str(out), "--resume", str(out), "--max-steps", "8"]) == 0
     cfg = load_checkpoint(out).meta["train_config"]
     assert (cfg["lr"], cfg["batch_size"], cfg["lr_schedule"], cfg["max_steps"]) == (0.002, 4, "linear", 8)
-
-
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
-def test_cli_saves_when_stopped_by_a_signal(tmp_path, sig):
-    """`kill` (SIGTERM) and Ctrl-C save before exiting, even for a job a shell started in the
-    background, which inherits SIGINT ignored."""
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    data, out = tmp_path / "tiny.txt", tmp_path / "run.safetensors"
-    data.write_text(TINY_TEXT * 4)
-    cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "run.py"), "train", "--out", str(out),
-           "--data", str(data), "--max-steps", "1000000", "--n-layer", "1", "--n-embd", "32", "--block-size", "16",
-           "--batch-size", "4", "--eval-every", "1000000", "--precision", "fp32", "--device", "cpu", "--threads", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    try:
-        while "training diffusion model" not in proc.stderr.readline():  # setup done, steps running
-            assert proc.poll() is None, "training exited before it started"
-        time.sleep(0.3)  # a few of the tiny model's steps (milliseconds each)
-        proc.send_signal(getattr(signal, sig))
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    step = load_checkpoint(out).meta["training_state"]["step"]
-    assert step >= 1 and f"interrupted at step {step}: saved {out}" in err  # the step it stopped at was saved
 
 
 def test_ema_averages_the_weights_and_is_what_is_evaluated_and_saved(tmp_path, tiny_corpus):

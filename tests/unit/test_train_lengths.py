@@ -13,7 +13,7 @@ import torch
 from explorer import diffusion
 from explorer.data.corpus import TextCorpus
 from explorer.train import TrainConfig, Trainer
-from tests.conftest import TINY_TEXT
+from tests.support.models import TINY_TEXT
 
 TINY = dict(corpus="tiny", block_size=32, n_layer=1, n_head=1, n_embd=32, batch_size=16, lr=3e-3,
             warmup_steps=20, eval_every=10**6, save_every=10**6, eval_sequences=4, precision="fp32",

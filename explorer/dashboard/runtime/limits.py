@@ -40,7 +40,7 @@ ENV = {"calls_per_request": "MDLM_EXPLORER_MAX_CALLS", "auto_start_seconds": "MD
 FLAGS = {"calls_per_request": "--max-calls-per-request", "auto_start_seconds": "--auto-start-seconds",
          "jobs_per_session": "--max-jobs-per-session", "result_mb": "--max-result-mb"}
 MB = 1 << 20
-# Result sizes (checked against real results in tests/test_limits.py). A recorded run keeps, per step and
+# Result sizes (checked against real results in tests/unit/dashboard/runtime/test_limits.py). A recorded run keeps, per step and
 # position, its Trajectory's tokens, scores, proposals, confidence and flags (26 bytes) and the page's
 # Frames of the same (38 bytes); a sweep keeps one table row per sample: its text (up to 4 bytes a
 # character in a Python string) and about 40 numbers and labels.

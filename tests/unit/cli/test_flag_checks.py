@@ -16,8 +16,8 @@ from safetensors.torch import save_file
 from explorer import load_checkpoint
 from explorer.cli import main
 from explorer.train import TrainConfig, Trainer
-from tests.conftest import TINY_TEXT
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.support.dashboard import save_tiny_checkpoints
+from tests.support.models import TINY_TEXT
 
 TINY_TRAIN = ["--block-size", "16", "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--batch-size", "2",
               "--max-steps", "2", "--eval-every", "1", "--eval-sequences", "2", "--precision", "fp32",

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from explorer import load_checkpoint
 from explorer.cli import build_parser, main
-from tests.conftest import TINY_TEXT
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.support.dashboard import save_tiny_checkpoints
+from tests.support.models import TINY_TEXT
 
 pytestmark = pytest.mark.slow
 

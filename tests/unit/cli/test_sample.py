@@ -14,8 +14,6 @@ from explorer.model import ModelConfig, Transformer
 TOK = CharTokenizer("abcdefgh \n")
 
 
-
-
 def write_checkpoint(path, kind="diffusion"):
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=TOK.vocab_size, mask_id=TOK.mask_id, block_size=16, n_layer=1, n_head=2,

@@ -1,5 +1,5 @@
 """Share and export (issue 6): trajectory JSON / CSV round trips against a real tiny run, tables as
-CSV, figures as standalone HTML and PNG, and the lazy download button (made on click, failures shown)."""
+CSV, figures as standalone HTML (PNG: tests/browser/test_png_export.py), and the lazy download button (made on click, failures shown)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,11 +13,10 @@ import pandas as pd
 import pytest
 
 from explorer.dashboard import downloads
-from explorer.plots import _chromium
 from explorer.data.patterns import pattern_tokenizer
 from explorer.sampling import SamplerConfig, sample
-from tests.conftest import make_model
-from tests.dashboard_support import explore
+from tests.support.dashboard import explore
+from tests.support.models import make_model
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -122,17 +121,6 @@ def test_plot_html_of_a_bokeh_figure():
     assert "bokeh figure" in downloads.plot_html(p)
 
 
-@pytest.mark.skipif(_chromium() is None, reason="no chromium for PNG export")
-def test_plot_png():
-    pytest.importorskip("playwright.sync_api")
-    from bokeh.plotting import figure
-
-    assert downloads.plot_png(_curve()).startswith(PNG)
-    p = figure(title="bokeh figure", width=300, height=200)
-    p.line([1, 2], [1, 2])
-    assert downloads.plot_png(p).startswith(PNG)
-
-
 def _click(button):
     """What a click runs: the widget's async callback (make() on a worker thread)."""
     return asyncio.run(button.callback())
@@ -176,7 +164,7 @@ def test_download_bytes_reach_the_widget(tmp_path: Path):
 @pytest.fixture
 def session(tmp_path, monkeypatch):
     from explorer.dashboard.tabs.explore import open_session
-    from tests.dashboard_support import save_tiny_checkpoints
+    from tests.support.dashboard import save_tiny_checkpoints
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
     s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)

@@ -12,7 +12,7 @@ from explorer.dashboard.tabs.explore import open_session  # noqa: E402
 from explorer.dashboard.ui.header import header_html  # noqa: E402
 from explorer.sampling import sample  # noqa: E402
 
-from hf_support import bert_dir  # noqa: E402
+from tests.support.hf import bert_dir  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_a_chat_prompt_on_a_character_model_is_a_notice(checkpoints):
 
 
 def test_inspect_shows_a_token_models_view_of_masked_text(listed):
-    from tests.dashboard_support import wait_for
+    from tests.support.dashboard import wait_for
 
     s = _session(listed)
     tab, view = build_tab("Inspect", s)

@@ -1,10 +1,10 @@
-"""Bad input through the dashboard (issue 7): the Session driven without a browser, and a served
-app that keeps serving. Every bad value ends as a readable notice in `state.error` (the red alert
-under the template), the last good result stays, and nothing raises into Panel (a traceback in the
-server log and a page that stops updating). The API and CLI side is in test_bad_input.py."""
+"""Bad input through the dashboard, the Session driven without a browser: every bad value ends as a readable
+notice in `state.error` (the red alert under the template), the last good result stays, and nothing raises
+into Panel (a traceback in the server log and a page that stops updating). A served app that keeps serving:
+tests/integration/test_served_input_notices.py; the API and CLI side: tests/unit/sampling/test_input_errors.py,
+tests/unit/test_checkpoint_refusals.py and tests/unit/cli/test_sample_errors.py."""
 from __future__ import annotations
 
-import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -12,8 +12,7 @@ import torch
 
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.explore.controls import ControlsView
-from tests.dashboard_support import explore, wait_for, BAD_FILES, LENGTH, save_tiny_checkpoints, write_bad_checkpoints, serve_in_process
-from tests.test_dashboard_served import check_page, get
+from tests.support.dashboard import BAD_FILES, LENGTH, explore, save_tiny_checkpoints, write_bad_checkpoints
 
 
 @pytest.fixture
@@ -129,57 +128,8 @@ def test_checkpoint_names_with_paths_are_never_opened(good_checkpoints, monkeypa
 
 def test_notice_is_text_not_html(checkpoints):
     """A notice can quote the URL; it shows it as text (tests/test_markup_safety.py: every notice)."""
-    from tests.test_markup_safety import plain
+    from tests.support.markup import plain
 
     s = open_session(checkpoint="<img src=x onerror=alert(1)>", device="cpu", auto_run=False)
     notice = ControlsView(state=explore(s)).notice
     assert notice.visible and "'<img src=x onerror=alert(1)>' is not one of the checkpoints" in plain(notice)
-
-
-# ---------------------------------------------------------------------------------- served
-
-
-@pytest.fixture
-def served(checkpoints):
-    """The app as `python run.py serve` serves it (URL arguments included), in this process; yields
-    its URL and the states of the sessions it has made."""
-    from explorer.dashboard.app import create_app, served_args
-
-    # as `serve --checkpoint tiny`
-    with serve_in_process(lambda: create_app(**served_args("tiny", device="cpu")), liveness=True) as served_app:
-        yield served_app
-
-
-
-@pytest.mark.parametrize("query, shown", [
-    ("../../etc/passwd", "'../../etc/passwd' is not one of the checkpoints"),
-    ("%FF%FE", "'\ufffd\ufffd' is not one of the checkpoints"),  # not UTF-8
-    ("<script>alert(1)</script>", "'<script>alert(1)</script>' is not one of the checkpoints"),
-    ("notes", "could not load notes: "),  # in the list, but not a checkpoint
-])
-def test_bad_query_string_is_a_notice_and_the_server_keeps_serving(served, query, shown):
-    url, states = served
-    q = query if "%" in query else urllib.parse.quote(query)
-    check_page(*get(f"{url}?checkpoint={q}"))
-    state = states[-1]
-    state.load(wait=True)  # what the browser's onload would start; results come back on the server loop
-    wait_for(lambda: shown in state.error)
-    assert state.model_info.get("name", "tiny") == "tiny"  # the bad name was never applied
-    check_page(*get(url))  # and the next visitor gets the app
-    assert get(url + "liveness")[0] == 200
-
-
-def test_bad_input_in_a_served_session_is_a_notice_and_it_keeps_working(served):
-    url, states = served
-    check_page(*get(url))
-    state = states[-1]
-    state.load(wait=True)
-    wait_for(lambda: explore(state).trajectory is not None)  # loaded, then the auto-run finished
-    for change, shown in ((dict(template="ABé"), "does not know: 'é'"),
-                          (dict(checkpoint="truncated"), "could not load truncated"),
-                          (dict(template="AB█C", steps=3), "")):
-        state.dispatch(lambda change=change: state.param.update(**change))  # as a widget edit: on the session's loop
-        wait_for(lambda: shown in state.error if shown else state.error == "" and not explore(state).running
-                 and explore(state).trajectory is not None and explore(state).trajectory.n_steps == 3)
-    assert explore(state).frames.text().startswith("AB") and state.checkpoint == "tiny"
-    check_page(*get(url))

@@ -12,7 +12,7 @@ from explorer.dashboard.runtime import checkpoints as lookup
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.header import HeaderView
-from tests.dashboard_support import explore, save_tiny_checkpoints, wait_for
+from tests.support.dashboard import explore, save_tiny_checkpoints, wait_for
 
 MARKUP = "<img src=x onerror=alert(1)>"  # a directory name is anyone's text: it must show as typed
 

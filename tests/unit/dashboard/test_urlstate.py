@@ -10,7 +10,7 @@ from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.base import TabState
 from explorer.dashboard.urlstate import UrlState, format_value, parse_value, query_args
 from explorer.sampling import SamplerConfig, sample
-from tests.dashboard_support import explore, LENGTH
+from tests.support.dashboard import LENGTH, explore
 
 
 class DummyState(TabState):
@@ -126,7 +126,7 @@ def test_the_first_run_uses_the_link(session):
     url = url_for(session)
     url.apply({"steps": "6", "seed": "9", "strategy": "entropy", "length": "16", "template": "AB█"})
     session.load(wait=True)
-    from tests.dashboard_support import wait_for
+    from tests.support.dashboard import wait_for
 
     wait_for(lambda: explore(session).trajectory is not None)
     config = SamplerConfig(steps=6, seed=9, strategy="entropy")
@@ -171,7 +171,7 @@ def test_a_burst_of_changes_rewrites_the_url_once_when_the_knobs_rest(checkpoint
     import time
 
     from explorer.dashboard.app import URL_QUIET, rewrite_when_quiet
-    from tests.dashboard_support import wait_for
+    from tests.support.dashboard import wait_for
 
     queued, writes = [], []
     s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False, dispatch=queued.append)

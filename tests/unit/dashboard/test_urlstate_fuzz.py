@@ -12,8 +12,8 @@ from explorer.dashboard.app import url_notice
 from explorer.dashboard.tabs import TAB_NAMES, build_tab
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.urlstate import HANDLED_ELSEWHERE, UrlState, _shown, parse_value
-from tests.dashboard_support import save_tiny_checkpoints
-from tests.test_markup_safety import PAYLOADS, page_html, parsed
+from tests.support.dashboard import save_tiny_checkpoints
+from tests.support.markup import PAYLOADS, page_html, parsed
 
 WRAPPER = ('<p style="white-space: pre-wrap; margin: 0">', "</p>")  # the notice's own markup (ui.internals)
 

@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 import explorer.hf.model as hf_model  # noqa: E402
 from explorer.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from explorer.cli import main  # noqa: E402
-from tests.hf_support import bert_dir  # noqa: E402
+from tests.support.hf import bert_dir  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from explorer.hf import HFOptions  # noqa: E402
 from explorer.sampling import SamplerConfig, sample  # noqa: E402
 from explorer.sampling.template import parse_template  # noqa: E402
 
-from hf_support import bert_dir, modernbert_dir, remote_code_dir  # noqa: E402
+from tests.support.hf import bert_dir, modernbert_dir, remote_code_dir  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_serve_refuses_a_malformed_models_entry(capsys):
 
 
 def test_sweep_scores_tokens_under_a_causal_judge_the_user_names(bert, tmp_path, capsys):
-    from hf_support import gpt2_dir
+    from tests.support.hf import gpt2_dir
 
     judge = gpt2_dir(tmp_path / "gpt")
     out = tmp_path / "sweep.csv"

@@ -13,8 +13,6 @@ TOK = CharTokenizer("abcd\n")
 MASK = TOK.mask_id
 
 
-
-
 def tiny_ar(seed=0, tokenizer=TOK) -> Transformer:
     torch.manual_seed(seed)
     cfg = ModelConfig(vocab_size=TOK.vocab_size, mask_id=MASK, block_size=24, n_layer=2, n_head=2, n_embd=32,

@@ -16,10 +16,9 @@ import torch
 
 from explorer.data.tokenizer import CharTokenizer
 from explorer.sampling import SamplerConfig, StepRecord, sample, sample_ar
-from tests.conftest import make_model
+from tests.support.models import assert_same_run, make_model
 
 TOK = CharTokenizer("abcdefghij")  # ids 0-9, [MASK] = 10
-TIMINGS = {"step_seconds", "seconds"}
 
 
 def tiny(kind="diffusion"):
@@ -30,18 +29,6 @@ def tiny(kind="diffusion"):
 
 def gens(seeds):
     return [torch.Generator().manual_seed(s) for s in seeds]
-
-
-def assert_same_run(got, want):
-    """Every field equal (NaN == NaN), timings aside."""
-    for f in dataclasses.fields(want):
-        if f.name in TIMINGS:
-            continue
-        a, b = getattr(got, f.name), getattr(want, f.name)
-        if isinstance(b, np.ndarray):
-            assert a is not None and a.shape == b.shape and np.array_equal(a, b, equal_nan=b.dtype.kind == "f"), f.name
-        else:
-            assert a == b, f.name
 
 
 CASES = {

@@ -13,7 +13,7 @@ from torch import nn
 
 from explorer.data.tokenizer import CharTokenizer
 from explorer.sampling import SamplerConfig, sample
-from tests.test_sampler import MASK, PROBS, TOK, MockDenoiser, random_mock, table_from_probs
+from tests.support.models import MASK, PROBS, TOK, MockDenoiser, random_mock, table_from_probs
 
 
 class EosTokenizer(CharTokenizer):
@@ -147,7 +147,7 @@ def llada_generate(logits_of, prompt: torch.Tensor, mask_id: int, steps: int, ge
 def test_greedy_decoding_reproduces_llada_generate(tmp_path_factory, steps, gen_length, block_length):
     pytest.importorskip("transformers")
     from explorer import load_checkpoint
-    from tests.hf_support import bert_dir
+    from tests.support.hf import bert_dir
 
     model = load_checkpoint(str(bert_dir(tmp_path_factory.mktemp("bert"), seed=3)))
     prompt = "to be or not"

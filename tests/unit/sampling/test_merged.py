@@ -10,9 +10,9 @@ import torch
 from explorer.sampling import SamplerConfig, sample, sample_many
 from explorer.sampling.merged import merge_key
 from explorer.sampling.packing import _walks
-from tests.conftest import make_model
-from tests.test_sampler_rows import assert_same_run
-from tests.test_sweep_packed import CountingModel, gen, patterns_model
+from tests.support.models import make_model
+from tests.support.models import assert_same_run
+from tests.support.models import adaln_patterns_model, CountingModel, gen
 
 GRID = [SamplerConfig(steps=steps, strategy=strategy, schedule=schedule, temperature=temperature, top_k=9)
         for steps, strategy, schedule, temperature in [
@@ -28,7 +28,7 @@ def runs_of(configs, sizes, **extra):
 
 @pytest.mark.parametrize("template", [None, "AB█CD[___]E"])
 def test_merged_runs_equal_their_solo_runs(template):
-    model = CountingModel(patterns_model())
+    model = CountingModel(adaln_patterns_model())
     sizes = [3, 20, 7, 16, 1, 30, 18, 5]  # below and above packing's MIN_PACK_ROWS
     runs = runs_of(GRID, sizes, template=template)
     assert _walks(runs, merge=True) == [list(range(len(GRID)))]  # one batch for all eight
@@ -60,7 +60,7 @@ def test_only_exact_merges_are_made():
 
 
 def test_a_mixed_pack_merges_what_it_can_and_every_run_is_its_solo_run():
-    model = patterns_model()
+    model = adaln_patterns_model()
     configs = [SamplerConfig(steps=4), SamplerConfig(threshold=0.3), SamplerConfig(steps=9, strategy="random"),
                SamplerConfig(steps=6, block_length=8)]
     runs = runs_of(configs, [10, 10, 10, 10])
@@ -73,7 +73,7 @@ def test_a_mixed_pack_merges_what_it_can_and_every_run_is_its_solo_run():
 
 
 def test_a_cancelled_merged_run_is_none_and_the_others_finish():
-    model = patterns_model()
+    model = adaln_patterns_model()
     steps_seen = []
 
     def stop_after_two():
@@ -92,7 +92,7 @@ def test_a_cancelled_merged_run_is_none_and_the_others_finish():
 
 
 def test_merging_can_be_switched_off_with_the_same_results():
-    model = patterns_model()
+    model = adaln_patterns_model()
     runs = runs_of(GRID[:4], [8, 8, 8, 8])
     merged = sample_many(model, runs)
     alone = sample_many(model, runs_of(GRID[:4], [8, 8, 8, 8]), merge=False)
@@ -151,7 +151,7 @@ def test_a_large_vocabularys_logits_budget_cuts_merged_walks_and_runs_under_way_
 
 @pytest.mark.parametrize("knob", ["tokens_per_call", "tokens_in_flight", "logits_in_flight"])
 def test_sample_many_refuses_a_limit_that_is_not_a_positive_whole_number(knob):
-    model = patterns_model()
+    model = adaln_patterns_model()
     for bad in (0, -5, 2.5):
         with pytest.raises(ValueError, match=f"{knob} must be a positive whole number"):
             sample_many(model, runs_of(GRID[:2], [4, 4]), **{knob: bad})

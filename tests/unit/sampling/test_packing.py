@@ -3,7 +3,6 @@ calls with shared ones; every run still returns exactly what sample() returns fo
 sweep's table equals the cell-after-cell one in every column but the timings."""
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -11,55 +10,20 @@ import pandas as pd
 import pytest
 import torch
 
-from explorer.data.patterns import pattern_tokenizer
 from explorer.experiments import SweepCancelled, sweep
 from explorer.sampling import SamplerConfig, sample, sample_many
 from explorer.sampling.packing import CPU_CALL_TOKENS, MIN_PACK_ROWS, _in_cpu_calls, _serve, _units
 from explorer.sampling.sampler import ModelCall, call_model
-from tests.conftest import make_model
-from tests.test_sampler_rows import assert_same_run
+from tests.support.models import CountingModel, adaln_patterns_model, assert_same_run, gen, make_model
 
 TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
 SEED000 = {"steps": [1, 2, 3, 5, 8, 12, 16, 24, 32], "strategy": ["confidence", "random"]}
 
 
-def patterns_model():
-    """The shipped patterns model's shape (adaLN time conditioning, 24 positions), fewer layers, random
-    weights; the adaLN layers start at zero, so they are perturbed for t to matter."""
-    tok = pattern_tokenizer(15)
-    model = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=24, n_layer=2, n_embd=64,
-                       n_head=4, time_conditioning="adaln")
-    with torch.no_grad():
-        for block in model.blocks:
-            block.ada[1].weight.normal_(0, 0.2, generator=torch.Generator().manual_seed(1))
-    model.tokenizer, model.meta = tok, {"corpus": {"name": "patterns", "kind": "patterns"}, "words": []}
-    return model
-
-
-class CountingModel(torch.nn.Module):
-    """Wraps a model, counting calls and rows; sets `stop` on call number `trip_at`."""
-
-    def __init__(self, inner, trip_at=None):
-        super().__init__()
-        self.inner, self.config, self.tokenizer, self.meta = inner, inner.config, inner.tokenizer, inner.meta
-        self.calls, self.rows, self.trip_at, self.stop = 0, [], trip_at, threading.Event()
-
-    def forward(self, x, t=None):
-        self.calls += 1
-        self.rows.append(x.shape[0])
-        if self.calls == self.trip_at:
-            self.stop.set()
-        return self.inner(x, t)
-
-
-def gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 def test_on_the_cpu_a_shared_calls_rows_go_through_the_model_in_near_equal_calls_of_enough_rows():
     """_in_cpu_calls: about CPU_CALL_TOKENS per model call, never fewer than MIN_PACK_ROWS rows a call, and
     every row's logits exactly those of one call of all the rows."""
-    model = CountingModel(patterns_model())
+    model = CountingModel(adaln_patterns_model())
     L = model.config.block_size
     for rows, calls in [(CPU_CALL_TOKENS // L, 1), (CPU_CALL_TOKENS // L + 50, 2), (3 * CPU_CALL_TOKENS // L, 3),
                         (MIN_PACK_ROWS + 3, 1)]:
@@ -73,7 +37,7 @@ def test_on_the_cpu_a_shared_calls_rows_go_through_the_model_in_near_equal_calls
 
 
 def test_a_calls_logits_do_not_depend_on_what_shares_its_model_call():
-    model = patterns_model()
+    model = adaln_patterns_model()
     L, mask = 24, model.config.mask_id
     rand = torch.Generator().manual_seed(0)
 
@@ -123,7 +87,7 @@ def fresh(run: dict) -> dict:
 
 
 def test_every_packed_run_equals_its_solo_run_record_and_all():
-    model = CountingModel(patterns_model())
+    model = CountingModel(adaln_patterns_model())
     packed = sample_many(model, [fresh(r) for r in RUNS])
     shared_calls, shared_rows = model.calls, list(model.rows)
     model.calls, model.rows = 0, []
@@ -135,7 +99,7 @@ def test_every_packed_run_equals_its_solo_run_record_and_all():
 
 
 def test_packed_runs_seconds_add_up_to_the_packs_wall_time():
-    model = patterns_model()
+    model = adaln_patterns_model()
     start = time.perf_counter()
     trajs = sample_many(model, [dict(fresh(r), record=False) for r in RUNS])
     wall = time.perf_counter() - start
@@ -146,7 +110,7 @@ def test_packed_runs_seconds_add_up_to_the_packs_wall_time():
 
 
 def test_runs_in_flight_are_limited_and_results_do_not_change():
-    model = CountingModel(patterns_model())
+    model = CountingModel(adaln_patterns_model())
     runs = [dict(config=SamplerConfig(steps=s, strategy=st), batch_size=20) for s in (2, 5) for st in ("confidence", "random")]
     wide = sample_many(model, [fresh(r) for r in runs])
     assert max(model.rows) == 80  # the four runs' second calls (their all-[MASK] first: one row)
@@ -159,7 +123,7 @@ def test_runs_in_flight_are_limited_and_results_do_not_change():
 
 
 def test_bad_runs_fail_before_anything_runs():
-    model = CountingModel(patterns_model())
+    model = CountingModel(adaln_patterns_model())
     with pytest.raises(ValueError, match="batch_size"):
         sample_many(model, [dict(config=SamplerConfig()), dict(config=SamplerConfig(), batch_size=0)])
     with pytest.raises(ValueError, match="unknown strategy"):
@@ -170,7 +134,7 @@ def test_bad_runs_fail_before_anything_runs():
 
 
 def test_packed_seed000_sweep_equals_cell_after_cell_and_each_batch_its_solo_run():
-    model = CountingModel(patterns_model())
+    model = CountingModel(adaln_patterns_model())
     base = SamplerConfig(schedule="remaining")
     packed, packed_summary = sweep(model, base, SEED000, n_samples=30, seed=0)
     packed_calls, model.calls = model.calls, 0
@@ -192,13 +156,13 @@ def test_packed_seed000_sweep_equals_cell_after_cell_and_each_batch_its_solo_run
 def test_packed_sweep_cancel_mid_sweep_keeps_the_finished_batches():
     # call 1 is the warm-up, call 2 every run's shared all-[MASK] row (the 1-step cell is then done),
     # call 3 the 4- and 64-step cells' second calls: the cancel trips there, and both stop after that step
-    model = CountingModel(patterns_model(), trip_at=3)
+    model = CountingModel(adaln_patterns_model(), trip_at=3)
     base = SamplerConfig(schedule="remaining")
     with pytest.raises(SweepCancelled) as info:
         sweep(model, base, {"steps": [1, 4, 64]}, n_samples=20, cancel=model.stop)
     assert model.calls == 3 and info.value.done == 20 and info.value.total == 60
     table = info.value.table
-    full = sweep(patterns_model(), base, {"steps": [1]}, n_samples=20)[0]
+    full = sweep(adaln_patterns_model(), base, {"steps": [1]}, n_samples=20)[0]
     pd.testing.assert_frame_equal(table.drop(columns=TIMING), full.drop(columns=TIMING))
     with pytest.raises(SweepCancelled) as info:  # cancelled before it starts: nothing runs
         sweep(model, base, {"steps": [1, 4]}, n_samples=20, cancel=lambda: True)

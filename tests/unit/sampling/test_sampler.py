@@ -2,65 +2,22 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-import torch.nn as nn
 
-from explorer.data.tokenizer import CharTokenizer
 from explorer.model import ModelConfig, Transformer
 from explorer.sampling import (SCHEDULES, STRATEGIES, SamplerConfig, SamplingCancelled, StepRecord, sample,
                                sample_any)
 from explorer.sampling import config as config_module
 from explorer.sampling.sampler import call_model
 from explorer.sampling.proposals import draw, filter_logits, inverse_cdf, never_weight_zero
-from tests.conftest import make_model
+from tests.support.models import MASK, PROBS, TOK, MockDenoiser, make_model, random_mock, table_from_probs
 
-TOK = CharTokenizer("abcd")  # ids 0-3, [MASK] = 4
-MASK = TOK.mask_id
-
-
-
-# Six positions with known distributions over a, b, c, d (greedy proposal: the first, most likely).
-#                 conf  margin  -entropy
-PROBS = [[0.50, 0.50, 0.00, 0.00],  # 0  .50   .00    -.693
-         [0.40, 0.20, 0.20, 0.20],  # 1  .40   .20    -1.332
-         [0.90, 0.05, 0.05, 0.00],  # 2  .90   .85    -.394
-         [0.65, 0.35, 0.00, 0.00],  # 3  .65   .30    -.647
-         [0.70, 0.10, 0.10, 0.10],  # 4  .70   .60    -.940
-         [0.35, 0.30, 0.25, 0.10]]  # 5  .35   .05    -1.306
+# The order each strategy commits support.models.PROBS's six positions in.
 EXPECTED_ORDER = {"confidence": [2, 4, 3, 0, 1, 5], "margin": [2, 4, 3, 1, 5, 0],
                   "entropy": [2, 3, 0, 4, 5, 1], "left_to_right": [0, 1, 2, 3, 4, 5]}
-
-
-def table_from_probs(probs, mask_logit=20.0) -> torch.Tensor:
-    """(L, V) logits: log p for the characters and a huge [MASK] logit the sampler must ignore."""
-    p = torch.tensor(probs, dtype=torch.float32)
-    return torch.cat([p.log(), torch.full((p.shape[0], 1), mask_logit)], dim=1)
-
-
-class MockDenoiser(nn.Module):
-    """Returns the same known logits (L, V) for every canvas; records each call's t."""
-
-    def __init__(self, table: torch.Tensor, time_conditioning="none", tokenizer=TOK):
-        super().__init__()
-        self.table = table
-        self.config = SimpleNamespace(kind="diffusion", mask_id=MASK, vocab_size=table.shape[1],
-                                      block_size=table.shape[0], time_conditioning=time_conditioning)
-        self.tokenizer = tokenizer
-        self.ts: list[torch.Tensor] = []
-
-    def forward(self, x, t):
-        self.ts.append(t.clone())
-        return self.table[: x.shape[1]].expand(x.shape[0], -1, -1)
-
-
-def random_mock(L=12, seed=0, **kw) -> MockDenoiser:
-    g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(L, MASK, generator=g) * 2
-    return MockDenoiser(torch.cat([logits, torch.full((L, 1), 20.0)], dim=1), **kw)
 
 
 def commits_per_step(tr) -> list[int]:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from safetensors import safe_open
 
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.support import ROOT
+from tests.support.dashboard import save_tiny_checkpoints
 
 _spec = importlib.util.spec_from_file_location("tools_choose_pattern_defaults",
-                                               Path(__file__).resolve().parents[1] / "tools" / "choose_pattern_defaults.py")
+                                               ROOT / "tools" / "choose_pattern_defaults.py")
 tool = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # tools/ holds scripts, not a package
 _spec.loader.exec_module(tool)
 
@@ -70,7 +70,7 @@ def test_bad_arguments_are_refused_with_a_message(argv, says, tmp_path, capsys):
 
 def test_a_text_model_is_sent_to_the_text_tool(tmp_path, capsys, tiny_corpus):
     from explorer.checkpoint import save_checkpoint
-    from tests.conftest import make_model
+    from tests.support.models import make_model
 
     tok = tiny_corpus.tokenizer
     model = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=16)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("tools_package_map", ROOT / "tools" / "package_map.py")
 package_map = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # tools/ holds scripts
 _spec.loader.exec_module(package_map)

@@ -13,7 +13,7 @@ from explorer.dashboard.runtime.queue import device_queue
 from explorer.dashboard.runtime.tasks import Task, Worker
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import TAB_NAMES, build_tab
-from tests.dashboard_support import save_tiny_checkpoints
+from tests.support.dashboard import save_tiny_checkpoints
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.sweep import state as sweep_state
 from explorer.dashboard.urlstate import UrlState
-from tests.dashboard_support import LENGTH, explore, wait_for
+from tests.support.dashboard import LENGTH, explore, wait_for
 
 GRID = "1,2,4,8,16,24"  # 55 calls per sample on the tiny models' 24 positions
 LO, HI = Session.param.steps.bounds  # the sidebar's Steps slider

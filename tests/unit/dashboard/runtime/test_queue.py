@@ -16,8 +16,8 @@ from explorer.dashboard.runtime.tasks import Worker
 from explorer.dashboard.session import sample_canvas
 from explorer.dashboard.session import Session
 from explorer.dashboard.tabs.explore import open_session
-from tests.dashboard_support import explore, save_tiny_checkpoints, wait_for
-from tests.test_sampler_rows import assert_same_run
+from tests.support.dashboard import explore, save_tiny_checkpoints, wait_for
+from tests.support.models import assert_same_run
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from explorer.dashboard.session import sample_canvas
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.compare.state import PRESETS, SEP, differing, parse_overrides
-from tests.dashboard_support import LENGTH
+from tests.support.dashboard import LENGTH
 
 
 def make_state(**knobs):
@@ -261,10 +261,9 @@ def test_a_text_column_is_scored_by_its_distance_to_held_out_text(tmp_path):
     from explorer.dashboard.runtime.checkpoints import reference_scores, validation_tokens
     from explorer.dashboard.tabs.compare.state import score
     from explorer.sampling import SamplerConfig, sample
-    from tests.conftest import TINY_TEXT
-    from tests.test_sweep import text_models
+    from tests.support.models import TINY_TEXT, tiny_text_models
 
-    corpus, model, judge = text_models.__wrapped__()
+    corpus, model, judge = tiny_text_models()
     data = tmp_path / "tiny.txt"
     data.write_text(TINY_TEXT)
     model.meta = {**model.meta, "train_config": {"data": str(data)}}
@@ -289,10 +288,9 @@ def test_explore_quality_sweep_on_text_is_ranked_by_distance_to_held_out_text(tm
     from explorer.dashboard.tabs.explore.state import held_out_reference
     from explorer.experiments import pick_metric, sweep
     from explorer.sampling import SamplerConfig
-    from tests.conftest import TINY_TEXT
-    from tests.test_sweep import text_models
+    from tests.support.models import TINY_TEXT, tiny_text_models
 
-    corpus, model, judge = text_models.__wrapped__()
+    corpus, model, judge = tiny_text_models()
     data = tmp_path / "tiny.txt"
     data.write_text(TINY_TEXT)
     model.meta = {**model.meta, "train_config": {"data": str(data)}}

@@ -9,7 +9,7 @@ import pytest
 from explorer.dashboard.frames import CODE, Frames, glyph_table
 from explorer.dashboard.tabs.explore import open_session
 from explorer.sampling import SamplerConfig, sample
-from tests.dashboard_support import explore, LENGTH, wait_for
+from tests.support.dashboard import LENGTH, explore, wait_for
 
 
 @pytest.fixture

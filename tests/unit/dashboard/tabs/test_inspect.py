@@ -13,7 +13,7 @@ from explorer.dashboard.tabs.inspect.plots import accuracy_plot, fraction_plot, 
 from explorer.dashboard.tabs.inspect.state import ACC_TS
 from explorer.data.patterns import pattern_tokenizer
 from explorer.metrics import topk_predictions
-from tests.dashboard_support import LENGTH, wait_for
+from tests.support.dashboard import LENGTH, wait_for
 
 
 @pytest.fixture

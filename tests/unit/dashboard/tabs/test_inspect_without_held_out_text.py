@@ -12,8 +12,8 @@ from explorer.checkpoint import save_checkpoint
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.explore import open_session
 from explorer.data.patterns import pattern_tokenizer
-from tests.conftest import make_model
-from tests.dashboard_support import LENGTH, wait_for
+from tests.support.dashboard import LENGTH, wait_for
+from tests.support.models import make_model
 
 CORPUS = "<img src=x onerror=alert(1)>"  # a corpus name from the checkpoint's metadata: shown as typed
 

@@ -16,7 +16,7 @@ from explorer.dashboard.tabs.model.view import CheckpointPage, TrainingPanel, cu
 from explorer.dashboard.ui.palette import FONT
 from explorer.names import LR_SCHEDULES
 from explorer.train import TrainConfig
-from tests.dashboard_support import save_tiny_checkpoints, wait_for
+from tests.support.dashboard import save_tiny_checkpoints, wait_for
 
 
 @pytest.fixture
@@ -309,7 +309,7 @@ def test_corpus_facts_vocabulary_size_and_first_characters(tmp_path):
     from explorer.dashboard.tabs.model.meta import summary_sections
     from explorer.data.corpus import sha256_bytes
     from explorer.data.tokenizer import CharTokenizer
-    from tests.conftest import TINY_TEXT
+    from tests.support.models import TINY_TEXT
 
     path = tmp_path / "corpus.txt"
     path.write_text(TINY_TEXT)

@@ -2,9 +2,8 @@
 on a click, and when a link opens on it and the model arrives later, so a shared link reproduces it."""
 from __future__ import annotations
 
-
 from explorer.dashboard.app import create_app
-from tests.dashboard_support import explore, wait_for
+from tests.support.dashboard import explore, wait_for
 
 
 def find_tabs(app):

@@ -13,7 +13,7 @@ from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.sweep.state import SweepTabState, expected_cost, format_cost, parse_list
 from explorer.dashboard.tabs.sweep.view import TaskBar, grid_html, summary_frame
-from tests.dashboard_support import wait_for
+from tests.support.dashboard import wait_for
 
 
 @pytest.fixture

@@ -1,0 +1,66 @@
+"""Bad input to a served dashboard (the app as `python run.py serve` serves it, in this process): a bad
+query string or a bad value in a session is a readable notice, the bad value is never applied, the
+session keeps working and the server keeps serving the next visitor. The session alone:
+tests/unit/dashboard/test_input_notices.py."""
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+import torch
+
+from tests.support.dashboard import explore, save_tiny_checkpoints, wait_for, write_bad_checkpoints
+from tests.support.serving import check_page, get, serve_in_process
+
+
+@pytest.fixture
+def checkpoints(tmp_path, monkeypatch):
+    """checkpoints/ with the tiny checkpoints and every kind of broken file (write_bad_checkpoints)."""
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
+    torch.set_num_threads(1)  # tiny models; and the machine's cores are shared
+    return write_bad_checkpoints(save_tiny_checkpoints(tmp_path))
+
+
+@pytest.fixture
+def served(checkpoints):
+    """The app as `python run.py serve` serves it (URL arguments included), in this process; yields
+    its URL and the states of the sessions it has made."""
+    from explorer.dashboard.app import create_app, served_args
+
+    # as `serve --checkpoint tiny`
+    with serve_in_process(lambda: create_app(**served_args("tiny", device="cpu")), liveness=True) as served_app:
+        yield served_app
+
+
+@pytest.mark.parametrize("query, shown", [
+    ("../../etc/passwd", "'../../etc/passwd' is not one of the checkpoints"),
+    ("%FF%FE", "'\ufffd\ufffd' is not one of the checkpoints"),  # not UTF-8
+    ("<script>alert(1)</script>", "'<script>alert(1)</script>' is not one of the checkpoints"),
+    ("notes", "could not load notes: "),  # in the list, but not a checkpoint
+])
+def test_bad_query_string_is_a_notice_and_the_server_keeps_serving(served, query, shown):
+    url, states = served
+    q = query if "%" in query else urllib.parse.quote(query)
+    check_page(*get(f"{url}?checkpoint={q}"))
+    state = states[-1]
+    state.load(wait=True)  # what the browser's onload would start; results come back on the server loop
+    wait_for(lambda: shown in state.error)
+    assert state.model_info.get("name", "tiny") == "tiny"  # the bad name was never applied
+    check_page(*get(url))  # and the next visitor gets the app
+    assert get(url + "liveness")[0] == 200
+
+
+def test_bad_input_in_a_served_session_is_a_notice_and_it_keeps_working(served):
+    url, states = served
+    check_page(*get(url))
+    state = states[-1]
+    state.load(wait=True)
+    wait_for(lambda: explore(state).trajectory is not None)  # loaded, then the auto-run finished
+    for change, shown in ((dict(template="ABé"), "does not know: 'é'"),
+                          (dict(checkpoint="truncated"), "could not load truncated"),
+                          (dict(template="AB█C", steps=3), "")):
+        state.dispatch(lambda change=change: state.param.update(**change))  # as a widget edit: on the session's loop
+        wait_for(lambda: shown in state.error if shown else state.error == "" and not explore(state).running
+                 and explore(state).trajectory is not None and explore(state).trajectory.n_steps == 3)
+    assert explore(state).frames.text().startswith("AB") and state.checkpoint == "tiny"
+    check_page(*get(url))

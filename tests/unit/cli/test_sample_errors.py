@@ -1,0 +1,52 @@
+"""Bad input to `python run.py sample`: a bad template, knob or checkpoint is one `error: ...` line naming the
+problem and exit 2, with nothing on stdout; uneven blocks are accepted."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorer.cli import main
+from tests.support.dashboard import LENGTH
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--template", "ABé"], "does not know: 'é'"),
+    (["--template", ""], "the template is empty"),
+    (["--template", "ABC", "--length", "3"], "leaves nothing to generate"),
+    (["--template", "A" * 40], f"the model's context is {LENGTH}"),
+    (["--steps", "0"], "steps must be an integer in [1, 4096], got 0"),
+    (["--steps", "99999999"], "steps must be an integer in [1, 4096]"),
+    (["--steps", "many"], "argument --steps: invalid int value: 'many'"),
+    (["--temperature", "-0.5"], "temperature must be in [0, 100], got -0.5"),
+    (["--temperature", "nan"], "argument --temperature: expected a finite number, got 'nan'"),
+    (["--top-p", "0"], "top_p must be in (0, 1], got 0.0"),
+    (["--top-p", "1.01"], "top_p must be in (0, 1], got 1.01"),
+    (["--top-k", "-3"], "top_k must be an integer >= 0 (0 = off), got -3"),
+    (["--strategy", "best"], "unknown strategy 'best'; valid: confidence, margin"),
+    (["--checkpoint", "truncated"], "truncated.safetensors is not a readable safetensors checkpoint"),
+    (["--checkpoint", "notes"], "notes.safetensors is not a readable safetensors checkpoint"),
+    (["--checkpoint", "foreign"], "has no mdlm-explorer metadata"),
+    (["--checkpoint", "future"], "has format version '2'"),
+    (["--checkpoint", "other-version"], "unknown model config keys: ['rotary_base']"),
+    (["--checkpoint", "../nope"], "no checkpoint '../nope'"),
+])
+def test_cli_bad_input_is_one_error_line(ckpts, capsys, argv, needle):
+    argv = ["--checkpoint", "tiny", *argv] if "--checkpoint" not in argv else argv
+    assert cli("--steps", "2", *argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+
+
+def test_cli_uneven_blocks_work(ckpts, capsys):
+    assert cli("--checkpoint", "tiny", "--steps", "10", "--block-length", "5", "--json") == 0
+    assert len(json.loads(capsys.readouterr().out)["texts"][0]) == LENGTH
+
+
+def cli(*argv) -> int:
+    """`python run.py sample ...`'s exit status (argparse's own errors exit rather than return)."""
+    try:
+        return main(["sample", *argv])
+    except SystemExit as e:
+        return e.code

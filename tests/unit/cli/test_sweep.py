@@ -1,0 +1,128 @@
+"""`python run.py sweep` and `python run.py evaluate` on tiny checkpoints (the `ckpt_dir` fixture): tables,
+summaries and plots written, a saved sweep re-plotted, text sweeps with a judge, errors as one line."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from explorer.cli import main as cli_main
+
+TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
+
+
+def test_cli_sweep_writes_csv_summary_and_plot(ckpt_dir, capsys):
+    out = ckpt_dir / "res.csv"
+    rc = cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--strategy", "confidence,random",
+                   "--n", "2", "--out", str(out), "--plot", str(ckpt_dir / "res.html"), "--plot-resources", "cdn"])
+    assert rc == 0
+    table = pd.read_csv(out)
+    assert len(table) == 2 * 2 * 2 + 2 and set(table["sampler"]) == {"diffusion", "reference"}
+    assert (ckpt_dir / "res.summary.csv").is_file() and (ckpt_dir / "res.html").is_file()
+    assert "sweet spot" in capsys.readouterr().out
+    # several metrics / axes: one file each
+    assert cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--n", "2", "--no-reference",
+                     "--plot", str(ckpt_dir / "f.html"), "--metric", "pattern_quality,tokens_per_s",
+                     "--x", "steps,nfe", "--plot-resources", "cdn"]) == 0
+    assert sorted(p.name for p in ckpt_dir.glob("f.*.html")) == [
+        f"f.{m}.{x}.html" for m in ("pattern_quality", "tokens_per_s") for x in ("nfe", "steps")]
+
+
+def test_cli_sweep_no_pack_times_each_batch_alone_with_the_same_samples(ckpt_dir, monkeypatch):
+    """--no-pack: no shared model calls (sample_many is never called), the same samples row for row."""
+    import explorer.experiments as ex
+
+    args = ["sweep", "--checkpoint", "pat", "--steps", "1,3", "--strategy", "confidence,random", "--n", "3",
+            "--no-reference"]
+    assert cli_main([*args, "--out", str(ckpt_dir / "packed.csv")]) == 0
+
+    def refused(*a, **k):
+        raise AssertionError("--no-pack packed the model calls")
+
+    monkeypatch.setattr(ex, "sample_many", refused)
+    assert cli_main([*args, "--no-pack", "--out", str(ckpt_dir / "alone.csv")]) == 0
+    packed, alone = pd.read_csv(ckpt_dir / "packed.csv"), pd.read_csv(ckpt_dir / "alone.csv")
+    assert len(alone) == 2 * 2 * 3 and alone["text"].tolist() == packed["text"].tolist()
+    assert alone["nfe"].tolist() == packed["nfe"].tolist()
+
+
+def test_cli_sweep_from_csv_plots_a_saved_sweep_without_sampling(ckpt_dir, capsys, monkeypatch):
+    """--from-csv: the summary and the figures of an earlier --out table, nothing loaded or sampled; a file
+    that is not a sweep table, or neither --checkpoint nor --from-csv, is one error line and exit 2."""
+    import explorer.experiments as ex
+
+    saved = ckpt_dir / "saved.csv"
+    assert cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--strategy", "confidence,random", "--n", "2",
+                     "--out", str(saved)]) == 0
+    first = capsys.readouterr().out
+
+    def refused(*a, **k):
+        raise AssertionError("--from-csv sampled")
+
+    monkeypatch.setattr(ex, "sample", refused)
+    monkeypatch.setattr(ex, "sample_many", refused)
+    assert cli_main(["sweep", "--from-csv", str(saved), "--plot", str(ckpt_dir / "again.html"), "--metric",
+                     "pattern_quality,tokens_per_s", "--plot-resources", "cdn"]) == 0
+    again = capsys.readouterr().out
+    def cells(out):  # each printed row but its tokens/s: the cells, n, NFE and every quality mean ± sem
+        rows = [line.split() for line in out.splitlines() if line.startswith("diffusion")]
+        return [r[:5] + r[6:] for r in rows]
+
+    assert cells(again) == cells(first) and len(cells(first)) == 4
+    assert sorted(p.name for p in ckpt_dir.glob("again.*.html")) == ["again.pattern_quality.steps.html",
+                                                                   "again.tokens_per_s.steps.html"]
+    (ckpt_dir / "other.csv").write_text("a,b\n1,2\n")
+    for argv, says in ((["--from-csv", str(ckpt_dir / "other.csv")], "not a sweep's per-sample table"),
+                       (["--from-csv", str(ckpt_dir / "missing.csv")], "missing.csv"),
+                       (["--steps", "1,2"], "--checkpoint is required")):
+        assert cli_main(["sweep", *argv]) == 2
+        assert says in capsys.readouterr().err
+
+
+def test_cli_evaluate_patterns_and_text(ckpt_dir, capsys):
+    assert cli_main(["evaluate", "--checkpoint", "pat", "--n", "2", "--steps", "4", "--val-sequences", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "NELBO" in out and "accuracy" in out and "reference" in out
+    assert cli_main(["evaluate", "--checkpoint", "txt", "--data", str(ckpt_dir / "tiny.txt"), "--n", "2",
+                     "--steps", "4", "--judge", "none"]) == 0
+    assert "word_validity" in capsys.readouterr().out
+
+
+def test_cli_text_sweep_with_judge_and_ar_baseline(ckpt_dir, capsys):
+    rc = cli_main(["sweep", "--checkpoint", "txt", "--data", str(ckpt_dir / "tiny.txt"), "--judge", "ar", "--ar",
+                   "--steps", "1,2", "--strategy", "confidence", "--threshold", "none,0.5", "--n", "2",
+                   "--out", str(ckpt_dir / "t.csv"), "--plot", str(ckpt_dir / "t.html"),
+                   "--metric", "gen_ppl,entropy", "--x", "steps,nfe", "--plot-resources", "cdn"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "gen_ppl" in out and "sweet spot" in out
+    table = pd.read_csv(ckpt_dir / "t.csv")
+    assert set(table["sampler"]) == {"diffusion", "ar", "reference"}
+    assert len(table[table["threshold"] == 0.5]) == 2  # one threshold cell, not one per step count
+    assert len(list(ckpt_dir.glob("t.*.html"))) == 4
+
+
+def test_cli_evaluate_ar_checkpoint(ckpt_dir, capsys):
+    assert cli_main(["evaluate", "--checkpoint", "ar", "--data", str(ckpt_dir / "tiny.txt"), "--n", "2",
+                     "--judge", "ar"]) == 0
+    out = capsys.readouterr().out
+    assert "cross-entropy" in out and "accuracy" not in out and "gen_ppl" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "--checkpoint", "nope"], "no checkpoint 'nope'"),
+    (["sweep", "--checkpoint", "pat", "--steps", "1,x"], "--steps: 'x' is not a valid value"),
+    (["sweep", "--checkpoint", "pat", "--strategy", "confidence,nope"], "unknown strategy 'nope'"),
+    (["sweep", "--checkpoint", "pat", "--n", "0"], "argument -n/--n: expected an integer in [1, 1000000], got '0'"),
+    (["sweep", "--checkpoint", "txt", "--judge", "pat"], "the judge must be an AR checkpoint"),
+    (["sweep", "--checkpoint", "txt", "--ar"], "there is no judge"),
+    (["sweep", "--checkpoint", "pat", "--metric", "gen_ppx"], "--metric gen_ppx: unknown"),
+    (["sweep", "--checkpoint", "pat", "--metric", "gen_ppl"], "--metric gen_ppl: not measured on a patterns"),
+    (["sweep", "--checkpoint", "txt", "--metric", "gen_ppl"], "needs an AR judge"),
+    (["evaluate", "--checkpoint", "txt"], "pass --data FILE"),
+    (["evaluate", "--checkpoint", "txt", "--data", "OTHER"], "is not the file this checkpoint was trained on"),
+])
+def test_cli_error_paths(ckpt_dir, capsys, argv, message):
+    argv = [str(ckpt_dir / "other.txt") if a == "OTHER" else a for a in argv]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
