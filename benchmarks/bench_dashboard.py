@@ -94,7 +94,7 @@ def load_off_main(name: str, device):
     """The model, loaded on a thread that then exits (its OpenMP team goes with it; see the docstring)."""
     import threading
 
-    from explorer.dashboard.runtime import checkpoints
+    from explorer.dashboard import checkpoints
 
     box = {}
     loader = threading.Thread(target=lambda: box.update(model=checkpoints.load(name, device)))

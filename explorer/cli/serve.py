@@ -286,7 +286,7 @@ def main(args) -> int:
 
     from ..devices import serving_threads
 
-    from ..dashboard.runtime import checkpoints
+    from ..dashboard import checkpoints
 
     torch.set_num_threads(args.threads or serving_threads())
     session_defaults(args)

@@ -5,10 +5,12 @@
     panel serve explorer/dashboard/app.py
 
 Layout: session.py (one browser session: model, device, sampler knobs), tabs/<tab>/ (each tab's
-state.py without Panel, its view.py, and build() pairing them), ui/ (palette, the one heatmap figure,
+state without Panel, its view.py, and the TabSpec pairing them), ui/ (palette, the one heatmap figure,
 shared views), runtime/ (the only place with threads or process-wide state: dispatcher, background
-tasks bound to a device, device queues, caches, checkpoint lookup), frames.py (a run as display rows,
-numpy), urlstate.py (shareable links), app.py (layout and template). tests/unit/test_layering.py keeps it so.
+tasks bound to a device, device queues, caches), checkpoints.py and mean_confidence.py (what is
+loaded and measured, kept in runtime's caches), frames.py (a run as display rows and their cell
+states, numpy), urlstate.py (shareable links), app.py (layout and template). tests/unit/test_layering.py
+keeps it so.
 Importing this package is cheap: Panel, Bokeh and torch load on first use.
 """
 

@@ -5,40 +5,36 @@ Only plain names inside checkpoints/ are ever opened (allow_paths=False). A chec
 being trained is re-saved periodically, so the cache key includes the file's modification time:
 choosing it again picks up the newer weights.
 
-The caches are module globals behind one lock: one per server process, shared by every session
-(`panel serve` imports this package once; each session only re-runs app.py), and safe when several
-sessions ask for the same model at once (the first loads it, the others wait and get that object).
+What is loaded is kept in runtime/cache.py (MODELS, HELD_OUT, LISTED_MODELS): one copy per server
+process, shared by every session (`panel serve` imports this package once; each session only re-runs
+app.py), and safe when several sessions ask for the same model at once (the first loads it, the
+others wait and get that object). This module says what to load and how; runtime/ only keeps it.
 """
 from __future__ import annotations
 
 import math
-import threading
 
-from ...checkpoint import (
+from ..checkpoint import (
     list_checkpoints,
     load_checkpoint,
     read_metadata,
     resolve_checkpoint,
 )
-from . import owners
-
-_CACHE: dict[tuple, object] = {}
-_VAL_CACHE: dict[tuple, object] = {}
-_LOCK = threading.Lock()
-_LISTED: dict = {"options": None}  # Hugging Face models the operator listed (serve --models), set once
+from .runtime import owners
+from .runtime.cache import HELD_OUT, LISTED_MODELS, MODELS
 
 
 def list_models(specs, options=None) -> None:
     """Let this server open these Hugging Face models (hub ids or directories) besides checkpoints/,
     with the operator's options (remote code, overrides). Sessions can open nothing else."""
-    from ...hf import HFOptions
+    from ..hf import HFOptions
 
     base = options or HFOptions()
-    _LISTED["options"] = HFOptions(**{**base.__dict__, "allowed": tuple(str(s) for s in specs)})
+    LISTED_MODELS["options"] = HFOptions(**{**base.__dict__, "allowed": tuple(str(s) for s in specs)})
 
 
 def listed_models() -> list[str]:
-    options = _LISTED["options"]
+    options = LISTED_MODELS["options"]
     return list(options.allowed) if options is not None else []
 
 
@@ -67,18 +63,12 @@ def default_checkpoint(names: list[str]) -> str | None:
 def load(name: str, device) -> object:
     """The model for checkpoints/<name>.safetensors (or a listed Hugging Face model) on `device`,
     shared by every session."""
-    hf = _LISTED["options"]
+    hf = LISTED_MODELS["options"]
     if name in listed_models():
         key = (name, str(device), 0)
     else:
         key = (name, str(device), resolve_checkpoint(name, allow_paths=False).stat().st_mtime_ns)
-    with _LOCK:
-        model = _CACHE.get(key)
-        if model is None:
-            for old in [k for k in _CACHE if k[:2] == key[:2]]:
-                del _CACHE[old]  # an older save of the same checkpoint
-            model = _CACHE[key] = load_checkpoint(name, device, allow_paths=False, hf=hf)
-    return model
+    return MODELS.get(key, lambda: load_checkpoint(name, device, allow_paths=False, hf=hf))
 
 
 def _latest_val(meta: dict) -> float | None:
@@ -111,12 +101,12 @@ def validation_tokens(model, length: int, n: int = 64):
     """(N, length) held-out tokens of the corpus the checkpoint was trained on (its 10% split), through
     the project's one held-out path (data.corpus.checkpoint_corpus: same sha256 as trained on), never
     downloading: a served dashboard fetches nothing. Raises ValueError with what is missing."""
-    from ...data.corpus import CorpusError, checkpoint_corpus
+    from ..data.corpus import CorpusError, checkpoint_corpus
 
-    key = (str(getattr(model, "path", id(model))), length, n)
-    with _LOCK:
-        if key in _VAL_CACHE:
-            return _VAL_CACHE[key]
+    key = ("tokens", str(getattr(model, "path", id(model))), length, n)
+    cached = HELD_OUT.get(key)
+    if cached is not None:
+        return cached
     if "family" in (getattr(model, "meta", None) or {}):
         raise ValueError("a Hugging Face model brings no held-out text of its own")
     try:
@@ -125,8 +115,7 @@ def validation_tokens(model, length: int, n: int = 64):
         tokens = corpus.val_tensor(length, n)
     except (CorpusError, OSError) as e:
         raise ValueError(f"no validation data for this checkpoint: {e}") from e
-    with _LOCK:
-        _VAL_CACHE[key] = tokens
+    HELD_OUT.put(key, tokens)
     return tokens
 
 
@@ -136,17 +125,16 @@ def reference_scores(model, judge, length: int, n: int = 32) -> tuple[float, flo
     judge and length; ValueError when the checkpoint's held-out data is not on this machine."""
     import numpy as np
 
-    from ...metrics import text_quality
+    from ..metrics import text_quality
 
     key = ("reference", str(getattr(model, "path", id(model))), str(getattr(judge, "path", id(judge))), length, n)
-    with _LOCK:
-        if key in _VAL_CACHE:
-            return _VAL_CACHE[key]
+    cached = HELD_OUT.get(key)
+    if cached is not None:
+        return cached
     texts = [model.tokenizer.decode(row) for row in validation_tokens(model, length, n).tolist()]
     table = text_quality(texts, judge=judge)
     scores = (float(np.mean(table["gen_nll"])), float(np.mean(table["entropy"])))
-    with _LOCK:
-        _VAL_CACHE[key] = scores
+    HELD_OUT.put(key, scores)
     return scores
 
 
@@ -167,7 +155,7 @@ def find_judge(model, names: list[str]):
 def local_shakespeare():
     """A verified Tiny Shakespeare on this server: the download cache, or the file a listed checkpoint
     was trained on. Never downloads (the server may be offline)."""
-    from ...data.corpus import local_shakespeare as find
+    from ..data.corpus import local_shakespeare as find
 
     recorded = []
     for name in available(owner=None):  # any file on this server will do
@@ -184,15 +172,15 @@ def corpus_preview(model, n: int = 200) -> tuple[int, str, int, int] | None:
     """(characters in the corpus, its first `n` characters, characters in the train and in the validation
     split) of the text a checkpoint was trained on, when that text is on this server (the recorded file
     or the verified Tiny Shakespeare cache, hash-checked); None otherwise. Never downloads."""
-    from ...data.corpus import CorpusError, checkpoint_corpus
+    from ..data.corpus import CorpusError, checkpoint_corpus
 
     meta = getattr(model, "meta", None) or {}
     if (meta.get("corpus") or {}).get("kind") != "text":
         return None
     key = ("preview", str(getattr(model, "path", id(model))), n)
-    with _LOCK:
-        if key in _VAL_CACHE:
-            return _VAL_CACHE[key]
+    cached = HELD_OUT.get(key)
+    if cached is not None:
+        return cached
     try:
         corpus = checkpoint_corpus(meta, model.tokenizer, model.config.block_size, download=False)
     except (CorpusError, OSError, ValueError):
@@ -201,7 +189,6 @@ def corpus_preview(model, n: int = 200) -> tuple[int, str, int, int] | None:
     head = corpus.train_ids[:n].tolist() + corpus.val_ids[:max(0, n - len(corpus.train_ids))].tolist()
     n_train, n_val = len(corpus.train_ids), len(corpus.val_ids)
     preview = (n_train + n_val, model.tokenizer.decode(head), n_train, n_val)
-    with _LOCK:
-        _VAL_CACHE[key] = preview
+    HELD_OUT.put(key, preview)
     return preview
 

@@ -1,10 +1,10 @@
 """The model's mean per-position confidence at masking ratio t on validation text: one sample size and
-one process-wide cache (cache.MEAN_CONFIDENCE) for every view that shows it (Explore, Inspect)."""
+one process-wide cache (runtime/cache.py's MEAN_CONFIDENCE) for every view that shows it (Explore, Inspect)."""
 from __future__ import annotations
 
-from ...metrics import per_position_confidence
+from ..metrics import per_position_confidence
 from . import checkpoints
-from .cache import MEAN_CONFIDENCE, model_key
+from .runtime.cache import MEAN_CONFIDENCE, model_key
 
 # Validation rows per table: each position is masked in about t * ROWS of them. 32 rows take ~2 s at
 # 256 characters for the Shakespeare model on a busy CPU core (Inspect recomputes as its t slider

@@ -16,7 +16,7 @@ from ..checkpoint import CheckpointError
 from ..data.tokenizer import MASK_GLYPH
 from ..names import SCHEDULES, STRATEGIES, SUPPRESS_EOS
 from ..sampling.config import SamplerConfig
-from .runtime import checkpoints
+from . import checkpoints
 from .runtime.dispatch import call_now
 from .runtime.limits import SessionShare
 from .runtime.queue import device_queue
@@ -96,7 +96,7 @@ def start_canvas(model, template: str, length: int, seed: int):
 
 def default_for(names: list[str], fallback: str | None = None) -> str | None:
     """The checkpoint a session opens unless told otherwise: `fallback` (the server's choice) when it
-    is one of `names`, else the project's default of them (runtime.checkpoints.default_checkpoint)."""
+    is one of `names`, else the project's default of them (checkpoints.default_checkpoint)."""
     return fallback if fallback in names else checkpoints.default_checkpoint(names)
 
 

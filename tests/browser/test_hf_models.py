@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from explorer.dashboard.runtime import checkpoints as runtime_checkpoints  # noqa: E402
+from explorer.dashboard import checkpoints as dashboard_checkpoints  # noqa: E402
+from explorer.dashboard.runtime.cache import LISTED_MODELS  # noqa: E402
 from tests.support.browser import FRAME_JS, TOOLTIP_JS, open_page, wait_finished, wait_rows  # noqa: E402
 from tests.support.dashboard import explore, save_tiny_checkpoints  # noqa: E402
 from tests.support.hf import bert_dir  # noqa: E402
@@ -20,8 +21,8 @@ def served_bert(tmp_path, monkeypatch):
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path / "ckpt")))
     bert = str(bert_dir(tmp_path / "bert"))
-    monkeypatch.setitem(runtime_checkpoints._LISTED, "options", None)
-    runtime_checkpoints.list_models([bert])
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
+    dashboard_checkpoints.list_models([bert])
     with serve_in_process(lambda: create_app(checkpoint=bert, device="cpu")) as (url, states):
         yield url, states, bert
 

@@ -64,7 +64,7 @@ def served(tmp_path, monkeypatch):
 
 def python_text(steps: int, seed: int, strategy: str, template: str) -> str:
     """The same knobs through the Python API (no dashboard involved)."""
-    from explorer.dashboard.runtime import checkpoints
+    from explorer.dashboard import checkpoints
     from explorer.sampling import SamplerConfig, sample
 
     model = checkpoints.load("tiny", torch.device("cpu"))

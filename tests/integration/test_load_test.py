@@ -138,10 +138,10 @@ def same_status(monkeypatch):
     """Every run's status, while it runs and when it ends, is one and the same text: the header's text
     never changes from run to run, as when two runs end alike and the second's "sampling …" was
     merged into its end's patch."""
-    from explorer.dashboard.tabs.explore import state as explore_state
+    from explorer.dashboard.tabs.explore.state import run as explore_run
 
-    monkeypatch.setattr(explore_state, "run_summary", lambda traj: SAME_STATUS)
-    monkeypatch.setattr(explore_state, "run_status", lambda model, config, frames: SAME_STATUS)
+    monkeypatch.setattr(explore_run, "run_summary", lambda traj: SAME_STATUS)
+    monkeypatch.setattr(explore_run, "run_status", lambda model, config, frames: SAME_STATUS)
 
 
 def test_runs_that_end_with_the_same_status_are_each_seen(same_status, served):

@@ -83,7 +83,7 @@ def train(state, name: str) -> tuple[str, str]:
 
 
 def test_a_served_dashboard_trains_nothing_unless_allowed(served, checkpoints):
-    from explorer.dashboard.tabs.model import new_view
+    from explorer.dashboard.tabs import new_view
 
     port, states = served()
     state = open_page(port, states, "alice")

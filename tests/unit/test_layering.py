@@ -123,8 +123,12 @@ def test_the_checker_sees_function_local_imports_and_cycles(tmp_path, monkeypatc
 
 
 def state_modules() -> list[str]:
-    names = [m for m in modules() if m.startswith(f"{DASHBOARD}.tabs.") and m.endswith(".state")]
-    return [*names, f"{DASHBOARD}.session", f"{DASHBOARD}.tabs.base"]
+    """Every tab's state (state.py, or a state/ package and its sub-states), each tab's spec (its
+    package's __init__.py), the tabs' registry, the session and TabState."""
+    tabs = f"{DASHBOARD}.tabs."
+    names = [m for m in modules() if m.startswith(tabs) and (m.endswith(".state") or ".state." in m)]
+    specs = [m for m in modules() if m.startswith(tabs) and m.count(".") == 3]
+    return [*names, *specs, f"{DASHBOARD}.tabs", f"{DASHBOARD}.session", f"{DASHBOARD}.tabs.base"]
 
 
 def test_state_modules_do_not_import_panel():
@@ -141,13 +145,39 @@ def test_state_modules_do_not_import_panel():
     assert not offenders, "\n".join(offenders)
 
 
-def test_every_tab_is_a_package_of_state_view_and_build():
+def test_every_tab_is_a_package_of_state_view_and_spec():
+    """Its state (state.py, or a state/ package of sub-states), its view.py, and an __init__.py that
+    declares the tab's TabSpec as SPEC: tabs/__init__.py builds every tab from it, so no tab builds itself."""
     tabs = PACKAGE / "dashboard" / "tabs"
     for name in ("explore", "compare", "inspect", "sweep", "model"):
         package = tabs / name
-        assert {"__init__.py", "state.py", "view.py"} <= {p.name for p in package.glob("*.py")}, name
-        builds = [n for n in tree(f"{DASHBOARD}.tabs.{name}").body if isinstance(n, ast.FunctionDef)]
-        assert "build" in {n.name for n in builds}, name
+        files = {p.name for p in package.glob("*.py")}
+        assert {"__init__.py", "view.py"} <= files, name
+        assert ("state.py" in files) != (package / "state" / "__init__.py").exists(), name
+        body = tree(f"{DASHBOARD}.tabs.{name}").body
+        assert "SPEC" in _module_level_names(ast.Module(body=body, type_ignores=[])), name
+        builders = {n.name for n in body if isinstance(n, ast.FunctionDef)} & {"build", "new_state", "new_view"}
+        assert not builders, f"tabs/{name}/__init__.py defines {sorted(builders)}: tabs/__init__.py builds every tab"
+
+
+def sub_states() -> dict[str, str]:
+    """Sub-state module -> its tab's state package (tabs/<tab>/state/<part>.py)."""
+    out = {}
+    for name in modules():
+        parts = name.split(".")
+        if parts[:3] == ["explorer", "dashboard", "tabs"] and len(parts) == 6 and parts[4] == "state":
+            out[name] = ".".join(parts[:5])
+    return out
+
+
+def test_sub_states_do_not_import_each_other():
+    """A tab's sub-states (Explore's run, confidence, quality and samples; Inspect's four Tasks) each
+    keep to their own module; only the state package's __init__.py composes them and ties them together."""
+    parts = sub_states()
+    assert {p.rsplit(".", 1)[1] for p in parts} >= {"run", "quality", "validation", "predictions"}
+    offenders = [f"{name} imports {m}" for name, package in parts.items() for m in imports(name)
+                 if m == package or m.startswith(f"{package}.")]
+    assert not offenders, "\n".join(offenders)
 
 
 def test_no_tab_imports_another_tab():
@@ -166,6 +196,46 @@ def test_no_tab_imports_another_tab():
 def test_nothing_in_the_dashboard_imports_the_cli():
     offenders = [f"{n} imports {m}" for n in modules() if n.startswith(DASHBOARD)
                  for m in imports(n) if m == "explorer.cli" or m.startswith("explorer.cli.")]
+    assert not offenders, "\n".join(offenders)
+
+
+# What runtime/ may import of the package besides itself: it runs the sampler for the device queue
+# (sampling, devices, names) and records who owns which file (checkpoint's paths, nothing that reads one).
+RUNTIME_IMPORTS = {"explorer.names", "explorer.devices", "explorer.sampling", "explorer.checkpoint",
+                   f"{DASHBOARD}.ui.internals"}  # dispatch mends a Panel write queue (ui/internals.py says why)
+CHECKPOINT_PATHS = {"SUFFIX", "checkpoints_dir"}
+
+
+def _checkpoint_names(name: str) -> set[str]:
+    """The names `name` imports from explorer.checkpoint."""
+    return {alias.name for node in ast.walk(tree(name)) if isinstance(node, ast.ImportFrom)
+            and _base(name, node) == "explorer.checkpoint" for alias in node.names}
+
+
+def test_runtime_holds_only_threads_queues_dispatch_and_caches():
+    """runtime/ keeps things (threads, queues, the dispatcher, caches) and decides nothing about data:
+    no corpus, metrics, experiment, Hugging Face or checkpoint-reading code. What to load or measure is
+    decided above it (dashboard/checkpoints.py, dashboard/mean_confidence.py), which keep their results
+    in runtime's caches."""
+    offenders = []
+    for name in modules():
+        if not name.startswith(f"{DASHBOARD}.runtime"):
+            continue
+        offenders += [f"{name} imports {m}" for m in sorted(imports(name)) if m.startswith("explorer")
+                      and not m.startswith(f"{DASHBOARD}.runtime") and m not in RUNTIME_IMPORTS]
+        offenders += [f"{name} imports explorer.checkpoint.{n}" for n in sorted(_checkpoint_names(name) - CHECKPOINT_PATHS)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_dashboards_data_and_states_do_not_import_its_views():
+    """The heatmap's cell states are the data's (frames.py); ui/palette.py maps them to colours. Nothing
+    below the views (frames, checkpoints, mean confidence, the session, the link, the tabs' states and
+    specs, runtime) imports a view or the palette from ui/; ui/internals.py is no view (the mends of
+    Panel's and param's internals: the link validates with it, dispatch mends a write queue)."""
+    below = [f"{DASHBOARD}.{m}" for m in ("frames", "checkpoints", "mean_confidence", "session", "urlstate")]
+    below += state_modules() + [m for m in modules() if m.startswith(f"{DASHBOARD}.runtime")]
+    offenders = [f"{name} imports {m}" for name in below for m in sorted(imports(name))
+                 if m.startswith(f"{DASHBOARD}.ui") and m != f"{DASHBOARD}.ui.internals"]
     assert not offenders, "\n".join(offenders)
 
 

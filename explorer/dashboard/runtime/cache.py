@@ -28,15 +28,40 @@ class SharedCache:
                 self._items.popitem(last=False)
 
 
+class ModelCache:
+    """Loaded models by (name, device, version), one load per key: a session asking for a model that
+    another session is loading waits for it and gets the same object. A newer version of a name on a
+    device (a checkpoint saved again by a training) replaces the older one."""
+
+    def __init__(self):
+        self._items: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, load):
+        """The model of `key` ((name, device, version)), calling `load()` if it is not loaded yet."""
+        with self._lock:  # held while loading: the first caller loads, the others wait for it
+            model = self._items.get(key)
+            if model is None:
+                for old in [k for k in self._items if k[:2] == key[:2]]:
+                    del self._items[old]  # an older save of the same checkpoint
+                model = self._items[key] = load()
+        return model
+
+
 def model_key(model) -> tuple:
     """Identifies a loaded model in cache keys: a re-saved checkpoint is a new object
-    (checkpoints.load keys on the file's mtime), so its results are never mixed with the old one's."""
+    (dashboard/checkpoints.load keys on the file's mtime), so its results are never mixed with the old one's."""
     return (str(getattr(model, "path", "")), id(model))
 
 
 SWEEPS = SharedCache(64)  # quality sweeps (Explore's quality vs steps, the Sweep tab): key -> (table, summary)
 INSPECT = SharedCache(256)  # Inspect's predictions and curves: (kind, model key, ...) -> result
-MEAN_CONFIDENCE = SharedCache(64)  # (model key, t, length): confidence.mean_confidence_table
+MEAN_CONFIDENCE = SharedCache(64)  # (model key, t, length): mean_confidence.mean_confidence_table
+MODELS = ModelCache()  # every loaded checkpoint and listed model (dashboard/checkpoints.load)
+HELD_OUT = SharedCache(256)  # a checkpoint's held-out tokens, reference scores and corpus preview
+# The Hugging Face models the operator listed (`serve --models`) and their options (hf.HFOptions),
+# set once when the server starts: sessions may open these besides checkpoints/.
+LISTED_MODELS: dict = {"options": None}
 SWEEP_RATES: dict = {}  # checkpoint name -> measured seconds per token per model call (cost estimates)
 TRAINING_NAMES: set[str] = set()  # checkpoint names being trained right now by any session of this process
 TRAINING_LOCK = threading.Lock()

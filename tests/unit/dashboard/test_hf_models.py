@@ -6,7 +6,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from explorer.dashboard.runtime import checkpoints as runtime_checkpoints  # noqa: E402
+from explorer.dashboard import checkpoints as dashboard_checkpoints  # noqa: E402
+from explorer.dashboard.runtime.cache import LISTED_MODELS  # noqa: E402
 from explorer.dashboard.tabs import build_tab  # noqa: E402
 from explorer.dashboard.tabs.explore import open_session  # noqa: E402
 from explorer.dashboard.ui.header import header_html  # noqa: E402
@@ -22,8 +23,8 @@ def bert(tmp_path_factory):
 
 @pytest.fixture
 def listed(checkpoints, bert, monkeypatch):
-    monkeypatch.setitem(runtime_checkpoints._LISTED, "options", None)
-    runtime_checkpoints.list_models([bert])
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
+    dashboard_checkpoints.list_models([bert])
     return bert
 
 
@@ -75,7 +76,7 @@ def test_compare_and_sweep_run_on_it(listed):
 
 
 def test_an_unlisted_model_is_never_opened(checkpoints, bert, monkeypatch):
-    monkeypatch.setitem(runtime_checkpoints._LISTED, "options", None)
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
     s = open_session(checkpoint=bert, device="cpu", auto_run=False, sweep_auto=False)
     s.load(wait=True)
     assert s.model is not None and s.model.config.kind == "diffusion" and not hasattr(s.model.config, "family")

@@ -8,7 +8,8 @@ import html
 import pytest
 import torch
 
-from explorer.dashboard.runtime import checkpoints as lookup
+from explorer.dashboard import checkpoints as lookup
+from explorer.dashboard.runtime.cache import LISTED_MODELS
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.header import HeaderView
@@ -26,7 +27,7 @@ def listed(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     broken = tmp_path / MARKUP
     broken.mkdir()
-    monkeypatch.setitem(lookup._LISTED, "options", None)  # put back after the test: the listing is process-wide
+    monkeypatch.setitem(LISTED_MODELS, "options", None)  # put back after the test: the listing is process-wide
     lookup.list_models([str(broken)])
     return save_tiny_checkpoints(d), str(broken)
 

@@ -2,7 +2,7 @@
 
 Each column is the session's knobs (Explore's sidebar) plus a few overrides, written compactly as
 `strategy=random, steps=12` (also the URL form: columns joined by " | "). `model=ar` samples that
-column with the AR checkpoint of the model's alphabet (runtime.checkpoints.find_judge), the left-to-right
+column with the AR checkpoint of the model's alphabet (checkpoints.find_judge), the left-to-right
 baseline. The presets are the product spec's figures: confidence vs random (seed 000's trajectory
 comparison), steps 4 vs 32, diffusion vs the AR baseline, temperature 0.3 vs 1.5 (seed 001).
 
@@ -21,7 +21,7 @@ import param
 from ....experiments import sample_kind, score_samples
 from ....metrics import ref_distance
 from ...frames import Frames, glyph_table
-from ...runtime import checkpoints
+from ... import checkpoints
 from ...runtime import cache
 from ...runtime.limits import call_seconds, run_bytes, run_calls
 from ...runtime.tasks import Task, TaskCancelled

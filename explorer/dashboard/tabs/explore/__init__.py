@@ -1,30 +1,21 @@
 """The Explore tab: the session's run live (heatmap, scrubber, text), per-position confidence and
-quality vs steps beside it, and the downloads; `build` pairs its state with its view."""
+quality vs steps beside it, more samples at once, and the downloads.
+
+state/ holds its state, one module per part (no Panel); the view modules draw it (view.py lays them out).
+"""
 from __future__ import annotations
 
+from .. import TabSpec
 from .state import ExploreState
 
-
-def build(session):
-    """(ExploreState, viewable) of the Explore tab of `session`."""
-    state = new_state(session)
-    return state, new_view(state)
-
-
-def new_state(session):
-    return ExploreState(session)
-
-
-def new_view(state):
-    """The tab's view of `state` (Panel is imported only when a page is built: tests drive the state alone)."""
-    from .view import explore_view
-
-    return explore_view(state)
+SPEC = TabSpec("Explore", ExploreState, view="view:explore_view", view_arg=None)
 
 
 def open_session(checkpoint: str | None = None, device: str = "auto", *, dispatch=None, fallback=None, **params):
     """A Session with its Explore state and no page (scripts, notebooks, tests): `params` that are
-    session knobs go to the session, the rest to the Explore state (auto_run, sweep_auto ...)."""
+    session knobs go to the session, the rest to the Explore state (auto_run, sweep_auto ...).
+
+    Returns the Session; its Explore state is `session.tabs["Explore"]`."""
     from ...runtime.dispatch import call_now
     from ...session import Session
 

@@ -13,7 +13,7 @@ from bokeh.transform import linear_cmap
 from ...ui.base import StateView, apply_fonts, notice, show_notice, watch_presentation
 from ...ui.heatmap import sync_glyphs
 from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, INK
-from .state import CONFIDENCE_VIEWS, MEAN_VIEW
+from .state.confidence import CONFIDENCE_VIEWS, MEAN_VIEW
 
 TOOLTIPS = [("position", "@x"), ("value", "@top{0.000}"), ("confidence", "@conf{0.000}"),
             ("proposal", "@proposal{custom}"), ("committed (1 = yes)", "@done")]

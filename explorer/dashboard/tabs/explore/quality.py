@@ -1,6 +1,6 @@
 """Quality vs steps: the sweep's curves and sweet spots (explorer.plots), with a progress bar.
 
-The sweep itself runs in the state (sweeps.py); this view only draws the DataFrames it returns.
+The sweep itself runs in the state (state/quality.py); this view only draws the DataFrames it returns.
 """
 from __future__ import annotations
 

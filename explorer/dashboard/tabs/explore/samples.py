@@ -17,7 +17,7 @@ def samples_html(texts: list[str], size: dict) -> str:
 
 
 class SamplesView(StateView):
-    """N at once, then their texts (`state`: the Explore state; its `samples` Task runs them)."""
+    """N at once, then their texts (`state`: the Explore state; its `samples` Task runs them: state/samples.py)."""
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -27,7 +27,8 @@ import param
 from ....checkpoint import checkpoints_dir
 from ....names import LR_SCHEDULES
 from ....train import TrainConfig, Trainer
-from ...runtime import checkpoints, owners
+from ... import checkpoints
+from ...runtime import owners
 from ...runtime.cache import TRAINING_LOCK, TRAINING_NAMES
 from ...runtime.queue import device_queue
 from ...runtime.tasks import Task

@@ -32,7 +32,7 @@ from .meta import (
     stored_curves,
     summary_sections,
 )
-from ...runtime import checkpoints
+from ... import checkpoints
 from .state import OFF_TEXT, PRESETS, ModelState
 
 PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}

@@ -6,23 +6,7 @@ when it was started with `serve --scheduler`.
 """
 from __future__ import annotations
 
+from .. import TabSpec
 from .state import SweepTabState
 
-
-def build(session):
-    """(SweepTabState, its view) of one browser session (tabs.build_tab registers the state)."""
-    state = new_state(session)
-    return state, new_view(state)
-
-
-def new_state(session):
-    return SweepTabState(session)
-
-
-def new_view(state):
-    """The tab's view of `state`; apart from build() so that a page builds it only when the tab is shown."""
-    # imported here, not above: importing the state (tests, scripts, the layering check) must not load
-    # Panel and Bokeh, and Python runs this file before state.py whenever state.py is imported
-    from .view import SweepTabView
-
-    return SweepTabView(tab=state)
+SPEC = TabSpec("Sweep", SweepTabState, view="view:SweepTabView")

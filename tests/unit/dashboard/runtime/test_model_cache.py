@@ -1,4 +1,4 @@
-"""The process's model cache (runtime/checkpoints.load): sessions loading one checkpoint at once get one
+"""The process's model cache (checkpoints.load, kept in runtime/cache.py): sessions loading one checkpoint at once get one
 model, shared by every session of the process."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from explorer.dashboard.tabs.explore import open_session
 
 
 def test_model_cache_is_one_per_process_and_thread_safe(checkpoints):
-    from explorer.dashboard.runtime import checkpoints
+    from explorer.dashboard import checkpoints
 
     got, threads = [], [threading.Thread(target=lambda: got.append(checkpoints.load("tiny", torch.device("cpu"))))
                          for _ in range(4)]

@@ -330,10 +330,10 @@ def test_a_run_reaches_the_page_with_its_rows_and_waiting_is_said_only_of_a_wait
     """Issue 13: the page's first message of a run carries its start canvas, its rows so far and the
     header's line (one redraw, not three), and "waiting for the device" appears only once the run has
     waited START_GRACE, never per knob change on an idle device."""
-    from explorer.dashboard.tabs.explore import state as explore_state
+    from explorer.dashboard.tabs.explore.state import run as explore_run
 
     START_GRACE = 1.0  # longer than a loaded machine's pause between start_run and the first check
-    monkeypatch.setattr(explore_state, "START_GRACE", START_GRACE)
+    monkeypatch.setattr(explore_run, "START_GRACE", START_GRACE)
     queued, said, updates = [], [], []
     s = queued_session(queued)
     e = explore(s)

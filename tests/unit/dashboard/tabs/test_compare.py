@@ -113,6 +113,7 @@ def test_the_run_is_one_task_on_the_session_device(compare):
     assert view.status.object == "done: 2 of 2 configurations sampled" and view.stop.disabled
 
 
+@pytest.mark.slow
 def test_stop_keeps_the_columns_already_sampled(compare):
     tab, view = compare
     # Stop pressed as soon as the first column is shown (call_now: on the task's own thread)
@@ -258,7 +259,7 @@ def test_a_text_column_is_scored_by_its_distance_to_held_out_text(tmp_path):
     import numpy as np
 
     from explorer import metrics
-    from explorer.dashboard.runtime.checkpoints import reference_scores, validation_tokens
+    from explorer.dashboard.checkpoints import reference_scores, validation_tokens
     from explorer.dashboard.tabs.compare.state import score
     from explorer.sampling import SamplerConfig, sample
     from tests.support.models import TINY_TEXT, tiny_text_models
@@ -304,6 +305,7 @@ def test_explore_quality_sweep_on_text_is_ranked_by_distance_to_held_out_text(tm
     assert pick_metric(pd.DataFrame({"gen_ppl_mean": [3.0]})) == "gen_ppl"  # no reference: gen-PPL
 
 
+@pytest.mark.slow
 def test_confidence_vs_left_to_right_is_one_click(compare):
     """Seed 001 §4.3's comparison of unmasking orders as a preset."""
     tab, _ = compare

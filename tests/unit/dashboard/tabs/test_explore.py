@@ -232,9 +232,9 @@ def test_quality_sweep_takes_the_template_as_typed(state):
 def test_a_live_run_is_shown_on_ticks_first_rows_and_end_at_once(state, monkeypatch, interval):
     """The views draw on the state's n_rows ticks: every step when the interval is 0; with a long one,
     only the start canvas, the first sampled row and the end (one message each, not one per step)."""
-    from explorer.dashboard.tabs.explore import state as explore_state
+    from explorer.dashboard.tabs.explore.state import run
 
-    monkeypatch.setattr(explore_state, "LIVE_INTERVAL", interval)
+    monkeypatch.setattr(run, "LIVE_INTERVAL", interval)
     e, ticks = explore(state), []
     e.param.watch(lambda event: ticks.append(event.new), "n_rows")
     state.steps = 8
@@ -322,24 +322,24 @@ def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeyp
     """Issue 15, item 3: after a run the sweep starts only if its estimated model time (the run's time
     per call x the rows the sweep computes) is under AUTO_SWEEP_SECONDS; otherwise the panel says what it
     would cost and waits for Compute. A cached sweep is always shown."""
-    from explorer.dashboard.tabs.explore import state as explore_state
+    from explorer.dashboard.tabs.explore.state import quality
 
     e = explore(state)
     e.param.update(sweep_auto=True, sweep_samples=2)
     assert e.start_run(wait=True)
     traj = e.trajectory
-    grid = [n for n in explore_state.STEPS_GRID if n <= LENGTH]  # (written out: the test checks sweep_grid too)
-    assert explore_state.sweep_grid(LENGTH) == grid
+    grid = [n for n in quality.STEPS_GRID if n <= LENGTH]  # (written out: the test checks sweep_grid too)
+    assert quality.sweep_grid(LENGTH) == grid
     expected = 2 * len(e.sweep_strategies) * sum(grid) * traj.seconds / traj.nfe
     assert e.sweep_estimate(traj) == pytest.approx(expected)
-    monkeypatch.setattr(explore_state, "AUTO_SWEEP_SECONDS", 0.0)
+    monkeypatch.setattr(quality, "AUTO_SWEEP_SECONDS", 0.0)
     state.seed = 5  # a new run whose sweep is not cached
     assert e.start_run(wait=True)
     assert not e.quality.running and e.quality.result is None
     assert "press Compute" in e.quality.status and "s of model calls" in e.quality.status
     assert e.start_sweep(wait=True) and e.quality.result is not None  # Compute still works
     state.seed = 6
-    monkeypatch.setattr(explore_state, "AUTO_SWEEP_SECONDS", 1e9)
+    monkeypatch.setattr(quality, "AUTO_SWEEP_SECONDS", 1e9)
     assert e.start_run(wait=True)
     e.quality.worker.current.done.wait(60)
     assert e.quality.result is not None  # cheap enough: computed after the run

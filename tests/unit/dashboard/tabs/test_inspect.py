@@ -179,9 +179,10 @@ def test_an_edited_text_travels_in_the_link_and_the_validation_text_does_not(ins
 
 
 def test_mean_confidence_is_one_computation_and_one_cache(inspect):
-    """Inspect's per-position confidence is runtime.confidence's table: metrics.per_position_confidence
+    """Inspect's per-position confidence is mean_confidence.py's table: metrics.per_position_confidence
     on confidence.ROWS validation rows, cached once per (model, t, length) for every view of it."""
-    from explorer.dashboard.runtime import checkpoints, confidence
+    from explorer.dashboard import checkpoints
+    from explorer.dashboard import mean_confidence as confidence
     from explorer.metrics import per_position_confidence
 
     state, tab, view = inspect
@@ -200,7 +201,7 @@ def test_mean_confidence_is_one_computation_and_one_cache(inspect):
 
 
 def test_no_validation_data_is_a_notice_and_a_typed_text_still_works(checkpoints, monkeypatch):
-    from explorer.dashboard.runtime import checkpoints as lookup
+    from explorer.dashboard import checkpoints as lookup
 
     def missing(*args, **kwargs):
         raise ValueError("no validation data for this checkpoint: corpus file missing")
@@ -219,15 +220,15 @@ def test_no_validation_data_is_a_notice_and_a_typed_text_still_works(checkpoints
 
 
 def test_a_failed_prediction_is_a_notice_and_the_next_one_clears_it(inspect, monkeypatch):
-    from explorer.dashboard.tabs.inspect import state as inspect_state
+    from explorer.dashboard.tabs.inspect.state import predictions
 
     state, tab, view = inspect
-    real = inspect_state.topk_predictions
-    monkeypatch.setattr(inspect_state, "topk_predictions", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    real = predictions.topk_predictions
+    monkeypatch.setattr(predictions, "topk_predictions", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     tab.k = 4
     wait_for(lambda: "predictions failed: boom" in view.notice.object)  # drawn after the error is set
     assert tab.validation_error == "predictions failed: boom" and view.notice.visible
-    monkeypatch.setattr(inspect_state, "topk_predictions", real)
+    monkeypatch.setattr(predictions, "topk_predictions", real)
     tab.k = 5
     wait_for(lambda: tab.predictions is not None and tab.predictions["k"] == 5 and not view.notice.visible)
     assert tab.validation_error == ""
@@ -289,12 +290,12 @@ def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monke
     labelled, until the new ones arrive; then the label goes."""
     import threading
 
-    from explorer.dashboard.tabs.inspect import state as inspect_state
+    from explorer.dashboard.tabs.inspect.state import predictions
 
     _, tab, view = inspect
     assert "Updating" not in view.grid.object
-    gate, real = threading.Event(), inspect_state._predict
-    monkeypatch.setattr(inspect_state, "_predict", lambda *a: (gate.wait(30), real(*a))[1])
+    gate, real = threading.Event(), predictions._predict
+    monkeypatch.setattr(predictions, "_predict", lambda *a: (gate.wait(30), real(*a))[1])
     tab.param.update(default_text=False, text="ABCABCABCABC")
     assert "Updating" in view.grid.object and tab.stale(tab.predictions)
     gate.set()

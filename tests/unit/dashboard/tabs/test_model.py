@@ -64,6 +64,7 @@ def test_lr_schedules_of_seed_002():
     assert ema([2.0, 1.0, 1.0], alpha=0.5).tolist() == [2.0, 1.5, 1.25]
 
 
+@pytest.mark.slow
 def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
     state, tab, _ = session()
     assert tab.new_name == "my-patterns" and tab.preset == "patterns"
@@ -86,6 +87,7 @@ def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
     state.close()
 
 
+@pytest.mark.slow
 def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts):
     """Issue 15, defect 7 (seed 002 compares cosine, linear and constant): each new training keeps the
     previous run's curves, labelled by its schedule, beside the live one (at most EARLIER_MAX); Clear
@@ -116,6 +118,7 @@ def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts):
     state.close()
 
 
+@pytest.mark.slow
 def test_stop_saves_what_it_has(ckpts):
     state, tab, _ = session()
     tab.param.update(train_steps=5000, new_name="stopped")
@@ -209,6 +212,7 @@ def run_queued(queued: list) -> None:
         queued.pop(0)()
 
 
+@pytest.mark.slow
 def test_bokeh_models_change_only_in_the_sessions_dispatch(ckpts):
     """A click reaches the state's watchers wherever Panel processed it: in a served session possibly
     without the document lock (CI: "_pending_writes should be non-None" from the live curve's reset when
@@ -305,7 +309,7 @@ def test_corpus_facts_vocabulary_size_and_first_characters(tmp_path):
     the text it was trained on is on this server (hash-checked); nothing when it is not."""
     from types import SimpleNamespace
 
-    from explorer.dashboard.runtime.checkpoints import corpus_preview
+    from explorer.dashboard.checkpoints import corpus_preview
     from explorer.dashboard.tabs.model.meta import summary_sections
     from explorer.data.corpus import sha256_bytes
     from explorer.data.tokenizer import CharTokenizer

@@ -1,9 +1,11 @@
-"""Inspect's state: its knobs (t, mask seed, k, the text) and its four kinds of background work as
-runtime Tasks (validation text, predictions at t, accuracy vs t, mean per-position confidence).
+"""Inspect's state: its knobs (t, mask seed, k, the text) and its four kinds of background work, one
+sub-state each, each with its runtime Task: validation.py (the validation text), predictions.py
+(predictions at t), accuracy.py (accuracy vs t) and positions.py (mean per-position confidence).
 
-Nothing is computed until the tab is first shown (on_shown sets `active`): most sessions never open it.
-Results are cached process-wide per (model, t, ...): predictions and the accuracy curve in
-runtime.cache.INSPECT, the per-position confidence through runtime.confidence (shared with Explore).
+The knobs are the tab's (the URL carries them, and more than one part reads t); each part reads them
+from here. Nothing is computed until the tab is first shown (on_shown sets `active`): most sessions
+never open it. Results are cached process-wide per (model, t, ...): predictions and the accuracy curve
+in runtime.cache.INSPECT, the per-position confidence through mean_confidence.py (shared with Explore).
 """
 from __future__ import annotations
 
@@ -13,16 +15,14 @@ import numpy as np
 import pandas as pd
 import param
 
-from ....metrics import accuracy_vs_t, topk_predictions
-from ...runtime import checkpoints
-from ...runtime.cache import INSPECT, model_key
-from ...runtime.confidence import cached_mean_confidence, mean_confidence_table
-from ...runtime.tasks import Task
-from ..base import TabState
-from .masking import draw_mask, positions, prepare_text
+from ...base import TabState
+from ..masking import draw_mask, prepare_text
+from .accuracy import ACC_TS, AccuracyCurve
+from .positions import PositionConfidence
+from .predictions import Predictions
+from .validation import VAL_ROWS, ValidationText
 
-VAL_ROWS = 16  # validation rows for the accuracy curve: ~1 s per t for the Shakespeare model on a busy CPU
-ACC_TS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+__all__ = ["ACC_TS", "VAL_ROWS", "InspectState"]
 
 
 class InspectState(TabState):
@@ -54,17 +54,19 @@ class InspectState(TabState):
         super().__init__(session, **params)
         dispatch = lambda callback: self.session.dispatch(callback)  # read when called: a dispatcher set later is used
         device = session.device  # model calls take turns there with every session's sampler runs
-        self.validation_task = Task("validation text", device, dispatch)
-        self.predictions_task = Task("predictions", device, dispatch)
-        self.accuracy_task = Task("accuracy vs t", device, dispatch)
-        self.positions_task = Task("per-position confidence", device, dispatch)
+        self.validation = ValidationText(self, device, dispatch)
+        self.prediction = Predictions(self, device, dispatch)
+        self.accuracy_curve = AccuracyCurve(self, device, dispatch)
+        self.position_confidence = PositionConfidence(self, device, dispatch)
+        # each part's Task, by the names the view and the tests read
+        self.validation_task, self.predictions_task = self.validation.task, self.prediction.task
+        self.accuracy_task, self.positions_task = self.accuracy_curve.task, self.position_confidence.task
         self._default = None  # the validation excerpt of the loaded model
         self._quiet = False  # set while the state changes `text` itself (not the user's edit)
         self.validation_task.param.watch(self._validation_arrived, "result")
         self.validation_task.param.watch(self._validation_failed, "error")
-        self.accuracy_task.param.watch(self._accuracy_arrived, "result")
 
-    def tasks(self) -> tuple[Task, ...]:
+    def tasks(self) -> tuple:
         return self.validation_task, self.predictions_task, self.accuracy_task, self.positions_task
 
     def url_carries(self, name: str) -> bool:
@@ -87,7 +89,7 @@ class InspectState(TabState):
 
     @property
     def positions(self) -> pd.DataFrame | None:
-        """runtime.confidence.mean_confidence_table at t (attrs["t"]: the t it was measured at)."""
+        """mean_confidence.mean_confidence_table at t (attrs["t"]: the t it was measured at)."""
         return self.positions_task.result
 
     @property
@@ -98,7 +100,7 @@ class InspectState(TabState):
     @property
     def validation_error(self) -> str:
         """What failed in the background, for the notice ('' = nothing)."""
-        val = self.validation_task.error.removeprefix(f"{self.validation_task.label} failed: ")
+        val = self.validation.error
         errors = [f"{val}; type a text to inspect"] if val else []
         errors += [task.error for task in (self.predictions_task, self.accuracy_task, self.positions_task)
                    if task.error]
@@ -213,17 +215,16 @@ class InspectState(TabState):
         finally:
             self._quiet = False
 
-    # ---------------------------------------------------------------- validation data
+    # ---------------------------------------------------------------- the parts, started
 
     def _fetch_validation(self) -> None:
-        model = self.model
-        self.validation_task.start(lambda job, report: _held_out(model), status="loading validation text …")
+        self.validation.fetch()
 
     def _validation_arrived(self, event) -> None:
         """The validation tokens are in: show the excerpt (unless the text was edited) and start the rest."""
         if event.new is None:
             return
-        self._default = self.model.tokenizer.decode(event.new[0].tolist())
+        self._default = self.validation.excerpt()
         if self.default_text:
             self._set_text(self._default)
         self.refresh_predictions()
@@ -235,103 +236,18 @@ class InspectState(TabState):
         if event.new:
             self.refresh_predictions()
 
-    # ---------------------------------------------------------------- predictions at t
-
     def refresh_predictions(self) -> bool:
-        """Show the cached predictions for (model, text, t, mask, k), or compute them in the background;
-        False when there is nothing to predict."""
-        if not self.active or not self.usable():
-            return False
-        text = self.shown_text()
-        if not text:
-            self.predictions_task.clear()
-            return False
-        model, t, k = self.model, float(self.t), self.k
-        mask = self.mask(positions(model, text))  # drawn here: the prediction is at the mask the forward view draws
-        key = ("preds", model_key(model), text, t, self.mask_seed, k)
-        cached = INSPECT.get(key)
-        if cached is not None:
-            self.predictions_task.show(cached, "from cache")
-        else:
-            self.predictions_task.start(lambda job, report: _predict(model, text, t, mask, k, key),
-                                        status="predicting …")
-        return True
-
-    # ---------------------------------------------------------------- validation curves
+        """Predictions at t for the knobs now (predictions.py); False when there is nothing to predict."""
+        return self.prediction.refresh()
 
     def refresh_accuracy(self) -> None:
-        """Accuracy and mean confidence vs t on validation text: cached, else one t at a time in the
-        background (one start of the Task per t), each point shown as it arrives."""
-        if self.tokens is None or not self.usable():
-            return
-        cached = INSPECT.get(self._accuracy_key())
-        if cached is not None:
-            self.accuracy_task.show(cached, "from cache")
-        else:
-            self._next_accuracy(None)
-
-    def _accuracy_key(self) -> tuple:
-        return ("accuracy", model_key(self.model), tuple(self.tokens.shape))
-
-    def _next_accuracy(self, done: pd.DataFrame | None) -> None:
-        """Measure the next t of ACC_TS and hand in the rows so far, `done` and the new one."""
-        if self.model is None:  # the session closed (or the model is changing) while a row was measured
-            return
-        model, tokens, key = self.model, self.tokens, self._accuracy_key()
-        n = 0 if done is None else len(done)
-        self.accuracy_task.start(lambda job, report: _accuracy_rows(model, tokens, done, key),
-                                 status=f"accuracy vs t: {n} of {len(ACC_TS)} …")
-
-    def _accuracy_arrived(self, event) -> None:
-        """Rows arrived (on the UI thread, from the Task): go on with the next t until ACC_TS is done.
-        A superseded or cleared job never hands in rows (Task.show / clear forget it)."""
-        table = event.new
-        if table is not None and len(table) < len(ACC_TS) and not self.accuracy_task.running:
-            self._next_accuracy(table)
-
-    # ---------------------------------------------------------------- mean per-position confidence
+        """Accuracy and mean confidence vs t on validation text (accuracy.py)."""
+        self.accuracy_curve.refresh()
 
     def refresh_positions(self) -> None:
-        """The mean per-position confidence at t on validation text (runtime.confidence: cached per
-        model, t and length, shared with Explore's view of it)."""
-        if not self.active or self.tokens is None or not self.usable():
-            return
-        model, t = self.model, float(self.t)
-        length = model.config.block_size
-        cached = cached_mean_confidence(model, t, length)
-        if cached is not None:
-            self.positions_task.show(cached, "from cache")
-        else:
-            self.positions_task.start(lambda job, report: mean_confidence_table(model, t, length),
-                                      status="mean confidence by position …")
+        """The mean per-position confidence at t on validation text (positions.py)."""
+        self.position_confidence.refresh()
 
     def close(self) -> None:
         for task in self.tasks():
             task.close()
-
-
-def _held_out(model):
-    """VAL_ROWS held-out rows of the model's context (runtime.checkpoints.validation_tokens), on the
-    worker thread. ValueError when this server does not have them (a checkpoint trained on a file
-    that is not here): the Task logs it as one line, and the tab says so and asks for a typed text."""
-    try:
-        return checkpoints.validation_tokens(model, model.config.block_size, VAL_ROWS)
-    except ValueError as e:
-        raise ValueError(f"the held-out text is not available on this server ({e})") from None
-
-
-def _predict(model, text: str, t: float, mask: np.ndarray, k: int, key: tuple) -> dict:
-    """metrics.topk_predictions at the given mask, labelled with what it was asked, and cached."""
-    result = topk_predictions(model, text, t, mask=mask, k=k)
-    result["text"], result["t"], result["k"] = text, t, k
-    INSPECT.put(key, result)
-    return result
-
-
-def _accuracy_rows(model, tokens, done: pd.DataFrame | None, key: tuple) -> pd.DataFrame:
-    """`done` and one more row of metrics.accuracy_vs_t (at the next t of ACC_TS); cached when complete."""
-    row = accuracy_vs_t(model, tokens, ts=[ACC_TS[0 if done is None else len(done)]], seed=0)
-    table = row if done is None else pd.concat([done, row], ignore_index=True)
-    if len(table) == len(ACC_TS):
-        INSPECT.put(key, table)
-    return table

@@ -1,0 +1,217 @@
+"""Explore's quality vs steps: experiments.sweep over steps x strategies at the session's other knobs,
+a runtime Task that takes turns with the runs on the device, cached process-wide per knobs.
+
+After a run it starts by itself when cached or cheap (`auto_sweep`); a knob change cancels a sweep
+whose cache key no longer matches. The AR judge (an AR checkpoint of the model's alphabet) scores
+text and adds the left-to-right baseline.
+"""
+from __future__ import annotations
+
+import os
+
+import param
+
+from .....experiments import QUALITY_METRICS
+from .....names import STRATEGIES
+from .... import checkpoints
+from ....runtime.cache import SWEEPS
+from ....runtime.limits import call_seconds, sweep_size, sweep_tokens_in_flight, table_bytes
+from ....runtime.tasks import Task, TaskCancelled
+from ...base import TabState
+
+AUTO_SWEEP_SECONDS = 10.0  # the quality sweep starts by itself after a run only when estimated cheaper
+STEPS_GRID = (1, 2, 4, 8, 16, 32, 64)  # the quality sweep's x axis (steps up to the canvas's length)
+AUTO_SWEEP_ENV = "MDLM_EXPLORER_AUTO_SWEEP"
+
+
+def auto_sweep_default() -> bool:
+    """Whether a new session computes quality vs steps after each run: on, unless the server was
+    started with --no-auto-sweep (MDLM_EXPLORER_AUTO_SWEEP=0). A class of many sessions on one CPU
+    turns it off: each sweep costs many runs' worth of device time. Compute still works."""
+    return os.environ.get(AUTO_SWEEP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def sweep_grid(n_generate: int) -> list[int]:
+    """The quality sweep's step counts: STEPS_GRID up to the positions the canvas generates."""
+    return [n for n in STEPS_GRID if n <= max(n_generate, 1)] or [1]
+
+
+def held_out_reference(model, judge, length: int, template: str | None, n: int = 16):
+    """Held-out text of the canvas's length for the quality sweep's reference row, which gives text its
+    `ref_distance` (what ranks text: gen-PPL alone crowns `the the the`). None for patterns, without a
+    judge, for a template (its given text would be scored too) or without held-out data here."""
+    if judge is None or template or model.config.kind != "diffusion":
+        return None
+    try:
+        return checkpoints.validation_tokens(model, length, n).numpy()
+    except ValueError:
+        return None
+
+
+class QualityState(TabState):
+    """The sweep's knobs and `quality`, the Task whose result is its (table, summary). Reads the run's
+    `frames`, `trajectory` and `running` (run.py) to estimate its cost and to wait for the run."""
+
+    sweep_strategies = param.ListSelector(default=["confidence", "random"], objects=list(STRATEGIES),
+                                          label="Strategies", doc="Strategies compared in quality vs steps")
+    sweep_x = param.Selector(default="steps", objects=["steps", "nfe"], label="x axis",
+                             doc="Plot against denoising steps or model calls (NFE)")
+    sweep_metric = param.Selector(default="auto", objects=["auto", *QUALITY_METRICS], label="Quality metric",
+                                  doc="auto: pattern quality (period >= 2) for patterns; for text the distance "
+                                      "from held-out text when it is on this machine, else gen-PPL with an AR "
+                                      "judge, else the valid-word fraction")
+    sweep_samples = param.Integer(4, bounds=(1, 64), label="Samples per point",
+                                  doc="Samples per (steps, strategy) point: more = tighter bands, slower")
+    sweep_auto = param.Boolean(True, label="Compute after each run",
+                               doc="Start the quality-vs-steps sweep when a run finishes (cached)")
+    compute_sweep = param.Event(label="Compute", doc="Compute quality vs steps for the current knobs")
+    stop_sweep = param.Event(label="Stop", doc="Stop the quality-vs-steps sweep")
+
+    def __init__(self, session, **params):
+        params.setdefault("sweep_auto", auto_sweep_default())  # `serve --no-auto-sweep` turns it off for all
+        super().__init__(session, **params)
+        self.quality = Task("quality sweep", session.device, session.dispatch, session.share)
+        self._judge_name = None
+
+    def reset_quality(self) -> None:
+        """A new model: find its AR judge, and forget the last model's sweep."""
+        s = self.session
+        self._judge_name = checkpoints.find_judge(s.model, s.param.checkpoint.objects) if s.model else None
+        self.quality.clear()
+        s.share.release("explore.quality")
+
+    # ------------------------------------------------------------------ after a run
+
+    def sweep_estimate(self, traj) -> float:
+        """Seconds of model calls the quality sweep would take, from the run that just ended: its time
+        per row-call times the rows the sweep computes. On a CPU a batched row costs about what a single
+        one does (shakespeare, 256 characters: 38 ms per call alone, 38 ms per row in the sweep)."""
+        frames = self.frames
+        generate = int((frames.tokens[0] == frames.mask_id).sum()) if frames is not None else traj.length
+        rows = self.sweep_samples * len(self.sweep_strategies) * sum(sweep_grid(generate))
+        return rows * traj.seconds / max(traj.nfe * traj.batch_size, 1)
+
+    def auto_sweep(self, traj) -> None:
+        """After a run: the sweep if it is cached or cheap (AUTO_SWEEP_SECONDS), else say what it
+        would cost and leave it to the Compute button (issue 15: a 60-sample sweep kept a 2-core
+        laptop busy for 50 s after every run)."""
+        try:
+            cached = SWEEPS.get(self.sweep_key()) is not None
+        except ValueError:
+            cached = False
+        estimate = self.sweep_estimate(traj)
+        if cached or estimate <= AUTO_SWEEP_SECONDS or not self.sweep_strategies:
+            self.start_sweep(by_itself=True)
+            return
+        self.quality.clear()
+        self.quality.status = (f"not computed after this run: about {estimate:.0f} s of model calls on this "
+                               f"device; press Compute")
+
+    # ------------------------------------------------------------------ the sweep
+
+    def sweep_key(self):
+        """What the sweep's result depends on (its cache key): everything but the steps and strategy
+        it varies. ValueError when the knobs are invalid."""
+        s = self.session
+        cfg = s.sampler_config().to_dict()
+        for varied in ("steps", "strategy"):
+            cfg.pop(varied)
+        path = getattr(s.model, "path", None)
+        mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
+        return (s.model_info.get("name"), mtime, tuple(sorted(cfg.items())), s.length, s.template, s.chat,
+                tuple(self.sweep_strategies), self.sweep_samples, self._judge_name)
+
+    def start_sweep(self, *, wait: bool = False, by_itself: bool = False) -> bool:
+        """Show the cached sweep for these knobs, or compute it in the background. Refused, with a
+        notice, over the server's limits (limits.py). by_itself: not a click on Compute (after a run,
+        a knob of the sweep changed): a sweep over the auto-start limit says so and waits for Compute."""
+        s = self.session
+        if s.model is None or not self.sweep_strategies:
+            return False
+        if s.model.config.kind != "diffusion":
+            self.quality.status = "quality vs steps compares diffusion samplers: pick a diffusion model"
+            return False
+        try:
+            key, config, canvas = self.sweep_key(), s.sampler_config(), s.canvas()
+            cached = SWEEPS.get(key)
+            if cached is not None:
+                self.quality.show(cached, "from cache")
+                return True
+            template = s.prompt_template() or None  # as typed (stripped as start_canvas strips it)
+            if not self._admit_sweep(config, canvas, template, by_itself):
+                return False
+        except ValueError as e:  # LimitExceeded too
+            self.quality.error = str(e)
+            return False
+        args = (s.model, config, canvas, template, list(self.sweep_strategies), self.sweep_samples, s.seed, key)
+        return self.quality.start(lambda job, report: self._sweep(job, report, *args), status="computing …",
+                                  wait=wait) is not None
+
+    def _admit_sweep(self, config, canvas, template, by_itself: bool) -> bool:
+        """The sweep's model calls and table against the server's limits (LimitExceeded); False, with
+        the estimate as the panel's status, when it is too large to start `by_itself`."""
+        share, n = self.session.share, self.sweep_samples
+        with_ar = self._judge_name is not None and template is None  # as _sweep samples it
+        vary = {"steps": sweep_grid(canvas.n_generate), "strategy": list(self.sweep_strategies)}
+        calls, samples = sweep_size(vary, n, canvas.length, config, ar=with_ar)
+        share.limits.check_calls("this quality sweep", calls)
+        if by_itself:
+            seconds = self._sweep_seconds(calls, canvas.length)
+            if not share.limits.starts_by_itself(seconds):
+                self.quality.clear()
+                self.quality.status = share.limits.waiting_note(calls, seconds, "Compute")
+                return False
+        share.reserve("explore.quality", table_bytes(samples + 16, canvas.length), "this quality sweep")  # + reference
+        return True
+
+    def _sweep_seconds(self, calls: int, length: int) -> float:
+        """What a sweep of `calls` model calls (counted per sample) should take: at the last run's pace
+        per call (sweep_estimate says why that holds on a CPU), else at the model's size."""
+        traj = self.trajectory
+        if traj is not None and traj.nfe:
+            return calls * traj.seconds / max(traj.nfe * traj.batch_size, 1)
+        return calls * call_seconds(self.session.model_info.get("n_params", 0), length)
+
+    def _sweep(self, job, report, model, config, canvas, template, strategies, n_samples, seed, key):
+        """The Task's work (on its worker): experiments.sweep over steps x strategies, then cached."""
+        from .....experiments import (  # the sweep code loads only when one runs
+            SweepCancelled,
+            sweep,
+        )
+
+        grid = sweep_grid(canvas.n_generate)
+        judge = checkpoints.load(self._judge_name, self.session.device) if self._judge_name else None
+        reference = held_out_reference(model, judge, canvas.length, template)
+        try:
+            result = sweep(model, config, {"steps": grid, "strategy": strategies}, n_samples=n_samples,
+                           seed=seed, length=canvas.length, template=template, judge=judge, reference=reference,
+                           progress=lambda done, total: report(done, total, f"{done} of {total} samples"),
+                           cancel=lambda: job.cancelled, include_ar=judge is not None and template is None,
+                           tokens_in_flight=sweep_tokens_in_flight(canvas.length))  # limits.py says why
+        except SweepCancelled:
+            raise TaskCancelled() from None
+        SWEEPS.put(key, result)
+        return result
+
+    def cancel_sweep(self) -> None:
+        """Cancel a sweep in progress: its cache key no longer matches the knobs (or a run supersedes it)."""
+        self.quality.cancel("cancelled (knobs changed)")
+
+    @param.depends("compute_sweep", watch=True)
+    def _compute_clicked(self):
+        self.start_sweep()
+
+    @param.depends("stop_sweep", watch=True)
+    def _stop_sweep_clicked(self):
+        self.quality.cancel()
+
+    @param.depends("sweep_strategies", "sweep_samples", watch=True)
+    def _sweep_knobs_changed(self):
+        self.cancel_sweep()
+        if self.sweep_auto and not self.running:
+            self.start_sweep(by_itself=True)  # a link sets these too: a large sweep waits for Compute
+
+    def close(self) -> None:
+        self.quality.close()
+        self.session.share.release("explore.quality")
+        super().close()
