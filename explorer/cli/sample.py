@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import MISSING, fields
 
 from . import CLIError, float_in, int_in, is_out_of_memory
 from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
@@ -16,44 +15,29 @@ from ..devices import DEVICE_CHOICES
 
 DEFAULT_CHECKPOINT = "shakespeare"
 MAX_SAMPLES = 1024  # one batch: more is a loop of runs, not one call
-KNOB_HELP = {
-    "steps": "denoising steps (1 = single shot; ignored with --threshold)",
-    "temperature": "sampling temperature, 0 = greedy",
-    "temperature_end": "anneal the temperature linearly to this value across the steps",
-    "top_k": "keep only the k most likely tokens (0 = off)",
-    "top_p": "nucleus: keep the smallest set of tokens with this mass (1 = off)",
-    "strategy": "which masked positions to commit first: confidence, margin, entropy, random, left_to_right",
-    "schedule": "how many positions per step: remaining (what is masked over the steps left), linear, cosine",
-    "block_length": "semi-autoregressive blocks of this many generated positions (0 = one block)",
-    "threshold": "Fast-dLLM: commit every position scoring >= this (replaces the schedule)",
-    "remask": "ReMDM revision rate eta in [0, 1]",
-    "remask_t_on": "revision window upper end (masked fraction of the block)",
-    "remask_t_off": "revision window lower end",
-    "seed": "random seed (same seed, same samples)",
-    "cfg_scale": "classifier-free guidance scale (0 = off; a second pass with the prompt masked)",
-    "suppress_eos": "EOS / end-of-turn tokens: off, logits (never proposed), confidence (committed last), both",
-    "alg_temp": "Dream: draw the positions to commit from softmax(score / alg_temp) (0 = the top k)",
-    "factor": "Fast-dLLM factor rule: commit the n best while the n-th scores >= 1 - factor/(n+1)",
-}
 
 
-def _knob_type(f):
-    # None-defaulted knobs (threshold, temperature_end) are floats; the others take their default's type.
-    # Ranges are SamplerConfig's (its message names the knob); floats must be finite, normal numbers here.
-    kind = float if f.default is None else type(f.default)
-    return float_in() if kind is float else kind
+def _knob_type(knob):
+    # Ranges are SamplerConfig's (its message names the knob); floats must be finite, normal numbers here
+    return float_in() if knob.type is float else knob.type
+
+
+def knob_help(knob) -> str:
+    """A knob's flag help: the schema's text, what switches it off and its default."""
+    names = f" (one of: {', '.join(knob.choices)})" if knob.choices else ""
+    if knob.default is None:  # left out = None = off: the default says so, no separate note
+        return f"{knob.help}{names} (default: the checkpoint's recommended value, else {knob.off_means})"
+    off = knob.off_note(ui=False)
+    return f"{knob.help}{names}{off} (default: the checkpoint's recommended value, else {knob.default})"
 
 
 def add_arguments(p: argparse.ArgumentParser):
-    from ..sampling import SamplerConfig
+    from ..sampling import knobs
 
     p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help=f"{CHECKPOINT_HELP} (default {DEFAULT_CHECKPOINT})")
-    for f in fields(SamplerConfig):
-        default = None if f.default is MISSING else f.default
+    for knob in knobs.KNOBS.values():
         # no argparse `choices`: SamplerConfig names the valid values in a one-line error
-        p.add_argument("--" + f.name.replace("_", "-"), type=_knob_type(f), default=None,
-                       metavar=f.name.upper(), help=f"{KNOB_HELP.get(f.name, f.name)} (default: the checkpoint's recommended "
-                            f"value, else {default})")
+        p.add_argument(knob.flag, type=_knob_type(knob), default=None, metavar=knob.name.upper(), help=knob_help(knob))
     p.add_argument("--length", type=int_in(1), default=None,
                    help="canvas length (default: the checkpoint's recommended length, else its context)")
     p.add_argument("--template", "--prompt", dest="template", default=None,
@@ -72,9 +56,10 @@ def add_arguments(p: argparse.ArgumentParser):
 
 def _config(args, model):
     """The knobs given on the command line over the checkpoint's recommended ones (config.recommended)."""
-    from ..sampling.config import SamplerConfig, config_for
+    from ..sampling import knobs as schema
+    from ..sampling.config import config_for
 
-    knobs = {f.name: getattr(args, f.name) for f in fields(SamplerConfig) if getattr(args, f.name) is not None}
+    knobs = {name: getattr(args, name) for name in schema.KNOBS if getattr(args, name) is not None}
     return config_for(model, **knobs)
 
 

@@ -15,18 +15,13 @@ import argparse
 import signal
 import sys
 import threading
-from dataclasses import fields
 from pathlib import Path
 
 from ..names import DEVICES
 from . import CLIError, check_writable, float_in, int_in
 from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
 
-# knob -> (parser of one list item, default list or None = not varied)
 FLOAT = float_in()  # finite, normal numbers; each knob's range is SamplerConfig's
-KNOB_LISTS = {"steps": (int, "1,2,4,8,16,32"), "strategy": (str, "confidence,random"), "schedule": (str, None),
-              "threshold": ("none_or_float", None), "temperature": (FLOAT, None), "top_k": (int, None),
-              "top_p": (FLOAT, None), "block_length": (int, None), "remask": (FLOAT, None)}
 DEFAULT_JUDGE = "shakespeare-ar"
 PLOT_SUFFIXES = (".html", ".png")
 MAX_BATCH = 4096  # samples per sampler call
@@ -34,15 +29,28 @@ MAX_SAMPLES = 10**6  # samples per cell
 PATTERN_METRICS = ("pattern_quality", "pattern_quality_p2", "distinct_symbols", "collapsed")  # patterns only
 
 
+def swept_knobs() -> list:
+    """The knobs `sweep` takes a list of (knobs.Knob.sweep), in the schema's order."""
+    from ..sampling import knobs
+
+    return [knob for knob in knobs.KNOBS.values() if knob.sweep]
+
+
+def item_parser(knob):
+    """The parser of one list item of `knob`: its type; 'none' too where None is its off (threshold:
+    schedule decoding)."""
+    kind = FLOAT if knob.type is float else knob.type
+    if knob.none:
+        return lambda item: None if item.lower() == "none" else kind(item)
+    return kind
+
+
 def parse_list(text: str, kind, flag: str) -> list:
-    """'1,2,4' -> [1, 2, 4]; threshold accepts 'none' (schedule decoding) among its values."""
+    """'1,2,4' -> [1, 2, 4], each item read by `kind` (item_parser: threshold's reads 'none' too)."""
     out = []
     for item in (s.strip() for s in text.split(",")):
         try:
-            if kind == "none_or_float":
-                out.append(None if item.lower() == "none" else FLOAT(item))
-            else:
-                out.append(kind(item))
+            out.append(kind(item))
         except (ValueError, argparse.ArgumentTypeError):
             raise CLIError(f"{flag}: {item!r} is not a valid value in {text!r}") from None
     if not out or "" in out:
@@ -75,9 +83,11 @@ def add_common_arguments(p: argparse.ArgumentParser, checkpoint_required: bool =
 
 def add_arguments(p: argparse.ArgumentParser):
     add_common_arguments(p, checkpoint_required=False)
-    for knob, (_, default) in KNOB_LISTS.items():
-        p.add_argument("--" + knob.replace("_", "-"), default=default, metavar="LIST",
-                       help="comma-separated values to sweep" + (f" (default {default})" if default else ""))
+    for knob in swept_knobs():
+        note = f"; none = {knob.off_means}" if knob.none else knob.off_note(ui=False)
+        default = f" (default {knob.sweep_default})" if knob.sweep_default else ""
+        p.add_argument(knob.flag, default=knob.sweep_default, metavar="LIST",
+                       help=f"{knob.help}{note}. Comma-separated values to sweep{default}")
     p.add_argument("--ar", nargs="?", const=True, default=None, metavar="CHECKPOINT",
                    help="add the AR baseline row: the judge, or the AR checkpoint named here")
     p.add_argument("--no-reference", action="store_true", help="skip the held-out reference row")
@@ -107,11 +117,12 @@ def add_arguments(p: argparse.ArgumentParser):
 
 
 def vary_from_args(args) -> dict:
+    """{knob: [values]} of every list flag given (or with a default list)."""
     vary = {}
-    for knob, (kind, _) in KNOB_LISTS.items():
-        text = getattr(args, knob)
+    for knob in swept_knobs():
+        text = getattr(args, knob.name)
         if text is not None:
-            vary[knob] = parse_list(text, kind, "--" + knob.replace("_", "-"))
+            vary[knob.name] = parse_list(text, item_parser(knob), knob.flag)
     return vary
 
 
@@ -339,7 +350,7 @@ def report_saved(args) -> int:
     import pandas as pd
 
     from ..experiments import aggregate
-    from ..sampling.config import SamplerConfig
+    from ..sampling import knobs
 
     path = Path(args.from_csv)
     try:
@@ -349,9 +360,9 @@ def report_saved(args) -> int:
     if not {"sampler", "steps", "text"} <= set(table.columns):
         raise CLIError(f"--from-csv {path}: not a sweep's per-sample table (the CSV that --out writes)")
     check_outputs(args)
-    for f in fields(SamplerConfig):  # whole-number knobs read back as floats where a baseline row has none
-        if f.name in table and f.type in ("int", int):
-            table[f.name] = table[f.name].astype("Int64")
+    for name, knob in knobs.KNOBS.items():  # whole-number knobs read back as floats where a baseline row has none
+        if name in table and knob.type is int:
+            table[name] = table[name].astype("Int64")
     check_plot_args(args)
     summary = aggregate(table)  # its knobs inferred from the table's columns
     print(format_summary(summary, summary.attrs["knobs"]))

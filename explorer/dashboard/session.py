@@ -9,12 +9,13 @@ so parameters are only ever set on the UI thread in a served session.
 from __future__ import annotations
 
 import logging
+import types
 
 import param
 
 from ..checkpoint import CheckpointError
 from ..data.tokenizer import MASK_GLYPH
-from ..names import SCHEDULES, STRATEGIES, SUPPRESS_EOS
+from ..sampling import knobs as schema
 from ..sampling.config import SamplerConfig
 from . import checkpoints
 from .runtime.dispatch import call_now
@@ -24,8 +25,26 @@ from .runtime.tasks import Worker
 
 log = logging.getLogger(__name__)
 
-KNOBS = ("steps", "temperature", "top_p", "top_k", "strategy", "schedule", "block_length", "threshold",
-         "remask", "cfg_scale", "suppress_eos", "alg_temp", "factor", "length", "seed", "template", "chat")
+def knob_parameters(knobs: dict | None = None) -> dict[str, param.Parameter]:
+    """One parameter per sidebar knob of the schema (sampling/knobs.py: schema.sidebar_knobs), with its
+    label, help and the UI's bounds, at its default as the UI shows it (threshold's None is 0 = off).
+    The sidebar's widgets, links and Compare's columns all read these, so they share one bound."""
+    out = {}
+    for knob in schema.sidebar_knobs(knobs):
+        default, common = knob.to_ui(knob.default), dict(label=knob.label, doc=knob.help + knob.off_note(ui=True))
+        if knob.choices:
+            out[knob.name] = param.Selector(default=default, objects=list(knob.choices), **common)
+        elif knob.type is int:
+            out[knob.name] = param.Integer(default, bounds=knob.ui_bounds, **common)
+        else:
+            out[knob.name] = param.Number(default, bounds=knob.ui_bounds, step=knob.step, **common)
+    return out
+
+
+# Every knob a session holds: the sampler's, then the canvas's (length, template, chat); the seed stays
+# where links have always carried it
+SAMPLER_KNOBS = tuple(k.name for k in schema.sidebar_knobs() if k.name != "seed")
+KNOBS = (*SAMPLER_KNOBS, "length", "seed", "template", "chat")
 
 
 def canvas_template(model, canvas) -> str | None:
@@ -112,50 +131,21 @@ def checkpoint_or_default(name: str | None, names: list[str], fallback: str | No
     return default, f"checkpoint {name!r} is not one of the checkpoints in checkpoints/ ({listed}){instead}"
 
 
-class Session(param.Parameterized):
+# The sampler knobs as parameters, made from the schema: Session inherits them
+SessionKnobs = types.new_class("SessionKnobs", (param.Parameterized,), exec_body=lambda ns: ns.update(knob_parameters()))
+
+
+class Session(SessionKnobs):
     """The checkpoint, device and sampler knobs of one browser session, and its notices.
 
-    Knob parameters mirror SamplerConfig (`sampler_config`). `loaded` is bumped once a model is loaded
-    and the knobs are fitted to it: the tabs start their work from there. `tabs` maps a tab's name to
-    its state (tabs/); `close` cancels their work."""
+    Its sampler knobs are the schema's (SessionKnobs; `sampler_config` converts them). `loaded` is bumped
+    once a model is loaded and the knobs are fitted to it: the tabs start their work from there. `tabs`
+    maps a tab's name to its state (tabs/); `close` cancels their work."""
 
     checkpoint = param.Selector(default=None, objects=[], allow_None=True, label="Checkpoint",
                                 doc="Model to sample from (files in checkpoints/)")
-    steps = param.Integer(32, bounds=(1, 256), label="Steps",
-                          doc="Denoising steps: model calls per sample (1 = everything in one shot)")
-    temperature = param.Number(1.0, bounds=(0.0, 2.0), step=0.05, label="Temperature",
-                               doc="0 = always the most likely character; higher = more varied, more errors")
-    top_p = param.Number(1.0, bounds=(0.05, 1.0), step=0.05, label="Top-p",
-                         doc="Keep the most likely characters up to this probability mass (1 = off)")
-    top_k = param.Integer(0, bounds=(0, 128), label="Top-k",
-                          doc="Keep only the k most likely characters (0 = off)")
-    strategy = param.Selector(default="confidence", objects=list(STRATEGIES), label="Strategy",
-                              doc="Which masked positions to commit at each step")
-    schedule = param.Selector(default="linear", objects=list(SCHEDULES), label="Schedule",
-                              doc="How many positions to commit at each step")
-    block_length = param.Integer(0, bounds=(0, 256), label="Block length",
-                                 doc="Semi-autoregressive: fill blocks of this many positions left to right "
-                                     "(0 = the whole canvas at once; the last block may be shorter)")
-    threshold = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Threshold",
-                             doc="Commit every position more confident than this (Fast-dLLM); 0 = off")
-    remask = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Revision η",
-                          doc="ReMDM revision rate: chance that committed characters are masked again")
-    cfg_scale = param.Number(0.0, bounds=(0.0, 10.0), step=0.25, label="Guidance (CFG) scale",
-                             doc="Classifier-free guidance (LLaDA): push predictions away from what the model "
-                                 "says without the prompt; costs a second model call per step. 0 = off")
-    suppress_eos = param.Selector(default="off", objects=list(SUPPRESS_EOS), label="Suppress EOS",
-                                  doc="End-of-sequence / end-of-turn tokens: never proposed (logits), committed "
-                                      "last (confidence), or both. Needs a tokenizer with EOS tokens")
-    alg_temp = param.Number(0.0, bounds=(0.0, 5.0), step=0.05, label="Position temperature (Dream alg_temp)",
-                            doc="Draw which positions to commit from softmax(score / this) instead of taking "
-                                "the best ones. 0 = off")
-    factor = param.Number(0.0, bounds=(0.0, 10.0), step=0.25, label="Factor (Fast-dLLM)",
-                          doc="Commit the n best positions while the n-th scores >= 1 - factor/(n+1) "
-                              "(replaces the schedule, like Threshold). 0 = off")
     length = param.Integer(256, bounds=(1, 256), label="Length",
                            doc="Canvas length in characters; a template is padded with █ up to it")
-    seed = param.Integer(0, bounds=(0, 2**31 - 1), label="Seed",
-                         doc="Random seed: the same seed and knobs give the same text")
     template = param.String("", label="Prompt / infill template",
                             doc="Text to keep; █ = one character to generate, [___] = five. The canvas is "
                                 "padded with █ up to Length (so text after the template is generated too): "
@@ -206,13 +196,7 @@ class Session(param.Parameterized):
 
     def sampler_config(self) -> SamplerConfig:
         """The SamplerConfig these knobs describe (raises ValueError with a readable message)."""
-        return SamplerConfig(steps=self.steps, temperature=float(self.temperature), top_k=self.top_k,
-                             top_p=float(self.top_p), strategy=self.strategy, schedule=self.schedule,
-                             block_length=self.block_length,
-                             threshold=float(self.threshold) if self.threshold > 0 else None,
-                             remask=float(self.remask), seed=self.seed, cfg_scale=float(self.cfg_scale),
-                             suppress_eos=self.suppress_eos, alg_temp=float(self.alg_temp),
-                             factor=float(self.factor) if self.factor > 0 else None)
+        return SamplerConfig(**{k.name: k.from_ui(getattr(self, k.name)) for k in schema.sidebar_knobs()})
 
     def recommended_knobs(self, model) -> dict:
         """Every sampler knob at what `model` recommends (its `sampler_defaults`, measured against held-out
@@ -225,12 +209,10 @@ class Session(param.Parameterized):
         except ValueError as e:  # a bad recommendation is the checkpoint's fault: say so, keep defaults
             log.warning("ignoring the checkpoint's sampler_defaults: %s", e)
             wanted = {}
-        names = [k for k in KNOBS if k not in ("length", "seed", "template", "top_k", "chat")]
-        out = {k: self.param[k].default for k in names}
-        out.update({k: v for k, v in wanted.items() if k in self.param})
-        for off in ("threshold", "factor"):
-            if out.get(off) is None:
-                out[off] = 0.0  # the widget's "off"
+        # top-k stays as the user set it (fitted to the vocabulary in _loaded), as the seed does
+        out = {k: self.param[k].default for k in SAMPLER_KNOBS if k != "top_k"}
+        out.update({k: schema.KNOBS[k].to_ui(v) if k in schema.KNOBS else v  # None = off: the widget's 0
+                    for k, v in wanted.items() if k in self.param})
         return out
 
     def canvas(self):

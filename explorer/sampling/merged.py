@@ -28,13 +28,17 @@ import torch
 
 from ..devices import model_device
 from .config import SamplerConfig
+from .knobs import KNOBS
 from .proposals import draw_rows
 from .recorder import Recorder, SamplingCancelled
 from .sampler import NAN, ModelCall, as_config, initial_state, make_canvas, plan_blocks, rank_in_row, resolve_generators
 from .schedules import get_schedule
 from .strategies import get_strategy
 
-VARYING = ("steps", "strategy", "schedule", "temperature", "seed")  # what may differ between merged runs
+# What may differ between merged runs, and what must be off for a run to merge at all (the merged step
+# does not implement it): each knob says which (sampling/knobs.py, Knob.merge)
+VARYING = tuple(name for name, knob in KNOBS.items() if knob.merge == "vary")
+MUST_BE_OFF = tuple(knob for knob in KNOBS.values() if knob.merge == "off")
 
 
 def merge_key(run: dict):
@@ -42,8 +46,7 @@ def merge_key(run: dict):
     cfg = as_config(run["config"])
     if run.get("record", True) or run.get("on_step") is not None or isinstance(run.get("generator"), (list, tuple)):
         return None
-    if (cfg.adaptive or cfg.remask > 0 or cfg.cfg_scale > 0 or cfg.alg_temp > 0 or cfg.temperature_end is not None
-            or cfg.suppress_eos != "off" or cfg.block_length != 0):
+    if not all(knob.is_off(getattr(cfg, knob.name)) for knob in MUST_BE_OFF):
         return None
     shared = cfg.replace(**{k: getattr(SamplerConfig(), k) for k in VARYING}).to_dict()
     return (tuple(sorted(shared.items())), run.get("length"), run.get("template"))

@@ -20,6 +20,7 @@ import param
 
 from ....experiments import sample_kind, score_samples
 from ....metrics import ref_distance
+from ....sampling import knobs as schema
 from ...frames import Frames, glyph_table
 from ... import checkpoints
 from ...runtime import cache
@@ -40,9 +41,9 @@ PRESETS = {  # key -> (button label, column overrides)
     "ar": ("diffusion vs AR", ("", "model=ar")),
     "temperature": ("temperature 0.3 vs 1.5", ("temperature=0.3", "temperature=1.5")),
 }
-OVERRIDES = {"steps": int, "temperature": float, "top_p": float, "top_k": int, "strategy": str,
-             "schedule": str, "block_length": int, "threshold": float, "remask": float, "model": str,
-             "cfg_scale": float, "suppress_eos": str, "alg_temp": float, "factor": float}
+# What a column may set: every sidebar knob of the schema (sampling/knobs.py) but the seed, which all
+# columns share (the comparison is of one draw), and the model
+OVERRIDES = {**{k.name: k.type for k in schema.sidebar_knobs() if k.name != "seed"}, "model": str}
 MODELS = ("session", "ar")  # model=session: the model loaded in the sidebar; ar: its AR baseline
 METRIC_LABELS = {"gen_ppl": "gen-PPL", "entropy": "entropy", "word_validity": "word validity",
                  "pattern_quality": "pattern quality", "pattern_quality_p2": "pattern quality (period ≥ 2)",
@@ -87,11 +88,9 @@ def split_columns(columns: str) -> list[str]:
 
 
 def column_config(base, overrides: dict):
-    """The SamplerConfig of one column: the session's config with its overrides (threshold 0 = off,
-    as in the sidebar). Raises ValueError with SamplerConfig's message."""
-    knobs = {k: v for k, v in overrides.items() if k != "model"}
-    if "threshold" in knobs and knobs["threshold"] <= 0:
-        knobs["threshold"] = None
+    """The SamplerConfig of one column: the session's config with its overrides, read as the sidebar's
+    (threshold=0 and factor=0 are off: Knob.from_ui). Raises ValueError with SamplerConfig's message."""
+    knobs = {k: schema.KNOBS[k].from_ui(v) for k, v in overrides.items() if k != "model"}
     return base.replace(**knobs)
 
 

@@ -6,19 +6,28 @@ from __future__ import annotations
 import panel as pn
 import param
 
+from ....sampling import knobs as schema
 from ...ui.base import StateView, checkbox, notice, show_notice, widget_type_size
 from ...ui.internals import no_debounce
 
-SLIDERS = {"steps": pn.widgets.IntSlider, "temperature": pn.widgets.FloatSlider,
-           "top_p": pn.widgets.FloatSlider, "top_k": pn.widgets.IntSlider, "threshold": pn.widgets.FloatSlider,
-           "remask": pn.widgets.FloatSlider, "length": pn.widgets.IntSlider, "cfg_scale": pn.widgets.FloatSlider,
-           "alg_temp": pn.widgets.FloatSlider, "factor": pn.widgets.FloatSlider}
-# Sliders with a number box beside them, for an exact value (issue 15: the steps slider is 1-256)
-EXACT = ("length", "steps")
-# The knobs real diffusion LMs use (issue 16), in a card of their own: closed until wanted
-REAL_MODEL_KNOBS = ("cfg_scale", "suppress_eos", "alg_temp", "factor")
-# Knobs only the diffusion sampler reads: disabled while a causal (AR) model is loaded (issue 15, defect 4)
-DIFFUSION_ONLY = ("steps", "strategy", "schedule", "block_length", "threshold", "remask", *REAL_MODEL_KNOBS)
+# Everything below is read from the knob schema (sampling/knobs.py): a knob declared there shows here.
+# The sidebar's knobs but the seed, which sits beside its own "new seed" button
+KNOBS = [k for k in schema.sidebar_knobs() if k.name != "seed"]
+SLIDERS = {"length": pn.widgets.IntSlider, **{
+    k.name: pn.widgets.IntSlider if k.type is int else pn.widgets.FloatSlider for k in KNOBS if k.widget == "slider"}}
+# Sliders with a number box beside them, for an exact value (a linear 1-256 slider is hard to stop on 64)
+EXACT = ("length", *(k.name for k in KNOBS if k.exact))
+# The knobs real diffusion LMs use, in a card of their own: closed until wanted
+REAL_MODEL_KNOBS = tuple(k.name for k in KNOBS if k.real_model)
+# Knobs only the diffusion sampler reads: disabled while a causal (AR) model is loaded
+DIFFUSION_ONLY = tuple(k.name for k in schema.sidebar_knobs() if "ar" not in k.kinds)
+
+
+def in_order(knobs) -> list[str]:
+    """The knobs' names as the sidebar lists them: the choices first (what to do), then the numbers
+    (how much), each in the schema's order; those with a number box have rows of their own."""
+    rest = [k for k in knobs if not k.exact]
+    return [k.name for k in rest if k.choices] + [k.name for k in rest if not k.choices]
 
 
 class ControlsView(StateView):
@@ -30,14 +39,14 @@ class ControlsView(StateView):
         p, e = self.state.session.param, self.state.param
         w = {name: cls.from_param(p[name], throttled=True, sizing_mode="stretch_width")
              for name, cls in SLIDERS.items()}
-        for name in EXACT:  # a linear 1-256 slider is hard to stop on 64: a box beside it takes the number
+        for name in EXACT:  # a box beside the slider takes the exact number
             w[f"{name}_exact"] = pn.widgets.IntInput.from_param(p[name], name="", width=72, align="end")
+        for knob in schema.sidebar_knobs():
+            if knob.widget != "slider":
+                number = pn.widgets.IntInput if knob.type is int else pn.widgets.FloatInput
+                cls = pn.widgets.Select if knob.choices else number
+                w[knob.name] = cls.from_param(p[knob.name], sizing_mode="stretch_width")
         w["checkpoint"] = pn.widgets.Select.from_param(p.checkpoint, sizing_mode="stretch_width")
-        w["strategy"] = pn.widgets.Select.from_param(p.strategy, sizing_mode="stretch_width")
-        w["schedule"] = pn.widgets.Select.from_param(p.schedule, sizing_mode="stretch_width")
-        w["suppress_eos"] = pn.widgets.Select.from_param(p.suppress_eos, sizing_mode="stretch_width")
-        w["block_length"] = pn.widgets.IntInput.from_param(p.block_length, sizing_mode="stretch_width")
-        w["seed"] = pn.widgets.IntInput.from_param(p.seed, sizing_mode="stretch_width")
         w["template"] = pn.widgets.TextAreaInput.from_param(
             p.template, placeholder="e.g. ROMEO:  or  To be█████that is  or  To [___] or not", height=90,
             sizing_mode="stretch_width", css_classes=["template-editor"])
@@ -71,11 +80,13 @@ class ControlsView(StateView):
         self.widgets["stop"].disabled = not self.state.running
 
     def _kind(self):
-        causal = self.state.session.model_info.get("kind") == "ar"
-        for name in DIFFUSION_ONLY:
-            self.widgets[name].disabled = causal
-            if name in EXACT:
-                self.widgets[f"{name}_exact"].disabled = causal
+        """Disable the knobs the loaded model's sampler does not read (schema: Knob.kinds)."""
+        kind = self.state.session.model_info.get("kind")
+        for knob in schema.sidebar_knobs():
+            unused = kind is not None and kind not in knob.kinds
+            self.widgets[knob.name].disabled = unused
+            if knob.name in EXACT:
+                self.widgets[f"{knob.name}_exact"].disabled = unused
 
     def _fonts(self):
         for widget in self.widgets.values():
@@ -87,8 +98,8 @@ class ControlsView(StateView):
             w["checkpoint"], pn.Row(w["run"], w["stop"], sizing_mode="stretch_width"),
             pn.Row(w["seed"], pn.Column(w["new_seed"], align="end"), sizing_mode="stretch_width"), w["auto_run"],
             w["template"], w["fit_length"], self.notice, *(pn.Row(w[k], w[f"{k}_exact"], sizing_mode="stretch_width") for k in EXACT),
-            w["strategy"], w["schedule"],
-            w["temperature"], w["top_p"], w["top_k"], w["block_length"], w["threshold"], w["remask"],
-            pn.Card(w["chat"], *(w[k] for k in REAL_MODEL_KNOBS), title="Chat, guidance & decoding rules", collapsed=True,
+            *(w[k] for k in in_order(k for k in KNOBS if not k.real_model)),
+            pn.Card(w["chat"], *(w[k] for k in in_order(k for k in KNOBS if k.real_model)),
+                    title="Chat, guidance & decoding rules", collapsed=True,
                     sizing_mode="stretch_width", css_classes=["real-model-knobs"]),
             w["presentation"], sizing_mode="stretch_width")
