@@ -10,6 +10,7 @@ import threading
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -217,6 +218,7 @@ def test_a_session_cannot_queue_more_than_its_share(opened, limit):
     assert compare.start(wait=True) and compare.task.error == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_session", [True, False])
 def test_a_sessions_background_work_runs_one_task_at_a_time(same_session):
     """Each task lends the device between its chunks (job.cancelled); another session's task takes those
@@ -284,3 +286,28 @@ def test_the_result_estimates_bound_real_results(opened):
     for r in compare.results:
         rows = r["traj"].tokens.shape[0]
         assert nbytes(r["traj"]) + nbytes(r["frames"]) <= run_bytes(rows, LENGTH)
+
+
+def test_dashboard_sweeps_keep_a_bounded_number_of_rows_under_way(opened, monkeypatch):
+    """Their working memory (limits.SWEEP_ROWS_IN_FLIGHT): the Sweep tab's and Explore's quality sweep hand
+    sample_many the bound, and the bounded sweep's samples are the unbounded one's."""
+    from explorer import experiments
+
+    seen, real = [], experiments.sample_many
+
+    def spy(model, runs, **kwargs):
+        seen.append(kwargs.get("tokens_in_flight"))
+        return real(model, runs, **kwargs)
+    monkeypatch.setattr(experiments, "sample_many", spy)
+    s, _ = opened()
+    sweep, e = s.tabs["Sweep"], explore(s)
+    sweep.param.update(steps_grid="1,4", samples=3, include_ar=False)
+    assert sweep.start_sweep(wait=True), sweep.main.error
+    e.param.update(sweep_strategies=["confidence"], sweep_samples=1)
+    assert e.start_sweep(wait=True), e.quality.error
+    assert seen == [limits_module.SWEEP_ROWS_IN_FLIGHT * LENGTH] * 2
+    plan = sweep.sweep_plan()
+    unbounded, _ = experiments.sweep(plan.model, plan.base, plan.cells, plan.n_samples, plan.base.seed,
+                                     length=plan.length)
+    timing = ["seconds", "tokens_per_s", "ms_per_sample"]
+    pd.testing.assert_frame_equal(sweep.main.result[0].drop(columns=timing), unbounded.drop(columns=timing))
