@@ -14,7 +14,6 @@ import types
 import param
 
 from ..checkpoint import CheckpointError
-from ..data.tokenizer import MASK_GLYPH
 from ..sampling import knobs as schema
 from ..sampling.config import SamplerConfig
 from . import checkpoints
@@ -24,6 +23,7 @@ from .runtime.queue import device_queue
 from .runtime.tasks import Worker
 
 log = logging.getLogger(__name__)
+
 
 def knob_parameters(knobs: dict | None = None) -> dict[str, param.Parameter]:
     """One parameter per sidebar knob of the schema (sampling/knobs.py: schema.sidebar_knobs), with its
@@ -47,70 +47,30 @@ SAMPLER_KNOBS = tuple(k.name for k in schema.sidebar_knobs() if k.name != "seed"
 KNOBS = (*SAMPLER_KNOBS, "length", "seed", "template", "chat")
 
 
-def canvas_template(model, canvas) -> str | None:
-    """The canvas as the sampler's template notation (█ per generated position), None if all blank.
-    Handing the sampler this exact string makes its canvas identical to the one the views drew: the
-    string the canvas was parsed from where known (a subword tokenizer need not decode and re-encode
-    to the same tokens), else the decoded canvas."""
-    if not canvas.fixed.any():
-        return None
-    if canvas.template is not None:  # the sampler parses it at canvas.length: the same canvas
-        return canvas.template
-    return model.tokenizer.decode(canvas.tokens)
+def start_canvas(model, template: str, length: int, seed: int):
+    """The canvas a run starts from, exactly as the sampler builds it (so row 0 is drawn at once):
+    sampling.plan.start_canvas, an AR model's start token drawn from `seed` as its run draws it."""
+    from ..sampling.plan import start_canvas as plan_canvas
+
+    return plan_canvas(model, length=length, template=template or None, seed=seed)
 
 
-def run_template(model, canvas) -> str | None:
-    """The template a run on `canvas` hands the sampler (an AR model's is its prompt: no trailing █)."""
-    template = canvas_template(model, canvas)
-    if model.config.kind == "ar":
-        from ..sampling.template import expand_blanks
+def run_plan(model, config, canvas):
+    """The plan of a run of `config` from `canvas` (sampling.plan.RunPlan): its blocks and steps, the
+    rows it records (`rows`: exact unless `rows_exact` is False, threshold decoding's guess, which the
+    views outgrow) and `max_steps` (what the server's limits count). The heatmap is sized from it and
+    the sampler is handed it, so the run starts from the canvas the views drew, as parsed."""
+    from ..sampling.plan import plan_run
 
-        template = None if template is None else expand_blanks(template).rstrip(MASK_GLYPH)
-    return template
+    return plan_run(model, config, canvas=canvas)
 
 
 def sample_canvas(model, config, canvas, **kwargs):
-    """One recorded run of the real sampler on `canvas` (sample_any: the AR baseline for causal models,
-    whose template is its prompt)."""
+    """One recorded run of the real sampler from `canvas`: sample_any with its run_plan (the AR
+    baseline for causal models)."""
     from ..sampling import sample_any
 
-    return sample_any(model, config, length=canvas.length, template=run_template(model, canvas), **kwargs)
-
-
-def expected_rows(model, config, canvas) -> int:
-    """Heatmap rows a run will produce (start canvas + steps), so the axes are sized before it starts.
-    Threshold decoding has no fixed count: a guess, and the view grows if it runs longer."""
-    from ..sampling.sampler import plan_blocks
-    from ..sampling.schedules import split_steps
-
-    if model.config.kind == "ar":
-        return canvas.n_generate + 1
-    if not rows_known(model, config):
-        return min(canvas.n_generate, 32) + 1
-    n_blocks = int(plan_blocks(canvas.fixed, config.block_length).max()) + 1
-    return sum(split_steps(config.steps, n_blocks)) + 1
-
-
-def rows_known(model, config) -> bool:
-    """Whether expected_rows is exact: every run but a threshold-decoded diffusion run (a guess there)."""
-    return not (model.config.kind == "diffusion" and config.adaptive)
-
-
-def start_canvas(model, template: str, length: int, seed: int):
-    """The canvas a run starts from, exactly as the sampler will build it (so row 0 is drawn at once)."""
-    from ..sampling import blank_canvas, parse_template
-
-    context, tok = model.config.block_size, model.tokenizer
-    if model.config.kind == "ar":
-        import torch
-
-        from ..sampling.ar import ar_canvas
-
-        # the same seeded generator the sampler starts from, so its start token is the one drawn here
-        return ar_canvas(model, length, template or None, torch.Generator().manual_seed(seed))
-    if template:
-        return parse_template(template, tok, length=length, context=context)
-    return blank_canvas(length, model.config.mask_id, context)
+    return sample_any(model, config, plan=run_plan(model, config, canvas), **kwargs)
 
 
 def default_for(names: list[str], fallback: str | None = None) -> str | None:

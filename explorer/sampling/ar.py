@@ -9,7 +9,15 @@ are ignored.
 The causal model was never trained to predict position 0, so generation needs at least one given
 token: the prompt, or when there is none a start token fixed at position 0 ("\\n" if the vocabulary
 has it, which makes samples start at a line boundary; otherwise one drawn uniformly from the
-generator). The start token counts as fixed, not generated.
+generator). The start token counts as fixed, not generated. The canvas is the run's plan (plan.py:
+plan_run gives a causal model its AR canvas), as for diffusion.
+
+Why this is not step.py's step: an AR step is another process, not a diffusion step with other knobs.
+It calls the model on the prefix only (with a KV cache), gets one distribution per row for the next
+position, and always commits that one position: there is no canvas of masked positions to score,
+rank, choose among or revise, and no model call to skip. What both share is the proposal rule
+(proposals.draw / draw_rows: the same temperature, top-k / top-p and inverse-CDF draws, one uniform per
+row from the row's generator) and the Trajectory they record.
 """
 from __future__ import annotations
 
@@ -21,37 +29,12 @@ import torch
 from ..devices import model_device
 from ..model import KVCache
 from .config import SamplerConfig
+from .plan import RunPlan, check_plan, plan_run, start_token
 from .proposals import draw, draw_rows
 from .recorder import Recorder
-from .sampler import NAN, as_config, eval_mode, initial_state, make_canvas, resolve_generators
-from .template import Canvas, blank_canvas
+from .sampler import as_config, eval_mode, resolve_generators
+from .step import NAN, initial_state
 from .trajectory import Trajectory
-
-
-def _start_token(model, generator: torch.Generator) -> int:
-    tok = getattr(model, "tokenizer", None)
-    if tok is not None and "\n" in getattr(tok, "stoi", {}):
-        return tok.stoi["\n"]
-    ids = [i for i in range(model.config.vocab_size) if i != model.config.mask_id]
-    return ids[int(torch.randint(len(ids), (1,), generator=generator))]
-
-
-def ar_canvas(model, length: int | None, prompt: str | None, generator: torch.Generator) -> Canvas:
-    """The AR canvas: the prompt (fixed prefix) then masks; a start token when there is no prompt."""
-    cfg = model.config
-    if prompt is not None:
-        canvas = make_canvas(model, length, prompt)
-        if not canvas.is_prefix:
-            raise ValueError("an autoregressive model can only continue a prompt: put every █ / [___] "
-                             "after the given text, or use a diffusion model to fill gaps")
-        return canvas
-    canvas = blank_canvas(cfg.block_size if length is None else length, cfg.mask_id, cfg.block_size)
-    if canvas.length < 2:
-        raise ValueError("length must be at least 2 for an autoregressive model without a prompt "
-                         "(position 0 holds the start token)")
-    tokens, fixed = canvas.tokens.copy(), canvas.fixed.copy()
-    tokens[0], fixed[0] = _start_token(model, generator), True
-    return Canvas(tokens, fixed)
 
 
 def _next_logits(model, x: torch.Tensor, pos: int, cache: KVCache | None) -> torch.Tensor:
@@ -94,12 +77,13 @@ def _ar_step(model, config, generator, st, pos: int, i: int, n: int, cache) -> t
 
 
 def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int | None = None, length: int | None = None,
-              prompt: str | None = None, generator=None, use_cache: bool = True,
+              prompt: str | None = None, plan: RunPlan | None = None, generator=None, use_cache: bool = True,
               record: bool = True, on_step=None, should_stop=None) -> Trajectory:
     """Generate `batch_size` continuations from a causal model; see the module docstring.
 
     length: canvas length including the prompt (default: the model's context). prompt: plain text,
-    or a template whose gaps are all at the end. use_cache=False recomputes the whole prefix per
+    or a template whose gaps are all at the end. plan: a RunPlan of this model and config
+    (plan.plan_run) instead of length / prompt. use_cache=False recomputes the whole prefix per
     token (the benchmark's baseline); greedy outputs are identical either way. generator, batch_size,
     on_step and should_stop work as in sample() (a list of generators: one per row, each row drawing
     what it would alone, its start token included).
@@ -110,12 +94,15 @@ def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int | None = None,
         raise ValueError(f"sample_ar needs an autoregressive model (kind 'ar'), got kind "
                          f"{getattr(ar_model.config, 'kind', None)!r}; use sample() for diffusion models")
     per_row = isinstance(gen, list)
-    canvas = ar_canvas(ar_model, length, prompt, gen[0] if per_row else gen)
+    plan = _resolve_plan(ar_model, config, plan, length, prompt)
+    canvas = plan.canvas
     first = int(np.argmin(canvas.fixed))  # first position to generate
     n = canvas.length - first
     st = initial_state(canvas, batch_size, model_device(ar_model))
-    if per_row and prompt is None:  # each row's own start token (drawn only if the vocabulary lacks "\n")
-        st.x[1:, 0] = torch.tensor([_start_token(ar_model, g) for g in gen[1:]], dtype=st.x.dtype)
+    if plan.start_token:  # each row's own start token, from its generator as a run without a plan draws it
+        # (drawn only where the vocabulary lacks "\n"; the plan shows the one its config's seed draws)
+        st.x[:, 0] = torch.tensor([start_token(ar_model, g) for g in (gen if per_row else [gen])],
+                                  dtype=st.x.dtype).expand(batch_size)
     recorder = Recorder(st.x, record, on_step, should_stop)
     cache = KVCache() if use_cache else None
     with torch.no_grad(), eval_mode(ar_model):
@@ -124,8 +111,16 @@ def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int | None = None,
             scores, committed, t, temp = _ar_step(ar_model, config, gen, st, pos, i, n, cache)
             recorder.add(i, st.x, st.x, scores, scores, committed, torch.zeros_like(committed), t=t,
                          temperature=temp, called=True, seconds=time.perf_counter() - start)
-    blocks = np.where(canvas.fixed, -1, 0).astype(np.int64)
     return recorder.finish(
         final=st.x, committed_at=st.committed_at, commit_confidence=st.commit_conf, fixed=canvas.fixed,
         nfe=n, config=config, seed=config.seed if generator is None else -1, mask_id=ar_model.config.mask_id,
-        kind="ar", tokenizer=getattr(ar_model, "tokenizer", None), blocks=blocks)
+        kind="ar", tokenizer=getattr(ar_model, "tokenizer", None), blocks=plan.blocks.copy())
+
+
+def _resolve_plan(model, config: SamplerConfig, plan, length, prompt) -> RunPlan:
+    """The run's plan: `plan` checked, or made from length / prompt (its start token from the seed)."""
+    if plan is None:
+        return plan_run(model, config, length=length, template=prompt)
+    if length is not None or prompt is not None:
+        raise ValueError("give either a plan or length / prompt: the plan holds the canvas")
+    return check_plan(model, config, plan)

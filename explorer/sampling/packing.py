@@ -264,7 +264,8 @@ def _run_tokens(model, run: dict) -> int:
     """Rows x length of a run, for the in-flight limit (an estimate is enough: the model's context)."""
     gen = run.get("generator")
     rows = len(gen) if isinstance(gen, (list, tuple)) else run.get("batch_size") or 1
-    return rows * (run.get("length") or model.config.block_size)
+    plan = run.get("plan")
+    return rows * (plan.length if plan is not None else run.get("length") or model.config.block_size)
 
 
 def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PER_CALL,
@@ -285,7 +286,7 @@ def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PE
         [1, 2, 4, 8]
 
     runs: one dict of sample()'s arguments per run ("config" plus any keyword of sample: batch_size,
-    length, template, generator, record, on_step, should_stop). Run i's result is what
+    length, template, plan, generator, record, on_step, should_stop). Run i's result is what
     sample(model, **runs[i]) returns, timings aside, or None where its on_step / should_stop cancelled
     it (the other runs go on). on_finish(i, result) is called as each run ends; an exception it raises
     stops the pack. tokens_per_call: rows x length per shared model call (calls are never split).

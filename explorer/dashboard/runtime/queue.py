@@ -9,7 +9,7 @@ calls it.
 Sharing the machine (issue 7). A device is one resource however many sessions a server holds:
   * Sampler runs of every session go through one `DeviceQueue` per device (process-wide, one worker
     thread). Requests waiting together with the same model object, the same SamplerConfig except
-    the seed and the same canvas (template + length) run as ONE batched `sample` call with one
+    the seed and the same canvas (the plan's, or template + length) run as ONE batched `sample` call with one
     generator per row, so each session gets exactly its solo result (sampler.py: every random draw
     is per row) at far less than the cost of serial runs. Each request sees only its own row of
     every step and its own Trajectory (`StepRecord.row`, `Trajectory.row`). A request cancelled
@@ -143,13 +143,15 @@ class SampleRequest:
     on_start(): the run is starting; on_step(StepRecord): this request's row of a step;
     on_done(Trajectory): its own trajectory, as a solo run returns it; on_stopped(): cancelled
     (dropped from the queue or stopped mid-run); on_failed(exception). Exactly one of the last
-    three is called, then `job.done` is set."""
+    three is called, then `job.done` is set. The run starts from `plan` (a sampling RunPlan of this
+    model and config: the canvas the session drew), else from `length` and `template`."""
 
     job: object  # a runtime.tasks.Job (not imported: tasks.py builds on this module)
     model: object
     config: object  # SamplerConfig
-    length: int
-    template: str | None
+    length: int | None = None
+    template: str | None = None
+    plan: object = None  # sampling.plan.RunPlan
     on_step: Callable = lambda record: None
     on_start: Callable = lambda: None
     on_done: Callable = lambda traj: None
@@ -164,7 +166,8 @@ class SampleRequest:
         """Requests with equal keys can share a batched call; None: always alone."""
         if getattr(self.model.config, "kind", "diffusion") != "diffusion":
             return None
-        return (id(self.model), self.config.replace(seed=0), self.length, self.template)
+        canvas = ("plan", self.plan.canvas_key) if self.plan is not None else (self.length, self.template)
+        return (id(self.model), self.config.replace(seed=0), *canvas)
 
     def finish(self, outcome: str, value=None) -> None:
         """Report the outcome once (later calls are ignored), then mark the job done."""
@@ -386,7 +389,8 @@ def _sample_rows(batch: list[SampleRequest]) -> list:
     from ...sampling import sample, sample_any
 
     first = batch[0]
-    args = dict(length=first.length, template=first.template, on_step=_fan_out(batch))
+    canvas = dict(plan=first.plan) if first.plan is not None else dict(length=first.length, template=first.template)
+    args = dict(canvas, on_step=_fan_out(batch))
     if len(batch) == 1:  # alone: exactly the solo call (AR models always come here)
         return [sample_any(first.model, first.config, **args)]
     gens = [torch.Generator().manual_seed(r.config.seed) for r in batch]

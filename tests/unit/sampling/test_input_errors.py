@@ -8,7 +8,7 @@ import pytest
 
 from explorer.checkpoint import load_checkpoint
 from explorer.sampling import SamplerConfig, sample_any
-from explorer.sampling.sampler import plan_blocks
+from explorer.sampling.plan import plan_blocks
 from tests.support.dashboard import LENGTH
 
 # (template, length) -> the phrase the ValueError must contain. The tiny models know A..O only.

@@ -26,7 +26,7 @@ from ... import checkpoints
 from ...runtime import cache
 from ...runtime.limits import call_seconds, run_bytes, run_calls
 from ...runtime.tasks import Task, TaskCancelled
-from ...session import Session, expected_rows, rows_known, sample_canvas, start_canvas
+from ...session import Session, run_plan, sample_canvas, start_canvas
 from ...urlstate import parse_value
 from ..base import TabState
 
@@ -455,6 +455,6 @@ class CompareState(TabState):
 def _column_rows(model, column: Column, canvas) -> int:
     """Model calls a column's run makes at most (before guidance): its steps; a threshold run's or the
     AR baseline's, a call per generated position."""
-    if column.overrides.get("model") == "ar" or not rows_known(model, column.config):
+    if column.overrides.get("model") == "ar":
         return max(canvas.n_generate, 1)
-    return expected_rows(model, column.config, canvas) - 1
+    return run_plan(model, column.config, canvas).max_steps

@@ -18,7 +18,7 @@ from ....runtime.dispatch import Later, call_later
 from ....runtime.limits import run_bytes, run_calls
 from ....runtime.queue import SampleRequest
 from ....runtime.tasks import Worker
-from ....session import expected_rows, rows_known, run_template
+from ....session import run_plan
 from ...base import TabState
 
 # A live run is shown at most this often (its first rows and its end at once): every view redraws on
@@ -109,7 +109,7 @@ class RunState(TabState):
     def _admit_run(self, model, config, canvas) -> None:
         """The run's model calls and recorded rows against the server's limits (LimitExceeded): the
         sidebar bounds them, but the operator may set the limits lower."""
-        rows = expected_rows(model, config, canvas) - 1 if rows_known(model, config) else canvas.n_generate
+        rows = run_plan(model, config, canvas).max_steps
         share = self.session.share
         share.limits.check_calls("this run", run_calls(max(rows, 1), config.cfg_scale > 0))
         share.reserve("explore.run", run_bytes(rows + 1, canvas.length), "this run")
@@ -153,18 +153,19 @@ class RunState(TabState):
         """This session's run for the device queue; its callbacks run on the device thread and hand
         everything to the UI thread through dispatch."""
         dispatch = self.session.dispatch
+        plan = run_plan(model, config, canvas)  # what the views draw and the sampler runs
 
         def on_start():
-            frames = Frames(canvas.tokens, canvas.fixed, model.config.mask_id, glyph_table(model.tokenizer))
-            frames.expected_rows = expected_rows(model, config, canvas)
-            frames.rows_known = rows_known(model, config)
+            frames = Frames(plan.canvas.tokens, plan.canvas.fixed, model.config.mask_id,
+                            glyph_table(model.tokenizer))
+            frames.expected_rows, frames.rows_known = plan.rows, plan.rows_exact
             dispatch(lambda: self._begin(job, frames, config))
 
         def on_failed(error):  # a readable notice, never a traceback in the page (the queue logs it)
             message = f"sampling failed: {error}"
             dispatch(lambda: self._end(job, None, message))
 
-        return SampleRequest(job, model, config, canvas.length, run_template(model, canvas),
+        return SampleRequest(job, model, config, plan=plan,
                              on_step=lambda record: self._push(job, record), on_start=on_start,
                              on_done=lambda traj: dispatch(lambda: self._end(job, traj, "")),
                              on_stopped=lambda: dispatch(lambda: self._end(job, None, "stopped")),

@@ -6,7 +6,7 @@ import param
 
 from ....runtime.limits import run_calls, table_bytes
 from ....runtime.tasks import Task
-from ....session import expected_rows, rows_known, sample_canvas
+from ....session import run_plan, sample_canvas
 from ...base import TabState
 
 
@@ -31,7 +31,7 @@ class SamplesState(TabState):
             if s.model is None:
                 raise ValueError("no model is loaded yet")
             model, config, canvas, n = s.model, s.sampler_config(), s.canvas(), self.more_n
-            rows = expected_rows(model, config, canvas) - 1 if rows_known(model, config) else canvas.n_generate
+            rows = run_plan(model, config, canvas).max_steps
             s.share.limits.check_calls(f"{n} samples", run_calls(max(rows, 1), config.cfg_scale > 0) * n)
             s.share.reserve("explore.samples", table_bytes(n, canvas.length), f"{n} samples")
         except ValueError as e:  # LimitExceeded too

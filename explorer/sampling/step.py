@@ -1,0 +1,400 @@
+"""One step of the masked-diffusion sampler, on a batch of rows with per-row settings.
+
+Every diffusion run steps through these functions, whoever drives it: sample() (sampler.py: one run)
+and the merged walks of sample_many (merged.py: several runs as one batch). A batch's rows come in
+groups (`Group`): the rows that share a generator and the knobs that may differ between runs
+(temperature, strategy, schedule, steps; everything else is the batch's `config`):
+  - a run with one generator is one group of all its rows;
+  - a run with one generator per row is one group per row (each row is its solo run);
+  - a merged walk is one group per run.
+A step is, in order (the rules are sampler.py's):
+  refresh  call the model for the parts whose canvas changed since their last call (rules 1, 9, 10:
+           guidance); a part is rows whose model call is one (a run's batch, or one merged run);
+  propose  draw a proposal at every masked position of the groups that step, score it with the
+           group's strategy, and take its untempered probability (rules 2, 3, 10: EOS rules);
+  choose   which of them commit: the schedule's k best, or the threshold / factor rule, after Dream's
+           Gumbel noise (rules 4, 6, 10);
+  commit   write them into the canvas; revise sends decoded ones back to [MASK] (rule 7).
+
+Seed compatibility: a group draws from its generator exactly what a run of that group alone draws,
+in the same order and shapes, and these functions keep the samples that the sampler gave for a seed
+before they were shared (tests/unit/sampling/test_seed_stability.py holds runs of every path to
+tokens the earlier code produced):
+  1. one float64 uniform per masked position of the group, row-major, at temperature > 0 (draw);
+  2. a position-only strategy's (rows, L) uniforms (random);
+  3. with alg_temp, (rows, L) float64 uniforms for the Gumbel noise;
+and a group with nothing to commit at a step draws nothing (alone it would skip the step). What is
+computed per row (softmax, scores, ranks, schedules) is row-wise, so a row's values do not depend on
+the rows beside it; the model's own arithmetic is the caller's to keep batch-invariant (packing.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .config import SamplerConfig
+from .proposals import draw, draw_rows, gumbel
+from .schedules import get_schedule
+from .strategies import get_strategy
+from .template import Canvas
+
+NAN = float("nan")
+ELEMENTWISE = ("remaining", "linear")  # schedules whose arithmetic takes a per-row step count S
+
+
+@dataclass(eq=False)
+class ModelCall:
+    """One model call a run needs: its driver fills `logits` (and may fill `seconds`) before resuming it."""
+
+    x: torch.Tensor  # (B, L) long canvas
+    t: torch.Tensor  # (B,) float masked fraction of each row
+    logits: torch.Tensor | None = None  # (B, L, V) model(x, t), or bit-identical to it
+    seconds: float | None = None  # what the run is charged for the call; None: all the time it was away
+
+
+@dataclass(eq=False)
+class Part:
+    """Rows a:b served by one model call, whether their canvas changed since it (`stale`), and the
+    model calls made for them (NFE) and what the driver charged for the last one."""
+
+    a: int
+    b: int
+    stale: bool = True
+    nfe: int = 0
+    seconds: float | None = None
+
+
+@dataclass(eq=False)
+class Group(Part):
+    """Rows a:b that share a generator and their own knobs (temperature, strategy, schedule, steps)."""
+
+    generator: torch.Generator | None = None
+    config: SamplerConfig = field(default_factory=SamplerConfig)
+    steps: int = 0  # its step count (a merged walk's groups differ; a run's groups share its blocks')
+
+    def __post_init__(self):
+        self.strategy = get_strategy(self.config.strategy)
+        self.schedule = get_schedule(self.config.schedule)
+        self.position_only = bool(getattr(self.strategy, "position_only", False))
+
+    @property
+    def rows(self) -> int:
+        return self.b - self.a
+
+
+@dataclass
+class State:
+    """The evolving canvas of a batch and what each position's commit looked like."""
+
+    x: torch.Tensor  # (B, L) long
+    committed_at: torch.Tensor  # (B, L) long, -1 until committed (and for fixed positions)
+    commit_conf: torch.Tensor  # (B, L) float32, NaN until committed
+    logits: torch.Tensor | None = None  # (B, L, V) float32 from the last model calls, [MASK] at -inf
+    step: int = 0  # global step index
+    block_start_masked: torch.Tensor | None = field(default=None, repr=False)  # (B,) N of the schedule
+
+
+def initial_state(canvas: Canvas, batch_size: int, device) -> State:
+    x = torch.as_tensor(canvas.tokens, device=device).expand(batch_size, -1).clone()  # (B, L)
+    return State(x=x, committed_at=torch.full_like(x, -1),
+                 commit_conf=torch.full(x.shape, NAN, dtype=torch.float32, device=device))
+
+
+class Batch:
+    """What stays fixed across a batch's steps: its groups, the knobs they share (`config`: top-k,
+    top-p, threshold, factor, alg_temp, revision, guidance, EOS rules), the special tokens and the
+    per-row lookups that let one tensor op serve every group."""
+
+    def __init__(self, groups: list[Group], config: SamplerConfig, mask_id: int, device, *,
+                 fixed: torch.Tensor | None = None, eos_ids=()):
+        self.groups, self.config, self.mask_id, self.device = groups, config, mask_id, device
+        self.mask_index = torch.tensor([mask_id], device=device)
+        self.eos_index = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)  # (E,)
+        self.fixed = fixed  # (L,) bool: the given positions (the prompt, for guidance)
+        # with no prompt the unconditional pass equals the conditional one: no guidance
+        self.guided = config.cfg_scale > 0 and fixed is not None and bool(fixed.any())
+        self.one = len(groups) == 1  # one generator for every row: no per-group bookkeeping at all
+        self.B = groups[-1].b
+        self._rows: dict[tuple, torch.Tensor] = {}  # rows_of's masks, per tuple of groups
+        self._shapes: dict[int, torch.Tensor] = {}  # stand-ins for position-only strategies (never written)
+        names = sorted({g.config.strategy for g in groups})
+        self.distribution = [n for n in names if not getattr(get_strategy(n), "position_only", False)]
+        if not self.one:
+            sizes = torch.tensor([g.rows for g in groups], device=device)
+            self.group_of_row = torch.repeat_interleave(torch.arange(len(groups), device=device), sizes)  # (B,)
+            self.strategy_of_row = self.per_row([names.index(g.config.strategy) for g in groups], torch.long)
+            self.steps_of_row = self.per_row([g.steps for g in groups], torch.long)
+            self.rows_of_schedule = {n: self.per_row([g.config.schedule == n for g in groups], torch.bool)
+                                     for n in {g.config.schedule for g in groups}}
+            self.strategy_index = {n: i for i, n in enumerate(names)}
+
+    def per_row(self, values: list, dtype) -> torch.Tensor:
+        """(B,) each row's entry of a per-group list."""
+        return torch.tensor(values, dtype=dtype, device=self.device)[self.group_of_row]
+
+    def rows_of(self, groups: list[Group]) -> torch.Tensor:
+        """(B,) bool: the rows of `groups` (one copy to the device, one gather), kept per set of groups:
+        the set that steps changes only as groups finish."""
+        key = tuple(id(g) for g in groups)
+        if key not in self._rows:
+            chosen = torch.zeros(len(self.groups), dtype=torch.bool)
+            chosen[[self.groups.index(g) for g in groups]] = True
+            self._rows[key] = chosen.to(self.device)[self.group_of_row]
+        return self._rows[key]
+
+    def shape(self, rows: int, length: int) -> torch.Tensor:
+        """A (rows, L) stand-in: a position-only strategy reads only its proposals' shape."""
+        if rows not in self._shapes:
+            self._shapes[rows] = torch.empty((rows, length), dtype=torch.long)
+        return self._shapes[rows]
+
+
+# ---------------------------------------------------------------------------------- statistics
+
+def temperature(config: SamplerConfig, step: int, total_steps: int | None, masked: torch.Tensor,
+                n_generate: int) -> float:
+    """The temperature of `masked`'s rows at global step `step` (rule 8): linear across the steps, or,
+    threshold decoding having no step count, by the fraction of those rows already decoded."""
+    if config.temperature_end is None:
+        return config.temperature
+    if total_steps is not None:
+        frac = step / (total_steps - 1) if total_steps > 1 else 0.0
+    else:
+        frac = 1.0 - float(masked.sum()) / (masked.shape[0] * n_generate)
+    return config.temperature + (config.temperature_end - config.temperature) * frac
+
+
+def group_means(masked: torch.Tensor, groups: list[Group]) -> torch.Tensor:
+    """(G,) masked[g.a:g.b].float().mean() of each group, bit for bit (what the group's run alone
+    records as t): groups of one size are one (G, rows x L) reduction (the same exact sum of 0/1
+    values times the same 1/N); groups of different sizes, one reduction each."""
+    if len({g.rows for g in groups}) == 1:
+        return masked.float().view(len(groups), -1).mean(dim=1)
+    return torch.stack([masked[g.a:g.b].float().mean() for g in groups])
+
+
+def rank_in_row(key: torch.Tensor, descending: bool) -> torch.Tensor:
+    """(B, L) rank of each entry within its row, 0 = first; ties go to the earlier position."""
+    order = key.argsort(dim=1, descending=descending, stable=True)  # (B, L)
+    ranks = torch.arange(key.shape[1], device=key.device).expand_as(order)
+    return torch.empty_like(order).scatter_(1, order, ranks)
+
+
+# ---------------------------------------------------------------------------------- refresh
+
+def refresh(batch: Batch, st: State, masked: torch.Tensor, parts: list[Part], clock=None):
+    """Ask one model call for each stale part (yields the list of ModelCalls; its driver fills their
+    logits), and put what comes back into st.logits (float32, [MASK] and suppressed EOS at -inf).
+    t is row-wise, so a part's slice is what its run alone computes. clock: pause() / resume(charged)
+    around the wait (sampler.RunClock). Returns the parts that were called (each stale no more)."""
+    stale = [p for p in parts if p.stale]
+    if not stale:
+        return []
+    t = masked.float().mean(dim=1)  # (B,) masked fraction of each row's canvas
+    calls = [_model_call(batch, st.x[p.a:p.b], t[p.a:p.b]) for p in stale]
+    if clock is not None:
+        clock.pause()
+    yield calls
+    if clock is not None:
+        charged = [c.seconds for c in calls]
+        clock.resume(None if None in charged else sum(charged))
+    outs = [_guided(batch, c.logits) if batch.guided else c.logits for c in calls]
+    _store(batch, st, stale, outs)
+    for p, call in zip(stale, calls):
+        p.stale, p.nfe, p.seconds = False, p.nfe + (2 if batch.guided else 1), call.seconds
+    return stale
+
+
+def _model_call(batch: Batch, x: torch.Tensor, t: torch.Tensor) -> ModelCall:
+    """The call of rows x; with guidance (LLaDA's), the same rows with the prompt masked ride along."""
+    if not batch.guided:
+        return ModelCall(x, t)
+    uncond = x.masked_fill(batch.fixed[None, :], batch.mask_id)  # (B, L)
+    t_u = (uncond == batch.mask_id).float().mean(dim=1)  # (B,)
+    return ModelCall(torch.cat([x, uncond]), torch.cat([t, t_u]))
+
+
+def _guided(batch: Batch, logits: torch.Tensor) -> torch.Tensor:
+    """Classifier-free guidance: l_u + (w + 1) (l_c - l_u) of a call's two halves."""
+    cond, free = logits.float().chunk(2)  # (B, L, V) each
+    return free + (batch.config.cfg_scale + 1.0) * (cond - free)
+
+
+def _store(batch: Batch, st: State, parts: list[Part], outs: list[torch.Tensor]) -> None:
+    """The parts' new logits into st.logits, cast to float as .float() would, [MASK] (and EOS under
+    suppress_eos logits / both) at -inf. One part of every row: a new tensor (what a call returns
+    may be a shared view, never written to). Several: into the batch's buffer, in a few tensor ops
+    whatever the number of parts (on a GPU each op is a kernel launch)."""
+    cfg, mask = batch.config, batch.mask_index
+    eos = len(batch.eos_index) and cfg.suppress_eos in ("logits", "both")
+    if len(parts) == 1 and parts[0].a == 0 and parts[0].b == batch.B:
+        logits = outs[0].float().index_fill(-1, mask, float("-inf"))  # [MASK] is never proposed
+        st.logits = logits.index_fill(-1, batch.eos_index, float("-inf")) if eos else logits  # nor EOS
+        return
+    if st.logits is None:
+        st.logits = torch.empty((batch.B, *outs[0].shape[1:]), device=batch.device)
+    if sum(p.b - p.a for p in parts) == batch.B and all(o.dtype == st.logits.dtype for o in outs):
+        torch.cat(outs, out=st.logits)  # every part: all the rows, in order
+    else:
+        # the rows' indices built on the host (one tensor op per part before, a fifth of a step's ops)
+        rows = torch.from_numpy(np.concatenate([np.arange(p.a, p.b) for p in parts])).to(batch.device)
+        st.logits.index_copy_(0, rows, torch.cat(outs).to(st.logits.dtype))
+    st.logits.index_fill_(-1, mask, float("-inf"))  # every row: idempotent on the others
+    if eos:
+        st.logits.index_fill_(-1, batch.eos_index, float("-inf"))
+
+
+# ---------------------------------------------------------------------------------- propose
+
+def propose(batch: Batch, st: State, masked: torch.Tensor, stepping: list[Group], temperatures: list[float],
+            counts: list[int] | None = None):
+    """Proposals (B, L) (the current token where none is drawn), strategy scores and confidence (B, L),
+    NaN outside the masked positions of the `stepping` groups.
+
+    temperatures: each group's (of batch.groups) temperature now. counts: each group's masked positions
+    when the caller knows them on the host (the entries are then found without waiting for the device)."""
+    need = masked if len(stepping) == len(batch.groups) else masked & batch.rows_of(stepping)[:, None]
+    if counts is None:
+        where = need.nonzero(as_tuple=True)  # noise only where a proposal is needed: ~half the cost
+    else:
+        where = torch.nonzero_static(need, size=sum(counts)).unbind(1)  # row-major, as nonzero
+    entries = st.logits[where]  # (M, V)
+    drawn = _draw(batch, entries, where[0], temperatures, counts)  # (M,)
+    proposals = st.x.index_put(where, drawn)  # (B, L)
+    # softmax only at the masked positions: with a real model's vocabulary it is a large share of a step
+    probs = torch.softmax(entries, dim=-1)  # (M, V) untempered, unfiltered
+    conf = torch.full(st.x.shape, NAN, device=st.x.device)
+    conf[where] = probs.gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
+    scores = _scores(batch, probs, drawn, where, stepping, st.x.shape)
+    positional = any(g.position_only for g in stepping)
+    if batch.config.suppress_eos in ("confidence", "both") and len(batch.eos_index):
+        # LLaDA's confidence_eos_eot_inf: a position proposing EOS commits only when nothing else is left
+        scores, positional = scores.masked_fill(torch.isin(proposals, batch.eos_index), float("-inf")), True
+    return proposals, scores.masked_fill(~need, NAN) if positional else scores, conf
+
+
+def _draw(batch: Batch, entries: torch.Tensor, rows: torch.Tensor, temperatures: list[float], counts):
+    """draw() of each group's entries with its temperature and generator (proposals.draw_rows: the
+    uniforms of each group drawn from its generator, shaped (its entries,), as alone)."""
+    cfg = batch.config
+    if batch.one:
+        return draw(entries, temperatures[0], batch.groups[0].generator, cfg.top_k, cfg.top_p)
+    return draw_rows(entries, batch.group_of_row[rows], temperatures, [g.generator for g in batch.groups],
+                     cfg.top_k, cfg.top_p, counts=counts)
+
+
+def _scores(batch: Batch, probs, drawn, where, stepping: list[Group], shape) -> torch.Tensor:
+    """(B, L) each stepping group's strategy scores at its entries, NaN elsewhere (position-only
+    strategies: their whole rows; the caller masks them)."""
+    scores = torch.full(shape, NAN, device=probs.device)
+    values = None
+    entry = batch.strategy_of_row[where[0]] if len(batch.distribution) > 1 else None  # (M,)
+    for name in batch.distribution:  # row-wise: computed for every entry, kept where its group uses it
+        value = get_strategy(name)(probs[None], drawn[None], None)[0].float()  # (M,)
+        if entry is None:
+            values = value
+        else:
+            values = torch.where(entry == batch.strategy_index[name], value, NAN if values is None else values)
+    if values is not None:
+        scores[where] = values
+    positional = [g for g in stepping if g.position_only]
+    if not positional:
+        return scores
+    L = shape[1]
+    if batch.one:
+        g = positional[0]
+        return g.strategy(None, batch.shape(g.rows, L), g.generator).float().to(probs.device)
+    # each group's (rows, L) drawn as alone from its own generator, on the CPU (random draws there in
+    # any case), then moved in one copy
+    drawn_cpu = torch.zeros((shape[0], L))
+    for g in positional:
+        drawn_cpu[g.a:g.b] = g.strategy(None, batch.shape(g.rows, L), g.generator).float()
+    return torch.where(batch.rows_of(positional)[:, None], drawn_cpu.to(probs.device), scores)
+
+
+# ---------------------------------------------------------------------------------- choose
+
+def choose(batch: Batch, todo: torch.Tensor, scores: torch.Tensor, stepping: list[Group], s: int,
+           S: int | None, N: torch.Tensor | None) -> torch.Tensor:
+    """(B, L) bool: the positions of `todo` (the masked positions of the current blocks, False outside
+    the stepping groups' rows) that commit at this step.
+
+    s: the step within the block; S: the block's steps (None: each group's own `steps`, a merged walk's
+    one block); N (B,): each row's masked positions when the block started (the schedule's N)."""
+    cfg = batch.config
+    if cfg.alg_temp > 0:
+        scores = scores / cfg.alg_temp + _gumbel(batch, stepping, todo)  # (B, L) Dream: k draws from softmax(score / T)
+    # a -inf score (suppress_eos) still ranks above every position outside `todo`
+    key = scores.clamp(min=torch.finfo(scores.dtype).min).masked_fill(~todo, float("-inf"))  # (B, L)
+    rank = rank_in_row(key, descending=True)  # (B, L)
+    if cfg.threshold is not None:  # rule 6: all above threshold, at least the best one
+        return todo & ((scores >= cfg.threshold) | (rank == 0))
+    if cfg.factor is not None:  # Fast-dLLM: the n best while the n-th (1-based) >= 1 - f / (n + 1)
+        return todo & ((scores >= 1.0 - cfg.factor / (rank + 2).float()) | (rank == 0))
+    n = todo.sum(dim=1)  # (B,)
+    k = _commit_counts(batch, stepping, n, N, s, S)  # (B,)
+    return todo & (rank < k.clamp(min=0).minimum(n)[:, None])
+
+
+def _commit_counts(batch: Batch, stepping: list[Group], n, N, s: int, S: int | None) -> torch.Tensor:
+    """(B,) k of each row from its group's schedule. Rows outside `stepping` have nothing in todo, so
+    their k is never read: a schedule that every stepping group shares is one call for all rows."""
+    names = sorted({g.config.schedule for g in stepping})
+    if S is None:
+        # remaining and linear are integer arithmetic, elementwise in S: one call for all their rows with
+        # each row's own step count (rows already past theirs have nothing to do; s + 1 keeps them finite)
+        S_rows = batch.steps_of_row.clamp(min=s + 1)
+    if len(names) == 1 and (S is not None or names[0] in ELEMENTWISE):
+        return stepping[0].schedule(n, N, s, S if S is not None else S_rows)
+    k = torch.zeros_like(n)
+    for name in names:
+        mine = [g for g in stepping if g.config.schedule == name]
+        if S is not None or name in ELEMENTWISE:
+            k = torch.where(batch.rows_of_schedule[name], mine[0].schedule(n, N, s, S if S is not None else S_rows), k)
+        else:  # cosine's plan needs a scalar S: each group apart
+            for g in mine:
+                k[g.a:g.b] = g.schedule(n[g.a:g.b], N[g.a:g.b], s, g.steps)
+    return k
+
+
+def _gumbel(batch: Batch, stepping: list[Group], todo: torch.Tensor) -> torch.Tensor:
+    """(B, L) Gumbel noise from the CPU generators: top-k of score / T + Gumbel is k draws without
+    replacement from softmax(score / T). Each stepping group draws its (rows, L) as alone."""
+    B, L = todo.shape
+    if batch.one:
+        u = torch.rand((B, L), generator=batch.groups[0].generator, dtype=torch.float64)
+    else:
+        u = torch.full((B, L), 0.5, dtype=torch.float64)
+        for g in stepping:
+            u[g.a:g.b] = torch.rand((g.rows, L), generator=g.generator, dtype=torch.float64)
+    u = u.clamp(1e-12, 1 - 1e-12).to(todo.device)  # the logs run on the device
+    return gumbel(u).float()
+
+
+# ---------------------------------------------------------------------------------- commit, revise
+
+def commit(st: State, chosen: torch.Tensor, proposals: torch.Tensor, conf: torch.Tensor, step: int) -> None:
+    """Write the chosen proposals into the canvas (a new tensor: recorded rows stay intact)."""
+    st.x = torch.where(chosen, proposals, st.x)  # (B, L)
+    st.committed_at.masked_fill_(chosen, step)
+    st.commit_conf = torch.where(chosen, conf, st.commit_conf)
+
+
+def revise(batch: Batch, st: State, block: torch.Tensor) -> torch.Tensor:
+    """Rule 7: send the ceil(eta * d) lowest-confidence decoded tokens of the block back to [MASK], in
+    rows whose block masked fraction lies in [t_off, t_on]. Returns the (B, L) positions re-masked."""
+    cfg = batch.config
+    masked = st.x == batch.mask_id  # (B, L)
+    decoded = block & ~masked  # (B, L) committed, never fixed (blocks hold no fixed position)
+    t_block = (block & masked).sum(dim=1) / block.sum()  # (B,)
+    active = (t_block >= cfg.remask_t_off) & (t_block <= cfg.remask_t_on)
+    # float64 and a tiny epsilon so that e.g. 0.3 * 10 counts as 3, not 4
+    r = torch.ceil(decoded.sum(dim=1).double() * cfg.remask - 1e-9).long() * active  # (B,)
+    rank = rank_in_row(st.commit_conf.masked_fill(~decoded, float("inf")), descending=False)
+    remask = decoded & (rank < r[:, None])
+    st.x = st.x.masked_fill(remask, batch.mask_id)
+    st.committed_at.masked_fill_(remask, -1)
+    st.commit_conf.masked_fill_(remask, NAN)
+    return remask
