@@ -15,6 +15,21 @@ def no_debounce(widget) -> None:
     widget._debounce = 0
 
 
+def sync_throttled(widget) -> None:
+    """Keep a throttled slider's `value_throttled` in the browser at the value the server set.
+
+    Panel sends a slider's `value` to the browser but never its `value_throttled` (Slider._update_model
+    drops it). After the server moved a knob (a checkpoint's recommended knobs, a link, the number box
+    beside the slider) the browser still held the value the last drag ended on, and a drag ending there
+    again sent nothing (BokehJS sends only a property that changes): the slider showed 256 while the
+    runs used 32. set_from_json is Bokeh's way to set a property that is read-only for user code."""
+    def push(event):
+        for model, _ in list(widget._models.values()):
+            if getattr(model, "value_throttled", event.new) != event.new:
+                model.set_from_json("value_throttled", event.new)
+    widget.param.watch(push, "value")
+
+
 def validate(parameter, value) -> None:
     """param's own check of a value against a Parameter (types, bounds, objects), raising ValueError
     or TypeError, without setting it: a shared link's values are checked before any is applied.

@@ -8,7 +8,7 @@ import param
 
 from ....sampling import knobs as schema
 from ...ui.base import StateView, checkbox, notice, show_notice, widget_type_size
-from ...ui.internals import no_debounce
+from ...ui.internals import no_debounce, sync_throttled
 
 # Everything below is read from the knob schema (sampling/knobs.py): a knob declared there shows here.
 # The sidebar's knobs but the seed, which sits beside its own "new seed" button
@@ -61,6 +61,8 @@ class ControlsView(StateView):
             widget.css_classes = [*widget.css_classes, f"knob-{name.replace('_', '-')}"]  # for browser tests
             if name not in SLIDERS:  # (sliders keep Panel's debounce: ui/internals.no_debounce)
                 no_debounce(widget)
+            else:  # a drag back to a value the server has since changed must still reach it
+                sync_throttled(widget)
         self.widgets = w
         self.notice = notice("danger", css_classes=["error-notice"], name="notice")
         self._show_error()
