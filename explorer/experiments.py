@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass, fields
 from typing import Callable, Sequence
 
@@ -34,7 +35,11 @@ METRIC_DIRECTION = {"pattern_quality": 1, "pattern_quality_p2": 1, "distinct_sym
 RANKED_BY = {"pattern_quality": "pattern_quality_p2",
              **dict.fromkeys(("gen_ppl", "gen_nll", "entropy", "word_validity", "distinct_2", "distinct_3"),
                              "ref_distance")}
-SPEED_COLUMNS = ("nfe", "seconds", "tokens_per_s", "ms_per_sample")
+SPEED_COLUMNS = ("nfe", "seconds", "solo_seconds", "tokens_per_s", "ms_per_sample")
+# A cell's speed is one generation of it timed alone (time_cells_alone), repeated while the repeats stay
+# this cheap, the fastest kept: the least disturbed by whatever else the machine did meanwhile.
+SOLO_REPEATS, SOLO_BUDGET_S = 3, 0.25
+_clock = time.perf_counter  # what solo runs are timed with (a test's fake clock counts model calls instead)
 GROUP_SAMPLER = "sampler"  # "diffusion", "ar" or "reference"
 INT_COLUMNS = ("steps", "top_k", "block_length", "seed", "sample", "batch_size", "length", "nfe")
 
@@ -251,15 +256,64 @@ def _execute(jobs: list[_Job], model, ar_model, base, seed: int, length: int, te
 
 def _job_columns(job: _Job, traj, seed: int) -> dict:
     B, L = traj.final.shape
-    fixed = getattr(traj, "fixed", None)
-    generated = int((~np.asarray(fixed, dtype=bool)).sum()) if fixed is not None else B * L  # template: fewer
     sampler = "ar" if job.baseline or traj.kind == "ar" else "diffusion"
+    # `seconds`: the batch's cost inside the sweep (packed: its steps plus its share of the shared model
+    # calls), not a speed; tokens_per_s / ms_per_sample come from one generation of the cell timed alone
+    # (time_cells_alone), until then from the batch (a cluster's rows keep these)
+    per_sample = traj.seconds / B
     return {GROUP_SAMPLER: sampler, **job.cell, "seed": seed + job.seed,
             "sample": job.first + np.arange(B), "batch_size": B, "length": L, "nfe": traj.nfe,
-            # the batch's seconds (packed: its steps plus its share of the shared model calls), all its samples
-            "seconds": traj.seconds,
-            "tokens_per_s": generated / traj.seconds if traj.seconds > 0 else math.nan,
-            "ms_per_sample": 1000 * traj.seconds / B}  # the batch's seconds shared by its samples
+            "seconds": traj.seconds, "solo_seconds": math.nan,
+            "tokens_per_s": _generated(traj) / B / per_sample if per_sample > 0 else math.nan,
+            "ms_per_sample": 1000 * per_sample}
+
+
+def _generated(traj) -> int:
+    """Positions the run generated (a template's given ones are not)."""
+    fixed = getattr(traj, "fixed", None)
+    return int((~np.asarray(fixed, dtype=bool)).sum()) if fixed is not None else int(np.size(traj.final))
+
+
+def _solo_seconds(job: _Job, model, ar_model, base: SamplerConfig, seed: int, length: int, template,
+                  stop=None) -> tuple[float, int] | None:
+    """(wall seconds, positions generated) of one generation of the job's cell run by itself: its first
+    sample, nothing else on the sampler (no shared calls, no queue), timed with _clock. Repeated up to
+    SOLO_REPEATS times while the repeats stay under SOLO_BUDGET_S; the fastest kept. None if stopped."""
+    solo, best, spent = _Job(job.baseline, job.cell, job.seed, 1, 0), math.inf, 0.0
+    for _ in range(SOLO_REPEATS):
+        start = _clock()
+        traj = _run_job(solo, model, ar_model, base, seed, length, template, stop)
+        took = _clock() - start
+        if traj is None:
+            return None
+        best, spent = min(best, took), spent + took
+        if spent >= SOLO_BUDGET_S:
+            break
+    return best, _generated(traj)
+
+
+def time_cells_alone(finished: "_Finished", model, ar_model, base: SamplerConfig, seed: int, length: int,
+                     template, cancel=None) -> None:
+    """Each cell's speed, from one of its generations timed alone (_solo_seconds), written to every row of
+    the cell: solo_seconds, ms_per_sample and tokens_per_s. A packed sweep shares model calls between cells
+    (and the first all-[MASK] step between all of them), so a batch's seconds are its share of calls, not
+    what the cell costs: two sweeps of one link differed 3x at one step. Costs one sample per cell."""
+    stop = None if cancel is None else (lambda: _is_cancelled(cancel))
+    for i, job in enumerate(finished.jobs):
+        if job.first != 0 or i not in finished.rows:
+            continue
+        if _is_cancelled(cancel):
+            raise _Stopped
+        timed = _solo_seconds(job, model, ar_model, base, seed, length, template, stop)
+        if timed is None:
+            raise _Stopped
+        seconds, generated = timed
+        cell = [k for k, other in enumerate(finished.jobs) if other.baseline == job.baseline and other.cell == job.cell]
+        for k in cell:
+            if k in finished.rows:
+                finished.rows[k] = finished.rows[k].assign(
+                    solo_seconds=seconds, ms_per_sample=1000 * seconds,
+                    tokens_per_s=generated / seconds if seconds > 0 else math.nan)
 
 
 def canvas_length(model, length: int | None, template) -> int:
@@ -320,9 +374,11 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     pack (default): the batches of every diffusion cell run together, their model calls shared
     (sampling.sample_many): the same samples, tokens and NFE as pack=False, row for row, in less time.
     Then a batch's `seconds` is its own steps' wall time plus, for each shared model call, the call's
-    time times the batch's share of its rows: the batches add up to the packed run's time, and
-    tokens_per_s / ms_per_sample compare cells fairly, but a batch's seconds are not its time alone
-    (a cell whose calls others share costs less). pack=False runs batch after batch, each timed alone.
+    time times the batch's share of its rows (its share of shared calls: the batches add up to the packed
+    run's time), not its time alone. Speed is measured apart: after sampling, one generation of each cell
+    (its first sample) runs by itself (time_cells_alone): its wall time is `solo_seconds` and
+    `ms_per_sample`, its generated positions over that `tokens_per_s`, the same in every row of the cell.
+    pack=False runs batch after batch.
     The AR baseline always runs batch after batch. tokens_in_flight: rows x length a packed sweep keeps
     under way (sampling.sample_many's; default its own): what its working memory grows with.
     template: as the sampler takes it (█ / [___] / plain prompt); the canvas length is the sampler's.
@@ -344,6 +400,7 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     _warm_up(model, ar_model, base, length, template)
     try:
         _execute(jobs, model, ar_model, base, seed, length, template, cancel, finished, pack, tokens_in_flight)
+        time_cells_alone(finished, model, ar_model, base, seed, length, template, cancel)
     except _Stopped:
         table = _concat(finished.parts(), base=base.to_dict(), knobs=knobs, kind=scoring.kind)
         raise SweepCancelled(table, finished.done, finished.total) from None

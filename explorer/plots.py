@@ -88,7 +88,8 @@ def _dims(metric: str, x: str):
 
 
 # The values each metric can take. A ±1 std band is clipped to them: a quality in [0, 1] drew bands past 1
-# (seed 000's sweep: confidence at 16 steps, 0.92 ± 0.26), and gen-PPL's below 1.
+# (the sweep of "Sampling Strategies & Speed Tradeoffs": confidence at 16 steps, 0.92 ± 0.26), and
+# gen-PPL's below 1.
 INF = float("inf")
 RANGES = {"pattern_quality": (0, 1), "pattern_quality_p2": (0, 1), "word_validity": (0, 1), "distinct_2": (0, 1),
           "distinct_3": (0, 1), "collapsed": (0, 1), "gen_ppl": (1, INF), "gen_nll": (0, INF), "entropy": (0, INF),
@@ -255,36 +256,45 @@ def _positive_span(summary: pd.DataFrame, metric: str, room: float = 1.0, bands:
     return (float(values.min()) / room, float(values.max()) * room) if len(values) else None
 
 
+SWEET_SPOT_FRAC = 0.9  # the notebook's rule: the fewest steps whose mean reaches 90% of the curve's best
+
+
+def sweet_spot_rule(metric: str, x: str = "steps") -> str:
+    """The rule the stars follow, in words, as the legend names them (the caption alone did not say which
+    metric: a star picked on another reading sat below 90% of the drawn curve's best)."""
+    unit = {"nfe": "NFE"}.get(x, x)
+    return f"sweet spot: fewest {unit} reaching {SWEET_SPOT_FRAC:.0%} of the best {LABELS.get(metric, metric)}"
+
+
 def _sweet_spot_stars(diff: pd.DataFrame, metric: str, x: str, xcol: str, by: list, dims) -> list:
-    """A black star on each curve at seed 000's sweet spot (experiments.sweet_spot: the fewest steps
-    reaching 90% of that curve's best), its hover saying "Sweet spot ~N steps". The steps are chosen by
-    experiments.ranking_metric (pattern quality with period >= 2, or the distance from held-out text,
-    when measured: a collapsed sampler never wins) and the star sits on the plotted curve there.
-    Scheduled cells only: threshold decoding has no step count to save. None when the ranking metric
-    has no better direction (entropy without a reference row, tokens/s)."""
-    from .experiments import METRIC_DIRECTION, ranking_metric, sweet_spot
+    """A black star on each curve at its sweet spot by the rule of "Sampling Strategies & Speed Tradeoffs"
+    (experiments.sweet_spot: the fewest steps reaching 90% of that curve's best), applied to the plotted
+    metric itself, so the star always satisfies the rule the legend states (sweet_spot_rule). Its hover says
+    "Sweet spot ~N steps". Scheduled cells only: threshold decoding has no step count to save. None when the
+    metric has no better direction (entropy, tokens/s). A metric a collapse can fool (pattern quality) may
+    star a collapsed cell: the period->=2 reading, the default on patterns, is the one that cannot be fooled."""
+    from .experiments import METRIC_DIRECTION, sweet_spot
 
     hv = _hv()
-    col, rank = f"{metric}_mean", ranking_metric(diff, metric)
-    if not METRIC_DIRECTION.get(rank):
+    col = f"{metric}_mean"
+    if not METRIC_DIRECTION.get(metric):
         return []
-    rows = diff[diff[col].notna() & diff[f"{rank}_mean"].notna() & diff[xcol].notna()]
+    rows = diff[diff[col].notna() & diff[xcol].notna()]
     if "threshold" in rows:
         rows = rows[rows["threshold"].isna()]
     by = [k for k in by if k != "threshold"]
     unit = {"nfe": "NFE"}.get(x, x)
     spots = []
     for label, group in (_groups(rows, by) if len(rows) else []):
-        spot_x = sweet_spot(group, rank, x=x, by=[]).iloc[0][xcol]
-        name = f"Sweet spot ~{spot_x:.0f} {unit}" + (f" ({label})" if by else "") + (
-            f" by {LABELS.get(rank, rank)}" if rank != metric else "")
+        spot_x = sweet_spot(group, metric, x=x, by=[], frac=SWEET_SPOT_FRAC).iloc[0][xcol]
+        name = f"Sweet spot ~{spot_x:.0f} {unit}" + (f" ({label})" if by else "")
         spots.append((float(spot_x), float(group.loc[group[xcol] == spot_x, col].iloc[0]), name))
     if not spots:
         return []
     xd, yd, _ = dims
     return [hv.Scatter(tuple(map(list, zip(*spots))), xd, [yd, hv.Dimension("spot", label="sweet spot")],
-                       label="sweet spot").opts(marker="star", size=16, color="#000000", tools=["hover"],
-                                                hover_tooltips="@spot")]
+                       label=sweet_spot_rule(metric, x)).opts(marker="star", size=16, color="#000000",
+                                                              tools=["hover"], hover_tooltips="@spot")]
 
 
 LOG_Y = ("gen_ppl", "tokens_per_s", "ms_per_sample")  # metrics drawn on a log axis (positive, over decades)
@@ -314,7 +324,7 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
     hooks += [_fixed_ticks("x", [float(v) for v in ticks])] if len(ticks) <= 12 else []
     size = {"responsive": True} if width is None else {"width": int(width)}
     # gen-PPL spans 500 (one step) to 10 (64 steps): on a linear axis every curve past 4 steps is a flat
-    # line at the bottom (issue 15). Its log axis, and the speed axis beside it, show ratios instead.
+    # line at the bottom. Its log axis, and the speed axis beside it, show ratios instead.
     logy = metric in LOG_Y and bool((summary[f"{metric}_mean"].dropna() > 0).all())
     span = _positive_span(summary, metric) if logy else None
     hooks += [_fixed_ticks("y", log_ticks(*span))] if span is not None else []
@@ -327,7 +337,7 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
 def speed_plot(summary: pd.DataFrame, *, x: str = "steps", by: Sequence[str] | None = None, logx: bool = True,
                title: str | None = None, width: int | None = None, height: int = 480, metric: str = "tokens_per_s"):
     """tokens/s (or metric="ms_per_sample") vs steps per group, with the AR baseline as its own line
-    (seed 000's speed benchmark)."""
+    (the speed benchmark of "Sampling Strategies & Speed Tradeoffs")."""
     return quality_speed_plot(summary, metric, x=x, by=by, speed=False, logx=logx, title=title, width=width,
                               height=height)
 

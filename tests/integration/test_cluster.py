@@ -1,4 +1,4 @@
-"""Sweeps on a Dask cluster (issue 17): a LocalCluster of 2 worker processes over tiny checkpoints
+"""Sweeps on a Dask cluster: a LocalCluster of 2 worker processes over tiny checkpoints
 written here; the table must be the in-process sweep's, row for row."""
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from tests.support import ROOT
 from tests.support.dashboard import save_tiny_checkpoints
 from tests.support.models import TINY_TEXT, make_model
 
-TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
+TIMING = ["seconds", "solo_seconds", "tokens_per_s", "ms_per_sample"]
 
 
 def _save_text_checkpoints(d: Path) -> None:
@@ -83,7 +83,7 @@ def test_patterns_table_matches_in_process_row_for_row(client, ckpt_dir):
     remote, remote_summary = sweep(model, SamplerConfig(), vary, **kw, client=client,
                                    progress=lambda done, total: seen.append((done, total)))
     _assert_same_table(local, remote)
-    speed = [c for c in local_summary if c.split("_")[0] in ("seconds", "tokens", "ms")]
+    speed = [c for c in local_summary if c.split("_")[0] in ("seconds", "solo", "tokens", "ms")]
     pd.testing.assert_frame_equal(local_summary.drop(columns=speed), remote_summary.drop(columns=speed))
     assert set(remote["sampler"]) == {"diffusion", "ar", "reference"}
     total = 6 * 5 + 5  # 6 cells and the AR baseline, 5 samples each

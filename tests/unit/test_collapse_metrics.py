@@ -1,4 +1,4 @@
-"""Metrics that collapse cannot fool (issue 14): one-symbol patterns and repetitive text never win.
+"""Metrics that collapse cannot fool: one-symbol patterns and repetitive text never win.
 
 Hand-made inputs with known answers; the sweep / CLI paths run on tiny models built here (CPU, seconds).
 """
@@ -14,6 +14,7 @@ import torch
 from explorer import experiments, metrics
 from explorer.cli import main as cli_main
 from explorer.experiments import aggregate, ranking_metric, sweep, sweet_spot
+from explorer.plots import LABELS
 from explorer.sampling import SamplerConfig
 from tests.support import ROOT
 from tests.support.models import PeriodicDenoiser
@@ -24,8 +25,8 @@ PERIOD_3 = [0, 1, 2] * 8  # 'ABCABC...'
 
 # ----------------------------------------------------------------------------- patterns, by hand
 
-def test_one_symbol_tiling_scores_one_on_seed000_quality_but_is_flagged_collapsed():
-    assert metrics.pattern_quality(ONE_SYMBOL) == 1.0  # seed 000's measure stays as defined
+def test_one_symbol_tiling_scores_one_on_pattern_quality_but_is_flagged_collapsed():
+    assert metrics.pattern_quality(ONE_SYMBOL) == 1.0  # the notebook's measure stays as defined
     assert metrics.pattern_quality_p2(ONE_SYMBOL) == 0.0
     assert metrics.distinct_symbols(ONE_SYMBOL) == 1 and metrics.collapsed(ONE_SYMBOL) is True
 
@@ -37,7 +38,7 @@ def test_real_period3_tiling_is_not_collapsed():
 
 
 def test_period2_quality_ignores_units_of_one_repeated_symbol():
-    almost = [0] * 23 + [1]  # 'AAAA...AB': seed 000 finds a near-perfect period 2 of 'AA'
+    almost = [0] * 23 + [1]  # 'AAAA...AB': the notebook's measure finds a near-perfect period 2 of 'AA'
     assert metrics.pattern_quality(almost) == pytest.approx(21 / 22)
     assert metrics.pattern_quality_p2(almost) == 0.0 and not metrics.collapsed(almost)
     broken = [0, 1, 2] * 7 + [0, 1, 1]  # one wrong symbol at the end: both measures agree
@@ -68,7 +69,7 @@ def test_pattern_cell_reports_collapsed_share_and_symbols_used():
 
 
 def _pattern_summary():
-    """Confidence reaches 1.0 on seed 000's quality at 4 steps only by collapsing to one symbol."""
+    """Confidence reaches 1.0 on the notebook's pattern quality at 4 steps only by collapsing to one symbol."""
     return pd.DataFrame({"sampler": "diffusion", "steps": [1, 2, 4], "strategy": "confidence",
                          "pattern_quality_mean": [0.3, 0.8, 1.0], "pattern_quality_p2_mean": [0.3, 0.8, 0.0],
                          "collapsed_mean": [0.0, 0.0, 1.0], "pattern_quality_std": 0.1})
@@ -83,17 +84,21 @@ def test_sweet_spot_ranks_patterns_by_period2_quality():
     assert ranking_metric(summary.drop(columns="pattern_quality_p2_mean")) == "pattern_quality"
 
 
-def test_plot_star_on_seed000_curve_sits_at_the_period2_sweet_spot():
+def test_plot_star_follows_the_rule_on_the_plotted_metric_and_the_legend_states_it():
+    """The star obeys the caption's rule on the curve it sits on: on pattern quality the fewest steps reaching
+    90% of that curve's best (4 here, though collapsed), on the period->=2 reading its own (2)."""
     import holoviews as hv
 
     from explorer.plots import quality_speed_plot
 
-    summary = _pattern_summary()
-    plot = quality_speed_plot(summary, "pattern_quality", speed=False)
-    star = next(el for el in plot if isinstance(el, hv.Scatter) and el.label == "sweet spot")
-    assert star.dimension_values("steps").tolist() == [2]
-    assert star.dimension_values("pattern_quality").tolist() == [0.8]  # on the plotted curve
-    assert "by pattern quality (period >= 2)" in star.dimension_values("spot")[0]
+    summary = _pattern_summary().assign(pattern_quality_p2_std=0.1)
+    for metric, steps, value in (("pattern_quality", 4, 1.0), ("pattern_quality_p2", 2, 0.8)):
+        plot = quality_speed_plot(summary, metric, speed=False)
+        star = next(el for el in plot if isinstance(el, hv.Scatter) and el.label.startswith("sweet spot"))
+        assert star.dimension_values("steps").tolist() == [steps]
+        assert star.dimension_values(metric).tolist() == [value]  # on the plotted curve, >= 90% of its best
+        assert value >= 0.9 * summary[f"{metric}_mean"].max()
+        assert star.label == f"sweet spot: fewest steps reaching 90% of the best {LABELS[metric]}"
 
 
 def test_sweep_on_a_one_symbol_denoiser_is_flagged():

@@ -13,7 +13,7 @@ from explorer.experiments import SweepCancelled, aggregate, sweep, sweet_spot
 from explorer.sampling import SamplerConfig
 from tests.support.models import PeriodicDenoiser, tiny_patterns_model
 
-TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
+TIMING = ["seconds", "solo_seconds", "tokens_per_s", "ms_per_sample"]
 
 
 # ----------------------------------------------------------------------------- sweep tables
@@ -175,7 +175,7 @@ def test_aggregate_speed_is_per_batch_not_per_row():
     assert np.isnan(one_batch["tokens_per_s_std"])  # one timing: no spread claimed
 
 
-def test_sweet_spot_seed000_rule_both_directions():
+def test_sweet_spot_rule_both_directions():
     spot = sweet_spot(_summary([8, 1, 2, 4], [0.9, 0.1, 0.5, 0.85]), "pattern_quality")
     assert spot["steps"].tolist() == [4] and spot["best_steps"].tolist() == [8]  # 0.85 >= 0.9 * 0.9
     ppl = sweet_spot(_summary([1, 2, 4, 8], [30.0, 12.0, 10.5, 10.0], "gen_ppl"), "gen_ppl")

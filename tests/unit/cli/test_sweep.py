@@ -7,9 +7,10 @@ import pytest
 
 from explorer.cli import main as cli_main
 
-TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
+TIMING = ["seconds", "solo_seconds", "tokens_per_s", "ms_per_sample"]
 
 
+@pytest.mark.slow
 def test_cli_sweep_writes_csv_summary_and_plot(ckpt_dir, capsys):
     out = ckpt_dir / "res.csv"
     rc = cli_main(["sweep", "--checkpoint", "pat", "--steps", "1,2", "--strategy", "confidence,random",
@@ -45,6 +46,7 @@ def test_cli_sweep_no_pack_times_each_batch_alone_with_the_same_samples(ckpt_dir
     assert alone["nfe"].tolist() == packed["nfe"].tolist()
 
 
+@pytest.mark.slow
 def test_cli_sweep_from_csv_plots_a_saved_sweep_without_sampling(ckpt_dir, capsys, monkeypatch):
     """--from-csv: the summary and the figures of an earlier --out table, nothing loaded or sampled; a file
     that is not a sweep table, or neither --checkpoint nor --from-csv, is one error line and exit 2."""
@@ -87,6 +89,7 @@ def test_cli_evaluate_patterns_and_text(ckpt_dir, capsys):
     assert "word_validity" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_text_sweep_with_judge_and_ar_baseline(ckpt_dir, capsys):
     rc = cli_main(["sweep", "--checkpoint", "txt", "--data", str(ckpt_dir / "tiny.txt"), "--judge", "ar", "--ar",
                    "--steps", "1,2", "--strategy", "confidence", "--threshold", "none,0.5", "--n", "2",
