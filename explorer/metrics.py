@@ -100,6 +100,25 @@ def collapsed(seq) -> bool | np.ndarray:
     return bool(counts == 1) if np.ndim(counts) == 0 else counts == 1
 
 
+# One symbol on this share of a sample's positions is a collapse even with a stray other symbol in it
+# ('FFFEFFFF…' ranked above patterned text on the period->=2 quality: period 'FFFEFF' still matches 83%).
+# A pattern of the corpus reaches it only as one repeated symbol: a unit of 6 with 5 alike gives 83%.
+COLLAPSE_SHARE = 0.9
+
+
+def dominant_share(sample: str | Sequence) -> float:
+    """The share of one sample's positions (ids, or the characters of a string) held by its most frequent
+    symbol: 1.0 for a one-symbol sample, 1/L for all different ones; nan for an empty sample."""
+    items = list(sample.tolist() if hasattr(sample, "tolist") else sample)
+    return Counter(items).most_common(1)[0][1] / len(items) if items else float("nan")
+
+
+def looks_collapsed(sample: str | Sequence, share: float = COLLAPSE_SHARE) -> bool:
+    """Whether one sample is a collapse: a single symbol repeated (`collapsed`), or one symbol on at least
+    `share` of its positions ('FFFEFFFF…'). What a score that rewards repetition must not call a success."""
+    return bool(dominant_share(sample) >= share)
+
+
 def pattern_scores(final) -> pd.DataFrame:
     """One row per sample of (B, L) pattern ids: the notebook's quality beside the readings collapse cannot
     fool (period >= 2 quality, distinct symbols, collapsed as 0/1)."""

@@ -84,28 +84,43 @@ def best_values(results: list) -> dict:
     """metric -> the best value among the finished columns (only where they differ). A metric that a
     collapse can fool is never marked (RANKED_BY: a one-symbol pattern scores 1.0 on pattern quality
     but not on its period->=2 reading; `the the the` has the lowest gen-PPL but is far from held-out
-    text): its collapse-proof reading marks the best column, where it was measured."""
+    text): its collapse-proof reading marks the best column, where it was measured. A collapsed column
+    (metrics.looks_collapsed: 'FFFEFFFF…' still scores 0.83 with period 'FFFEFF') takes no quality's best."""
     best = {}
     done = [r for r in results if r and not r.get("error")]
     for metric in (*METRIC_LABELS, "nfe", "seconds"):
         sign = METRIC_DIRECTION.get(metric, -1)  # nfe and time: fewer is better
         if RANKED_BY.get(metric, metric) != metric:
             continue
-        values = [r["metrics"][metric] for r in done if metric in r["metrics"]]
-        values = [v for v in values if np.isfinite(v)]
-        if sign and len(values) > 1 and max(values) != min(values):
+        every = [r["metrics"][metric] for r in done if metric in r["metrics"]]
+        every = [v for v in every if np.isfinite(v)]
+        ranked = done if metric in ("nfe", "seconds") else [r for r in done if not r["metrics"].get("collapsed")]
+        values = [r["metrics"][metric] for r in ranked if np.isfinite(r["metrics"].get(metric, np.nan))]
+        if sign and values and len(every) > 1 and max(every) != min(every):
             best[metric] = max(values) if sign > 0 else min(values)
     return best
 
 
+def format_metric(metric: str, value: float) -> str:
+    """A metric as the table shows it: counts as whole numbers (distinct symbols: 2, not 2.000)."""
+    if float(value).is_integer() and metric in ("distinct_symbols", "nfe"):
+        return f"{int(value)}"
+    return f"{value:.2f}" if metric == "gen_ppl" else f"{value:.3f}"
+
+
 def metrics_html(metrics: dict, best: dict, steps: int) -> str:
-    rows = [(METRIC_LABELS[k], f"{metrics[k]:.3f}" if k != "gen_ppl" else f"{metrics[k]:.2f}", k)
-            for k in METRIC_LABELS if k in metrics]
+    """The column's metrics, its best values bold; a collapsed column says so first (its scores are not
+    a success, whatever they read)."""
+    collapsed = bool(metrics.get("collapsed"))
+    rows = [(METRIC_LABELS[k], format_metric(k, metrics[k]), k) for k in METRIC_LABELS if k in metrics]
     rows += [("steps / NFE", f"{steps} / {metrics['nfe']}", "nfe"), ("time", f"{metrics['seconds'] * 1000:.0f} ms",
                                                                       "seconds")]
-    cells = "".join(f'<tr><td>{name}</td><td class="{"best" if best.get(k) == metrics.get(k) else ""}">'
+    ranked = lambda k: not collapsed or k in ("nfe", "seconds")  # noqa: E731
+    cells = "".join(f'<tr><td>{name}</td><td class="{"best" if ranked(k) and best.get(k) == metrics.get(k) else ""}">'
                     f"{value}</td></tr>" for name, value, k in rows)
-    return f'<table class="metrics">{cells}</table>'
+    flag = ('<tr class="collapsed"><td colspan="2"><b>collapsed</b>: one symbol fills the text; '
+            "not ranked</td></tr>") if collapsed else ""
+    return f'<table class="metrics">{flag}{cells}</table>'
 
 
 class ColumnView(pn.viewable.Viewer):
