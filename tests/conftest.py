@@ -1,5 +1,6 @@
 """Shared fixtures: tiny corpora and tiny models built in the test, never the network or ../shared;
-one headless Chromium for the whole test session's browser tests."""
+one headless Chromium for the whole test session's browser tests. Markers by folder: every test under
+tests/browser/ is a `browser` test, every test under tests/integration/ a `slow` one."""
 from __future__ import annotations
 
 import asyncio
@@ -7,10 +8,47 @@ from pathlib import Path
 
 import pytest
 import torch
+from _pytest.mark.expression import Expression
 
 from explorer.data.corpus import TextCorpus
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.models import TINY_TEXT
+
+TESTS = Path(__file__).resolve().parent
+FOLDER_MARKS = {"browser": "browser", "integration": "slow"}  # tests/<folder>/ -> the mark of all its tests
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by its folder (browser tests are skipped where Chromium is missing)."""
+    for item in items:
+        mark = FOLDER_MARKS.get(_folder(Path(str(item.path))))
+        if mark:
+            item.add_marker(mark)
+        if mark == "browser" and not Path(CHROMIUM).exists():
+            item.add_marker(pytest.mark.skip(reason=f"{CHROMIUM} is missing: apt-get install -y chromium"))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under `-m` leaving out a folder's mark (`-m "not slow and not browser"`, the quick loop), its test
+    modules are not even imported: every test there would be deselected anyway."""
+    mark = FOLDER_MARKS.get(collection_path.name) if collection_path.parent == TESTS else None
+    if mark is None or not config.option.markexpr:
+        return None
+    expression = Expression.compile(config.option.markexpr)
+    # deselected whatever other marks a test there carries: with none of them, and with all of them
+    if not any(expression.evaluate(lambda name, *_, **__: name == mark or others) for others in (False, True)):
+        return True
+    return None
+
+
+def _folder(path: Path) -> str | None:
+    """The folder of tests/ that `path` lies in (None: tests/ itself, or outside it)."""
+    try:
+        parts = path.relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 else None
+
 
 @pytest.fixture
 def tiny_corpus() -> TextCorpus:

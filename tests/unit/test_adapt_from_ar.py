@@ -39,6 +39,7 @@ def trained_ar(tmp_path_factory):
     return corpus, cfg, path
 
 
+@pytest.mark.slow
 def test_adaptation_starts_from_the_ar_weights_and_beats_a_random_start(tmp_path, trained_ar):
     corpus, ar_cfg, ar_path = trained_ar
     ar = load_checkpoint(ar_path)
@@ -54,6 +55,7 @@ def test_adaptation_starts_from_the_ar_weights_and_beats_a_random_start(tmp_path
     assert nelbo[0] < 0.8 * nelbo[1], nelbo  # the AR model's knowledge carries over
 
 
+@pytest.mark.slow
 def test_init_from_a_checkpoint_of_another_shape_is_refused(tmp_path, trained_ar):
     corpus, _, ar_path = trained_ar
     cfg = TrainConfig(**{**TINY, "batch_size": 8, "block_size": 24, "n_embd": 32}, init_from=str(ar_path))
@@ -61,6 +63,7 @@ def test_init_from_a_checkpoint_of_another_shape_is_refused(tmp_path, trained_ar
         Trainer(cfg, tmp_path / "d.safetensors", corpus=corpus)
 
 
+@pytest.mark.slow
 def test_cli_init_from_a_missing_checkpoint_is_one_error_line(tmp_path, capsys):
     data = tmp_path / "tiny.txt"
     data.write_text(TINY_TEXT)

@@ -17,6 +17,7 @@ def _summary(steps, means, metric="pattern_quality", **extra):
     return pd.DataFrame({"sampler": "diffusion", "steps": steps, f"{metric}_mean": means, **extra})
 
 
+@pytest.mark.slow
 def test_quality_speed_plot_and_html(tmp_path, text_models):
     from explorer.plots import quality_speed_plot, save_plot, speed_plot
 
@@ -45,6 +46,7 @@ def test_quality_speed_plot_and_html(tmp_path, text_models):
         quality_speed_plot(summary, "pattern_quality")
 
 
+@pytest.mark.slow
 def test_quality_plot_stars_each_strategys_sweet_spot_and_sizes_as_asked():
     import holoviews as hv
 

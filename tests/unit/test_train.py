@@ -16,6 +16,7 @@ def _mean(xs):
     return sum(xs) / len(xs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,weighting", [("diffusion", "uniform"), ("diffusion", "elbo"), ("ar", "elbo")])
 def test_tiny_model_overfits_tiny_corpus(tmp_path, kind, weighting):
     corpus = FixedBatchCorpus(TINY_TEXT, name="tiny")
@@ -40,6 +41,7 @@ def test_lr_schedules_warm_up_then_decay():
         TrainConfig(lr_schedule="step")
 
 
+@pytest.mark.slow
 def test_save_resume_continues_the_run(tmp_path, tiny_corpus):
     out = tmp_path / "run.safetensors"
     t1 = Trainer(TrainConfig(**TINY, max_steps=30), out, corpus=tiny_corpus, command="first")
@@ -76,6 +78,7 @@ def test_cpu_training_flushes_denormals(tmp_path, tiny_corpus):
     assert torch.tensor(1e-42) * 1 == 0  # denormal flushed to zero
 
 
+@pytest.mark.slow
 def test_cli_resume_keeps_the_runs_own_settings(tmp_path, monkeypatch):
     """`train --resume X --max-steps N` continues with X's lr/batch/schedule, not the CLI defaults."""
     from explorer.cli import main

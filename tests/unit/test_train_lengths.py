@@ -36,6 +36,7 @@ def _trained(corpus, out, steps: int, **extra) -> Trainer:
     return trainer
 
 
+@pytest.mark.slow
 def test_variable_length_training_scores_better_on_short_canvases(tmp_path):
     """Fixed seed; 300 steps is the fewest that showed it reliably. Measured with seeds 0-9: NELBO on
     4-character canvases is lower with --min-length 4 in 10 of 10, by 0.011-0.043 nats/char (seed 0:

@@ -176,6 +176,7 @@ def _send_sigint(method):
     return wrapped
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_final_metrics_saves_the_run(env, capsys, monkeypatch):
     """The held-out metrics after the last step take minutes on a real split; a Ctrl-C there saves the run
     (all its steps, the last validation estimate) instead of losing it. A second Ctrl-C during that save
@@ -190,6 +191,7 @@ def test_ctrl_c_during_the_final_metrics_saves_the_run(env, capsys, monkeypatch)
     assert f"interrupted at step 2: saved {path}" in err and "saving first" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_loading_is_a_line_not_a_traceback(env, capsys, monkeypatch):
     monkeypatch.setattr(Trainer, "__init__", _send_sigint(Trainer.__init__))
     assert main(train_args()) == 130
@@ -197,6 +199,7 @@ def test_ctrl_c_while_loading_is_a_line_not_a_traceback(env, capsys, monkeypatch
     assert "interrupted before training started: nothing saved" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_diverging_run_is_one_error_line(env, capsys, monkeypatch):
     """A loss that turns NaN (too high an lr, in real runs) stops the run with one line saying what to do."""
     import explorer.train as train_module

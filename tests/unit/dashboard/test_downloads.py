@@ -195,6 +195,7 @@ def test_run_buttons_wait_for_a_run_then_export_it(session):
     assert "Trajectory: step" in html and "committed this step" in html  # the figure and its colour key
 
 
+@pytest.mark.slow
 def test_sweep_buttons_export_the_sweep(session):
     from explorer.dashboard.tabs.explore.downloads import DownloadsView
 

@@ -164,6 +164,7 @@ def test_watch_reports_every_change(session):
     assert len(seen) == 3 and "dummy.level=9" in seen[-1] and "tab=Dummy" in seen[-1]
 
 
+@pytest.mark.slow
 def test_a_burst_of_changes_rewrites_the_url_once_when_the_knobs_rest(checkpoints):
     """Issue 13: the URL is rewritten URL_QUIET after the last change (a slider drag: once), so the
     write, which costs the page a message and a style-and-layout pass, stays out of the run a change

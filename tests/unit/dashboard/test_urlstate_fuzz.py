@@ -85,6 +85,7 @@ def check(url: UrlState, pane, model, args: dict) -> None:
         assert [t for t, _ in tags] == ["p"] and text == notice
 
 
+@pytest.mark.slow
 def test_any_link_is_applied_or_named_and_its_text_stays_text(link):
     session, url, pane, model = link
     known = sorted([*url.targets(), "tab", *HANDLED_ELSEWHERE])

@@ -86,6 +86,7 @@ def fresh(run: dict) -> dict:
     return run
 
 
+@pytest.mark.slow
 def test_every_packed_run_equals_its_solo_run_record_and_all():
     model = CountingModel(adaln_patterns_model())
     packed = sample_many(model, [fresh(r) for r in RUNS])
@@ -133,6 +134,7 @@ def test_bad_runs_fail_before_anything_runs():
         sample_many(make_model(kind="ar"), [dict(config=SamplerConfig())])
 
 
+@pytest.mark.slow
 def test_packed_seed000_sweep_equals_cell_after_cell_and_each_batch_its_solo_run():
     model = CountingModel(adaln_patterns_model())
     base = SamplerConfig(schedule="remaining")

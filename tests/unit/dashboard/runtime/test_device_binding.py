@@ -50,6 +50,7 @@ def test_a_worker_without_a_device_is_refused():
         Worker("unbound", None)
 
 
+@pytest.mark.slow
 def test_every_worker_of_a_session_and_its_tabs_is_bound_to_the_session_device(state):
     found = workers_of(state)
     names = {w.name for w in found}
@@ -86,6 +87,7 @@ def waits_for_the_device(state, start, finished) -> None:
     assert finished()
 
 
+@pytest.mark.slow
 def test_compare_takes_turns_with_runs(state):
     tab = state.tabs["Compare"]
     tab.param.update(columns="steps=2 | steps=4")
@@ -93,12 +95,14 @@ def test_compare_takes_turns_with_runs(state):
                          and all(r is not None for r in tab.results))
 
 
+@pytest.mark.slow
 def test_sweep_tab_sweeps_take_turns_with_runs(state):
     tab = state.tabs["Sweep"]
     tab.param.update(steps_grid="1,2", samples=2, include_ar=False, strategies=["confidence"])
     waits_for_the_device(state, tab.start_sweep, lambda: tab.main.result is not None and not tab.main.running)
 
 
+@pytest.mark.slow
 def test_browser_training_takes_turns_and_uses_the_queue_precision(state, monkeypatch):
     queue = device_queue(state.device)
     monkeypatch.setattr(queue, "precision", "bf16")

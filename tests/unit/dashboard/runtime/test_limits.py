@@ -135,6 +135,7 @@ def test_a_large_sweep_link_waits_for_run_and_shows_its_estimate(opened, limit):
     wait_for(lambda: small.tabs["Sweep"].main.status.startswith("done"), message=small.tabs["Sweep"].main.status)
 
 
+@pytest.mark.slow
 def test_a_large_compare_link_waits_for_run(opened, limit):
     limit(auto_start_seconds=0.1)
     columns = " | ".join([f"steps={LENGTH}"] * 5)

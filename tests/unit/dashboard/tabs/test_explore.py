@@ -68,6 +68,7 @@ def test_an_ar_checkpoint_runs_left_to_right(state):
     assert not explore(state).start_sweep(wait=True) and "diffusion" in explore(state).quality.status
 
 
+@pytest.mark.slow
 def test_diffusion_only_knobs_are_disabled_while_an_ar_model_is_loaded(state):
     """Issue 15, defect 4: the AR baseline ignores steps, strategy, schedule, blocks, threshold and
     revision; their widgets say so by being disabled, and come back with a diffusion model."""

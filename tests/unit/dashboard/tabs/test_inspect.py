@@ -234,6 +234,7 @@ def test_a_failed_prediction_is_a_notice_and_the_next_one_clears_it(inspect, mon
     assert tab.validation_error == ""
 
 
+@pytest.mark.slow
 def test_the_loss_of_this_example_is_in_the_caption(inspect):
     """Seed 003 TODO 1: the loss of a single example, cross-entropy at its masked positions."""
     from explorer.dashboard.tabs.inspect.markup import predictions_caption

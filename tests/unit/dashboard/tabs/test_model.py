@@ -34,6 +34,7 @@ def session(name: str = "tiny"):
     return state, tab, view
 
 
+@pytest.mark.slow
 def test_page_shows_architecture_size_corpus_curves_and_nelbo(ckpts):
     state, tab, view = session()
     page = summary_html(tab.meta, "tiny")
@@ -135,6 +136,7 @@ def test_stop_saves_what_it_has(ckpts):
     state.close()
 
 
+@pytest.mark.slow
 def test_session_close_stops_and_saves(ckpts):
     state, tab, _ = session()
     tab.param.update(train_steps=5000, new_name="closed")

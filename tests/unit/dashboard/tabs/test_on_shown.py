@@ -2,6 +2,8 @@
 on a click, and when a link opens on it and the model arrives later, so a shared link reproduces it."""
 from __future__ import annotations
 
+import pytest
+
 from explorer.dashboard.app import create_app
 from tests.support.dashboard import explore, wait_for
 
@@ -12,6 +14,7 @@ def find_tabs(app):
     return [o for o in app.main.objects if isinstance(o, pn.Tabs)][0]
 
 
+@pytest.mark.slow
 def test_clicking_compare_runs_the_comparison_once(checkpoints):
     app = create_app("tiny", "cpu", autoload=False)
     state = app.explorer_state
@@ -44,6 +47,7 @@ def test_a_link_that_opens_on_sweep_shows_the_sweep_once_the_model_loads(checkpo
     assert set(cells.index) == grid and set(cells) == {sweep.samples}  # the tab's own knobs, every cell
 
 
+@pytest.mark.slow
 def test_only_the_shown_tab_is_in_the_page_and_a_hidden_one_keeps_its_results(checkpoints):
     app = create_app("tiny", "cpu", autoload=False)
     state = app.explorer_state
@@ -80,6 +84,7 @@ def test_a_tab_can_bring_another_to_the_front(checkpoints):
     assert tabs.active == titles.index("Explore")
 
 
+@pytest.mark.slow
 def test_a_hidden_tab_view_is_built_when_first_shown_from_its_state_then(checkpoints):
     """A page builds only Explore's view; a hidden tab's view is built on its first showing (building all
     five cost 1 s of server time per page opened), from its state as it is then, and kept afterwards."""

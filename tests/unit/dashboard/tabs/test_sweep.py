@@ -61,6 +61,7 @@ def test_sweep_runs_with_ar_baseline_and_draws(tab):
     assert not view.plot_notice.visible
 
 
+@pytest.mark.slow
 def test_downloads_give_the_table_summary_and_figures(tab):
     buttons = {b.filename: b for b in tab.view._downloads()}
     assert buttons["sweep_table.csv"].handler.produce() == (None, "nothing to download yet")
@@ -213,6 +214,7 @@ def test_a_served_dashboard_sweeps_on_its_dask_cluster(tab, scheduler):
     assert [2, 5] in [xs for _, _, xs, _ in drawn(tab.view.quality_plot).values()]  # the curve, and its ★
 
 
+@pytest.mark.slow
 def test_an_unreachable_cluster_is_a_readable_notice(tab, monkeypatch):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
