@@ -239,8 +239,9 @@ def test_column_sources_do_not_take_the_live_heatmaps_names(compare):
 
 
 def test_best_is_not_given_to_a_collapsed_column():
-    """Seed 000's pattern quality scores a one-symbol tiling 1.0: where the period->=2 reading was
-    measured, only that one marks the best column (the README tour's old 'winner' was EEEE...)."""
+    """The pattern quality of "Sampling Strategies & Speed Tradeoffs" scores a one-symbol tiling 1.0: where the
+    period->=2 reading was measured, only that one marks the best column (the README tour's old 'winner' was
+    EEEE...)."""
     from explorer.dashboard.tabs.compare.view import best_values
 
     collapsed = {"metrics": {"pattern_quality": 1.0, "pattern_quality_p2": 0.0, "distinct_symbols": 1.0, "nfe": 8}}
@@ -282,7 +283,7 @@ def test_a_text_column_is_scored_by_its_distance_to_held_out_text(tmp_path):
 
 
 def test_explore_quality_sweep_on_text_is_ranked_by_distance_to_held_out_text(tmp_path):
-    """Issue 14, item 3: the Explore sweep of a text model carries a held-out reference row when the data
+    """The Explore sweep of a text model carries a held-out reference row when the data
     is on the machine, so its curves and sweet spot default to ref_distance, not gen-PPL."""
     import pandas as pd
 
@@ -307,7 +308,7 @@ def test_explore_quality_sweep_on_text_is_ranked_by_distance_to_held_out_text(tm
 
 @pytest.mark.slow
 def test_confidence_vs_left_to_right_is_one_click(compare):
-    """Seed 001 §4.3's comparison of unmasking orders as a preset."""
+    """The comparison of unmasking orders in "Generation: Iterative Unmasking" §4.3, as a preset."""
     tab, _ = compare
     assert tab.apply_preset("order", start=False)
     assert tab.columns == "strategy=confidence" + SEP + "strategy=left_to_right"
@@ -315,3 +316,58 @@ def test_confidence_vs_left_to_right_is_one_click(compare):
     first, second = (r["traj"] for r in tab.results)
     assert (np.diff(second.committed_at[0]) >= 0).all()  # left to right: positions commit in order
     assert not (np.diff(first.committed_at[0]) >= 0).all()
+
+
+def test_a_nearly_one_symbol_column_is_marked_collapsed_and_not_ranked_best():
+    """'FFFEFFFF…' is a collapse with one stray symbol: its period->=2 reading still scores 0.83 (period
+    'FFFEFF'), above a patterned column's 0.6, yet it is flagged and the patterned column is the best; counts show as integers."""
+    from explorer.dashboard.tabs.compare.view import best_values, metrics_html
+    from explorer.metrics import looks_collapsed, pattern_quality_p2
+
+    near = np.array([5, 5, 5, 4] + [5] * 20)  # F F F E F F F ...
+    assert looks_collapsed(near) and looks_collapsed("FFFEFFFFFFFFFFFFFFFFFFFF") and not looks_collapsed("ABAB" * 6)
+    fooled = float(pattern_quality_p2(near))
+    assert fooled > 0.8
+    collapsed = {"metrics": {"pattern_quality_p2": fooled, "distinct_symbols": 2.0, "collapsed": 1.0, "nfe": 12,
+                             "seconds": 0.05}}
+    patterned = {"metrics": {"pattern_quality_p2": 0.6, "distinct_symbols": 4.0, "collapsed": 0.0, "nfe": 12,
+                             "seconds": 0.07}}
+    best = best_values([collapsed, patterned])
+    assert best["pattern_quality_p2"] == 0.6 and best["seconds"] == 0.05
+    shown = metrics_html(collapsed["metrics"], best, 12)
+    assert "collapsed" in shown and '<td class="best">0.833' not in shown
+    assert "<td>distinct symbols</td><td class=\"\">2</td>" in shown  # not 2.000
+    assert "collapsed" not in metrics_html(patterned["metrics"], best, 12)
+
+
+def test_a_columns_time_is_its_own_model_calls_not_the_waits_between_steps(compare, monkeypatch):
+    """Each column is timed by its own steps: a Compare run lends the device to queued runs between steps
+    (Job.cancelled), and that wait belongs to no column. A fake clock advances 1 s per model call and
+    100 s per wait: each column reports its own steps' seconds."""
+    import types
+
+    from explorer.dashboard.tabs.compare import state as compare_state
+    from explorer.sampling import sampler
+
+    clock = [0.0]
+    monkeypatch.setattr(sampler, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    tab, _ = compare
+    model = tab.session.model
+    forward = model.forward
+
+    def counted(*args, **kwargs):
+        clock[0] += 1.0
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counted)
+
+    class Waiting:
+        @property
+        def cancelled(self):
+            clock[0] += 100.0  # another session's run borrowed the device
+            return False
+
+    plan = tab.plan()
+    for column in plan.columns:
+        result = compare_state.run_column(Waiting(), plan, column, None)
+        assert result["metrics"]["seconds"] == result["traj"].nfe  # one second per model call, no waits
