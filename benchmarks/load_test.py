@@ -1,4 +1,4 @@
-"""Load test (issue 7): many students on one served dashboard, each turning knobs.
+"""Load test: many students on one served dashboard, each turning knobs.
 
     python benchmarks/load_test.py [--sessions 8 30] [--seconds 60] [--think 1.0] [--checkpoint shakespeare]
                                    [--length 256] [--steps 32] [--port 0] [--quick] [--json results.json]

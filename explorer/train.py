@@ -125,7 +125,7 @@ class TrainConfig:
 
 
 def lr_at(step: int, cfg: TrainConfig, rewarm_from: int = -1) -> float:
-    """Warmup then cosine / linear / constant decay to min_lr_ratio * lr (seed 002's comparison).
+    """Warmup then cosine / linear / constant decay to min_lr_ratio * lr (the comparison of "Training with the ELBO").
     After a resume, Adam's moments are fresh, so the LR re-warms over warmup_steps from `rewarm_from`."""
     if step < cfg.warmup_steps:
         factor = (step + 1) / cfg.warmup_steps

@@ -4,7 +4,7 @@
         --n 30 --out results.csv --plot results.html
 
 Writes the tidy table (one row per sample) to --out and the per-cell summary beside it
-(<out>.summary.csv); prints the summary and seed 000's sweet spot. Ctrl-C stops after the current
+(<out>.summary.csv); prints the summary and its sweet spot. Ctrl-C stops after the current
 batch and still writes what is done (a second Ctrl-C aborts at once). --scheduler ADDRESS (an existing
 Dask scheduler) or --workers N (a local cluster of N processes) run the sampler calls as Dask tasks
 (explorer/cluster.py); the table is the same.
@@ -111,7 +111,7 @@ def add_arguments(p: argparse.ArgumentParser):
                        help="run the sampler calls as tasks on the Dask cluster of this scheduler "
                             "(e.g. tcp://gpu-node:8786); workers load the checkpoint by path or name")
     where.add_argument("--workers", type=int_in(1, 1024), default=None, metavar="N",
-                       help="run them on a Dask cluster of N worker processes on this machine")
+                       help="run them on a Dask cluster of N worker processes on the local machine")
     p.add_argument("--scheduler-timeout", type=float_in(0, 86400, "(]"), default=10.0, metavar="SECONDS",
                    help="how long to try reaching --scheduler (and to wait for a worker); default 10")
 
@@ -330,8 +330,9 @@ def write_outputs(table, summary, args) -> None:
 
 
 def print_sweet_spot(summary, args) -> None:
-    """Seed 000's rule, ranked by the collapse-proof reading of the first plotted metric (default: of
-    the main one): experiments.ranking_metric, so a collapsed sampler is never the one printed."""
+    """The sweet-spot rule of "Sampling Strategies & Speed Tradeoffs", ranked by the collapse-proof reading of
+    the first plotted metric (default: of the main one): experiments.ranking_metric, so a collapsed sampler is
+    never the one printed."""
     from ..experiments import METRIC_DIRECTION, ranking_metric, sweet_spot
 
     wanted = [m for m in parse_list(args.metric, str, "--metric") if METRIC_DIRECTION.get(m)] if args.metric else []

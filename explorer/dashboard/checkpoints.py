@@ -122,7 +122,7 @@ def validation_tokens(model, length: int, n: int = 64):
 def reference_scores(model, judge, length: int, n: int = 32) -> tuple[float, float]:
     """(mean gen NLL under `judge`, mean unigram entropy) of `n` held-out crops of `length` characters:
     the reference row that metrics.ref_distance measures a text sample against. Cached per model,
-    judge and length; ValueError when the checkpoint's held-out data is not on this machine."""
+    judge and length; ValueError when the checkpoint's held-out data is not on the server."""
     import numpy as np
 
     from ..metrics import text_quality

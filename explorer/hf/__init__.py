@@ -1,4 +1,4 @@
-"""Hugging Face models (issue 16): masked LMs, LLaDA- and Dream-style diffusion LMs behind the same
+"""Hugging Face models: masked LMs, LLaDA- and Dream-style diffusion LMs behind the same
 `model(x, t)` contract, tokenizer interface and metadata as a shipped checkpoint."""
 from .source import FAMILIES, HFOptions, HFSource, is_hf_spec, parse_source
 

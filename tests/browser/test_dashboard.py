@@ -60,7 +60,7 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
 
 
 def test_steps_box_takes_an_exact_count(browser, served):
-    """Issue 15: the Steps slider is linear 1-256, hard to stop on 64; the box beside it takes the number."""
+    """The Steps slider is linear 1-256, hard to stop on 64; the box beside it takes the number."""
     url, states = served
     page, problems = open_page(browser, url)
     wait_rows(page, 33, states=states)
@@ -86,7 +86,7 @@ def test_fill_only_the_blanks_from_the_page(browser, served):
 
 
 def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
-    """Issue 15, defect 1: the hover read one step behind the drawn cells (the page had row 0 twice
+    """The hover read one step behind the drawn cells (the page had row 0 twice
     in its cells source). Each hovered cell must report its own position, step, state and commit."""
     from explorer.dashboard.ui.heatmap import display_glyphs
     from explorer.dashboard.frames import STATES
@@ -161,7 +161,7 @@ def settled(page, js: str, reads: int = 3, gap_ms: int = 100, timeout: float = 1
 
 @pytest.mark.auto_sweep  # its plot is one of those checked
 def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
-    """Issue 15, defect 2: at 1024x768 the Explore tab's right column (confidence, quality) ran past the
+    """At 1024x768 the Explore tab's right column (confidence, quality) ran past the
     window's edge with no scroll, and presentation mode left the sidebar's values and buttons small. At
     each projector size, normal and in presentation mode, every plot lies inside the page's width."""
     url, states = served

@@ -1,4 +1,4 @@
-"""A Hugging Face model in the served dashboard, in a real Chromium (issue 16): a tiny BERT written to a
+"""A Hugging Face model in the served dashboard, in a real Chromium: a tiny BERT written to a
 temp dir and listed by the operator; the page runs it, the heatmap hover names tokens and their ids,
 and the text view shows one span per token."""
 from __future__ import annotations

@@ -21,7 +21,7 @@ def test_png_export_with_headless_chromium(tmp_path):
     from explorer.plots import _chromium, quality_speed_plot, save_plot
 
     if _chromium() is None:
-        pytest.skip("no Chromium on this machine")
+        pytest.skip("no Chromium installed")
     summary = pd.DataFrame({"sampler": "diffusion", "steps": [1, 2, 4], "strategy": "confidence",
                             "pattern_quality_mean": [0.2, 0.6, 0.9], "pattern_quality_std": [0.1, 0.1, 0.05],
                             "tokens_per_s_mean": [300.0, 150.0, 75.0]})

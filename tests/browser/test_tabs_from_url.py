@@ -1,4 +1,4 @@
-"""Every tab opened from a shared link, in a real headless Chromium (issue 6): the README tour's links
+"""Every tab opened from a shared link, in a real headless Chromium: the README tour's links
 (tools/tour.py), pointed at the tests' tiny checkpoint and shrunk to run in seconds, open
 on the tab they name, draw its plots, and show numbers that match the link's knobs and the session's
 server-side state. One screenshot per tab goes to pytest's tmp directory."""
@@ -174,7 +174,7 @@ def check_sweep(page, state, query, ckpts):
     from explorer.experiments import pick_metric, sweet_spot
 
     summary = state.tabs["Sweep"].main.result[1]
-    metric = pick_metric(summary)  # the tab's "auto": the period->=2 pattern quality (issue 14)
+    metric = pick_metric(summary)  # the tab's "auto": the period->=2 pattern quality
     assert metric == "pattern_quality_p2"
     rows = summary_rows(page)
     for strategy in ("confidence", "random"):  # the grid of the link is each curve's x values
@@ -227,7 +227,7 @@ H3_SIZE_JS = """prefix => { let size = null; const walk = root => { for (const e
 
 
 def test_headings_keep_their_size_whether_a_tab_is_linked_or_clicked(browser, served):
-    """Issue 15: a tab filled on its first click got Bootstrap's whole stylesheet (h3 28 px), one opened
+    """A tab filled on its first click got Bootstrap's whole stylesheet (h3 28 px), one opened
     from a link only the theme's (16 px); later a clicked tab's headings were not bold. Sweep's headings
     (Markdown) opened by link and Inspect's (HTML) opened by a click must now be the same size and weight."""
     url, states, _ = served

@@ -1,4 +1,4 @@
-"""Shareable links and downloads in a real headless Chromium (issue 6): a link's knobs and tab are
+"""Shareable links and downloads in a real headless Chromium: a link's knobs and tab are
 shown and reproduce the Python API's text; a bad value is named in the notice and not applied;
 changing a knob or the tab rewrites the URL; a download button gives a parseable file.
 Screenshots go to pytest's tmp directory."""

@@ -1,4 +1,4 @@
-"""The load test's clients (benchmarks/load_test.py, issue 7) against a served app on a tiny checkpoint:
+"""The load test's clients (benchmarks/load_test.py) against a served app on a tiny checkpoint:
 real Bokeh websocket sessions turn knobs, get results, no errors, and the text each shows for its
 identity seed is the solo API run's."""
 from __future__ import annotations

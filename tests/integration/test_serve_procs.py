@@ -1,4 +1,4 @@
-"""`python run.py serve --num-procs N` (issue 17): the server forks N processes after binding its port;
+"""`python run.py serve --num-procs N`: the server forks N processes after binding its port;
 each answers pages and runs samples through a device queue of its own (made after the fork, its worker
 thread in that process), sessions of a process share its model, and stopping the server stops them all."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Data-parallel training (issue 17): `torchrun --nproc-per-node 2 run.py train ...` on 2 CPU processes
+"""Data-parallel training: `torchrun --nproc-per-node 2 run.py train ...` on 2 CPU processes
 (gloo) trains exactly what one process trains with the same seed and global batch: the same losses,
 gradient norms and weights. Tiny corpus and model, a few steps; every run in its own temp dir."""
 from __future__ import annotations

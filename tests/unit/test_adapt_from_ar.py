@@ -1,5 +1,5 @@
-"""AR-to-diffusion adaptation (issue 14's route, as Dream adapted Qwen): a diffusion model that starts
-from a causal checkpoint's weights, its logits read one position to the left (shift_logits)."""
+"""AR-to-diffusion adaptation (a shorter route to a good diffusion model, as Dream adapted Qwen): a diffusion
+model that starts from a causal checkpoint's weights, its logits read one position to the left (shift_logits)."""
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,5 @@
 """The package's layering, read from the source (ast): data flows one way and the dashboard keeps its
-shape (issue 13). Function-local imports count: they hide a dependency, they do not remove it."""
+shape. Function-local imports count: they hide a dependency, they do not remove it."""
 from __future__ import annotations
 
 import ast

@@ -15,8 +15,8 @@ from explorer.diffusion import ar_loss
 from tests.support.models import TINY_TEXT, make_model
 
 
-def _seed000_reference(seq):
-    """Seed 000's loop, verbatim in logic, to pin the vectorised version to it."""
+def _notebook_reference(seq):
+    """The loop of "Sampling Strategies & Speed Tradeoffs", verbatim in logic, to pin the vectorised version to it."""
     best = 0
     for p in range(2, 7):
         matches = total = 0
@@ -42,15 +42,15 @@ def test_pattern_quality_matches_seed_loop_on_random_batches():
     batch[:10] = np.tile([3, 1, 2], 8)  # some perfect rows too
     got = metrics.pattern_quality(batch)
     assert got.shape == (50,)
-    np.testing.assert_allclose(got, [_seed000_reference(list(r)) for r in batch])
-    assert metrics.pattern_quality(torch.tensor(batch[12])) == pytest.approx(_seed000_reference(list(batch[12])))
+    np.testing.assert_allclose(got, [_notebook_reference(list(r)) for r in batch])
+    assert metrics.pattern_quality(torch.tensor(batch[12])) == pytest.approx(_notebook_reference(list(batch[12])))
 
 
 def test_pattern_quality_hand_example_and_short_sequences():
     # period 2 would need A B A B; position 4 breaks it: 3 of 4 checked positions match
     # (periods 3..6 score 0, 1/2, 0 and nothing to check)
     assert metrics.pattern_quality([0, 1, 0, 1, 2, 1]) == pytest.approx(3 / 4)
-    assert metrics.pattern_quality([5, 5]) == 0.0  # no position to check: seed 000 returns 0
+    assert metrics.pattern_quality([5, 5]) == 0.0  # no position to check: the notebook's loop returns 0
 
 
 # ----------------------------------------------------------------------------- text metrics

@@ -1,4 +1,4 @@
-"""A checkpoint's recommended sampler knobs (metadata `sampler_defaults`, issue 14 item 2): validated,
+"""A checkpoint's recommended sampler knobs (metadata `sampler_defaults`): validated,
 written without touching the weights, and applied by the CLI and the dashboard unless the user (a flag,
 a link, a script) set the knob."""
 from __future__ import annotations

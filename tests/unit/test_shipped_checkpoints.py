@@ -8,7 +8,7 @@ from explorer import load_checkpoint
 from explorer.checkpoint import checkpoints_dir, list_checkpoints
 
 SHIPPED = ["patterns", "shakespeare", "shakespeare-large", "shakespeare-ar"]
-TEXT_DIFFUSION = ["shakespeare", "shakespeare-large"]  # the Shakespeare diffusion models: issue 14's bars each
+TEXT_DIFFUSION = ["shakespeare", "shakespeare-large"]  # the Shakespeare diffusion models: each meets the bars
 MAX_BYTES = {"shakespeare-large": 26_000_000}  # 12.3M parameters at fp16; the others stay under 20 MB
 
 
@@ -34,7 +34,7 @@ def test_shipped_checkpoint_loads_with_full_metadata(name):
     assert m(x, torch.ones(1)).shape == (1, 8, m.config.vocab_size)
 
 
-def test_patterns_checkpoint_is_the_seed_000_setting():
+def test_patterns_checkpoint_is_the_notebook_setting():
     m = _require("patterns")
     assert m.config.block_size == 24 and m.config.vocab_size == 16
     assert m.meta["corpus"]["kind"] == "patterns"
@@ -60,12 +60,13 @@ def test_shakespeare_ar_meets_its_bar():
 def test_shakespeare_diffusion_meets_its_bar(name):
     m = _require(name)
     nelbo = m.meta["metrics"].get("nelbo_nats_per_char")
-    assert nelbo is not None and 0 < nelbo <= 1.95  # held-out NELBO at 256, nats/char (issue 14's bar)
+    assert nelbo is not None and 0 < nelbo <= 1.95  # held-out NELBO at 256, nats/char (the bar)
     assert m.meta["metrics"]["nelbo_bits_per_char"] == pytest.approx(nelbo / math.log(2))
 
 
 def test_patterns_checkpoint_meets_the_quality_bar():
-    """Seed 000's bar: confidence-ordered, 10 steps, 200 samples -> mean quality >= 0.97; 1 step clearly worse."""
+    """The bar of "Sampling Strategies & Speed Tradeoffs": confidence-ordered, 10 steps, 200 samples -> mean
+    quality >= 0.97; 1 step clearly worse."""
     from explorer.metrics import pattern_quality
     from explorer.sampling import SamplerConfig, sample
 
@@ -82,10 +83,10 @@ def test_patterns_checkpoint_meets_the_quality_bar():
 
 @pytest.mark.parametrize("name", TEXT_DIFFUSION)
 def test_shakespeare_is_right_at_every_length(name):
-    """Issue 14's length bars, measured on the whole held-out split at the end of training
-    (train.length_metrics): NELBO at 32, 64 and 128 characters no more than 0.10 above the figure at 256;
-    argmax accuracy at t = 0.3 at 64 characters at least 0.9 x that at 256 (the bar of 1.95 at 256 itself:
-    test_shakespeare_diffusion_meets_its_bar)."""
+    """The length bars (a model right at every canvas length, not only its training one), measured on the whole
+    held-out split at the end of training (train.length_metrics): NELBO at 32, 64 and 128 characters no more
+    than 0.10 above the figure at 256; argmax accuracy at t = 0.3 at 64 characters at least 0.9 x that at 256
+    (the bar of 1.95 at 256 itself: test_shakespeare_diffusion_meets_its_bar)."""
     metrics = _require(name).meta["metrics"]
     full = metrics["nelbo_nats_per_char"]
     for L in (32, 64, 128):
@@ -96,8 +97,8 @@ def test_shakespeare_is_right_at_every_length(name):
 @pytest.mark.parametrize("name", TEXT_DIFFUSION)
 def test_shakespeare_recommends_settings_that_read_like_the_reference(name):
     """The checkpoint's sampler_defaults (what the CLI and the dashboard start from) were measured by
-    tools/choose_defaults.py --write: 20 samples of 256 and of 64 characters and of seed 004's four prompt
-    completions, each within the issue's bars of held-out text of the same length (gen-PPL under the
+    tools/choose_defaults.py --write: 20 samples of 256 and of 64 characters and of the guide's four prompt
+    completions, each within the bars of held-out text of the same length (gen-PPL under the
     shakespeare-ar judge at most 4x the reference's, unigram entropy within 0.35 nats)."""
     from explorer.metrics import ENTROPY_BAR, PPL_BAR
     from explorer.sampling.config import recommended

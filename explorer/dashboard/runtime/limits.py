@@ -54,7 +54,7 @@ SWEEP_BYTES_PER_CHAR = 4
 # held 170 MB, and finished as many samples in the same 45 s (cells still share their calls).
 SWEEP_ROWS_IN_FLIGHT = 256
 CALL_OVERHEAD_S = 0.0015  # fixed cost of one model call on a CPU (python, kernel launches), measured
-FLOPS_GUESS = 5e10  # CPU FLOP/s before this machine has timed a sweep of the checkpoint
+FLOPS_GUESS = 5e10  # CPU FLOP/s until the server has timed a sweep of the checkpoint
 
 
 class LimitExceeded(ValueError):

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 OWNERS_FILE = ".owners.json"  # a dot file: never a checkpoint name (resolve_checkpoint refuses them)
 QUOTA_ENV = "MDLM_EXPLORER_USER_CHECKPOINTS"
-DEFAULT_QUOTA = 3  # seed 002 compares three schedules: one saved run each
+DEFAULT_QUOTA = 3  # "Training with the ELBO" compares three schedules: one saved run each
 _LOCK = threading.Lock()
 _PENDING: dict[str, str] = {}  # checkpoint name -> owner, of the trainings running in this process
 

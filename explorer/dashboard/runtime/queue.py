@@ -6,7 +6,7 @@ that runs a callback on the UI side: in a served session it schedules the callba
 document's event loop (where Bokeh models may be changed safely); in scripts and tests it simply
 calls it.
 
-Sharing the machine (issue 7). A device is one resource however many sessions a server holds:
+Sharing the machine: a class of students on one server. A device is one resource however many sessions a server holds:
   * Sampler runs of every session go through one `DeviceQueue` per device (process-wide, one worker
     thread). Requests waiting together with the same model object, the same SamplerConfig except
     the seed and the same canvas (the plan's, or template + length) run as ONE batched `sample` call with one

@@ -76,7 +76,7 @@ class Worker:
     memory of one sweep at a time, not one per tab."""
 
     def __init__(self, name: str, device, share: SessionShare | None = None):
-        if device is None:  # unbound work would skip the runs' turns and the precision (issue 13)
+        if device is None:  # unbound work would skip the runs' turns and the precision, competing for the cores
             raise ValueError(f"Worker {name!r} needs a device: its tasks take turns there with the runs")
         self.name = name
         self.device = device

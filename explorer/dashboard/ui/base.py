@@ -53,8 +53,8 @@ TABLE_CSS = "table.panel-df { font-size: 0.86em; }"
 
 def widget_type_size(widget, presentation: bool) -> None:
     """A widget at the session's type size, its value, buttons and segments included: those are drawn
-    in a shadow DOM whose theme sets their own sizes, so the host's font-size never reaches them (issue
-    15: presentation mode left them small). A stylesheet inside the shadow root does."""
+    in a shadow DOM whose theme sets their own sizes, so the host's font-size never reaches them
+    (presentation mode left them small). A stylesheet inside the shadow root does."""
     widget.styles = type_size(presentation)
     base = FONT[presentation]["base"]
     css = (f":host {{ --font-size: {base}; }} .bk-btn, .bk-input, select, input, textarea, .bk-label, label, "
@@ -87,8 +87,8 @@ def watch_presentation(session, figures=(), panes=(), text_panes=(), widgets=())
 
 # Headings inside Markdown / HTML panes, sized from the pane's own type size. A pane made after the page's
 # first render (a tab filled when first clicked) is given Bootstrap's whole stylesheet, whose h3 is 28 px;
-# made before (the tab opened from a link), only the theme's, 16 px (issue 15: headings changed size with
-# how the tab was opened). A stylesheet of the pane's own decides in both cases.
+# made before (the tab opened from a link), only the theme's, 16 px (headings changed size with how the tab
+# was opened). A stylesheet of the pane's own decides in both cases.
 HEADING_CSS = "h1, h2, h3 { font-size: 1.17em; font-weight: bold; margin: 0.3em 0; } p { font-size: inherit; }"
 
 
@@ -105,7 +105,7 @@ def heading(text: str, **kwargs) -> pn.pane.HTML:
 
 
 def checkbox(parameter, **kwargs) -> pn.widgets.CheckBoxGroup:
-    """A checkbox for a Boolean parameter whose label takes a click too (issue 15). Bokeh 3.9's Checkbox
+    """A checkbox for a Boolean parameter whose label takes a click too. Bokeh 3.9's Checkbox
     draws its label as a <div> beside the <input>, so only the 16 px box toggled it; a one-option
     CheckBoxGroup draws <label><input><span>label</span></label>, and the browser makes the whole label
     the target. Kept in step with the parameter both ways."""

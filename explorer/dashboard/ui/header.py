@@ -23,7 +23,7 @@ def quality_text(info: dict) -> str:
         memory = f"{gb:.2f} GB" if gb >= 1 else f"{gb * 1e3:.1f} MB"
         return f"{literal(str(info.get('dtype')))} weights, {memory}"
     if "nelbo_bits" in info:
-        # test perplexity beside it (seeds 002/004 print exp(NELBO))
+        # test perplexity beside it ("Training with the ELBO" and the guide print exp(NELBO))
         return (f"NELBO {info['nelbo_bits']:.3f} bits/char ({info['nelbo_nats']:.3f} nats, "
                 f"perplexity ≤ {math.exp(info['nelbo_nats']):.2f})")
     if "ce_bits" in info:

@@ -197,7 +197,7 @@ class HeatmapFigure:
         return p
 
     def _t_axis(self) -> LinearAxis:
-        """The reverse process labelled by t as well as by step (seeds 002-004 write it t = 1 -> 0): each
+        """The reverse process labelled by t as well as by step (the teaching notebooks write it t = 1 -> 0): each
         row's masked fraction beside its step, from `row_t`."""
         code = ("const t = src.data.t; return Number.isInteger(tick) && tick >= 0 && tick < t.length ? "
                 "t[tick].toFixed(2) : '';")
@@ -265,7 +265,7 @@ class HeatmapFigure:
         else:
             # Patches, never streams: a patch applied twice is harmless, while a stream sent in the
             # moment a page first syncs its document reached the browser twice (row 0 doubled, and
-            # every hover one step behind the drawn cells: issue 15).
+            # every hover one step behind the drawn cells).
             self._image[start:stop] = pixels
             self.grid.patch({"image": [((0, slice(start, stop), slice(0, L)), pixels.ravel())]})
             self.cells.patch({c: [(slice(start * L, stop * L), cells[c])] for c in CELL_COLUMNS})

@@ -141,7 +141,7 @@ def test_serve_refuses_a_bad_precision_in_the_environment(checkpoints, fresh_def
 
 
 def test_a_server_leaves_a_core_for_the_browser_unless_told(monkeypatch):
-    """Issue 15, item 3: `serve` without --threads runs torch on one fewer thread than the cores (a
+    """`serve` without --threads runs torch on one fewer thread than the cores (a
     2-core laptop also runs the browser); --threads N is taken as given."""
     import torch
 

@@ -1,4 +1,4 @@
-"""Share and export (issue 6): trajectory JSON / CSV round trips against a real tiny run, tables as
+"""Share and export: trajectory JSON / CSV round trips against a real tiny run, tables as
 CSV, figures as standalone HTML (PNG: tests/browser/test_png_export.py), and the lazy download button (made on click, failures shown)."""
 from __future__ import annotations
 

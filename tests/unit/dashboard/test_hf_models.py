@@ -1,4 +1,4 @@
-"""A Hugging Face model in the dashboard (issue 16): a tiny BERT written to a temp dir, listed by the
+"""A Hugging Face model in the dashboard: a tiny BERT written to a temp dir, listed by the
 operator (serve --models), opened by a session and run through Explore, Compare and Sweep."""
 from __future__ import annotations
 

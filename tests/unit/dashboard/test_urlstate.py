@@ -1,4 +1,4 @@
-"""Shareable links (issue 6), without a browser: a query is parsed and validated by each parameter's
+"""Shareable links, without a browser: a query is parsed and validated by each parameter's
 type, applied before the first run, checked against the model once loaded; bad values are named in
 one notice and never applied; the query written back holds only non-default values."""
 from __future__ import annotations
@@ -166,7 +166,7 @@ def test_watch_reports_every_change(session):
 
 @pytest.mark.slow
 def test_a_burst_of_changes_rewrites_the_url_once_when_the_knobs_rest(checkpoints):
-    """Issue 13: the URL is rewritten URL_QUIET after the last change (a slider drag: once), so the
+    """The URL is rewritten URL_QUIET after the last change (a slider drag: once), so the
     write, which costs the page a message and a style-and-layout pass, stays out of the run a change
     starts; the write carries the last values."""
     import time

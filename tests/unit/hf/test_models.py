@@ -1,4 +1,4 @@
-"""Hugging Face models (issue 16) through the real loader: tiny models written to a temp dir by the
+"""Hugging Face models through the real loader: tiny models written to a temp dir by the
 test, loaded with `--checkpoint DIR` / load_checkpoint, sampled by the project's own sampler."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One generator per row: row i of a batched run is exactly the run of row i alone (issue 7: one
+"""One generator per row: row i of a batched run is exactly the run of row i alone (one
 batched call serves many sessions, and each gets its solo result).
 
 The tiny models here have no time conditioning: their per-row arithmetic does not depend on the batch

@@ -1,4 +1,4 @@
-"""The knobs real diffusion LMs use (issue 16): classifier-free guidance and EOS suppression on mocks
+"""The knobs real diffusion LMs use: classifier-free guidance and EOS suppression on mocks
 with known logits, Dream's alg_temp, Fast-dLLM's factor rule, and greedy decoding against a reference
 loop written here after LLaDA's published `generate`."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Merged runs (sampling/merged.py, issue 17): runs that differ only in steps, strategy, schedule,
+"""Merged runs (sampling/merged.py): runs that differ only in steps, strategy, schedule,
 temperature and seed step as one batch inside sample_many, and each still returns exactly what sample()
 returns for it alone; runs that cannot merge exactly are never merged."""
 from __future__ import annotations

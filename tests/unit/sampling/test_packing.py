@@ -1,4 +1,4 @@
-"""Packed model calls (issue 17): sample_many advances many sampler runs together and serves their model
+"""Packed model calls: sample_many advances many sampler runs together and serves their model
 calls with shared ones; every run still returns exactly what sample() returns for it alone, and a packed
 sweep's table equals the cell-after-cell one in every column but the timings."""
 from __future__ import annotations
@@ -17,7 +17,8 @@ from explorer.sampling.sampler import ModelCall, call_model
 from tests.support.models import CountingModel, adaln_patterns_model, assert_same_run, gen, make_model
 
 TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
-SEED000 = {"steps": [1, 2, 3, 5, 8, 12, 16, 24, 32], "strategy": ["confidence", "random"]}
+# the sweep of "Sampling Strategies & Speed Tradeoffs"
+STRATEGY_SWEEP = {"steps": [1, 2, 3, 5, 8, 12, 16, 24, 32], "strategy": ["confidence", "random"]}
 
 
 def test_on_the_cpu_a_shared_calls_rows_go_through_the_model_in_near_equal_calls_of_enough_rows():
@@ -135,12 +136,12 @@ def test_bad_runs_fail_before_anything_runs():
 
 
 @pytest.mark.slow
-def test_packed_seed000_sweep_equals_cell_after_cell_and_each_batch_its_solo_run():
+def test_packed_strategy_sweep_equals_cell_after_cell_and_each_batch_its_solo_run():
     model = CountingModel(adaln_patterns_model())
     base = SamplerConfig(schedule="remaining")
-    packed, packed_summary = sweep(model, base, SEED000, n_samples=30, seed=0)
+    packed, packed_summary = sweep(model, base, STRATEGY_SWEEP, n_samples=30, seed=0)
     packed_calls, model.calls = model.calls, 0
-    alone, alone_summary = sweep(model, base, SEED000, n_samples=30, seed=0, pack=False)
+    alone, alone_summary = sweep(model, base, STRATEGY_SWEEP, n_samples=30, seed=0, pack=False)
     # 1 warm-up + 24 shared calls, whose distinct rows the CPU computes in calls of about
     # packing.CPU_CALL_TOKENS (53 model calls in all), vs 1 + 190
     assert packed_calls < model.calls / 3

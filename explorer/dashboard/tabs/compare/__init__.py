@@ -1,4 +1,4 @@
-"""The Compare tab: 2-4 sampler configurations side by side on one seed and template (issue 6).
+"""The Compare tab: 2-4 sampler configurations side by side on one seed and template.
 
 state.py holds the columns and their run (no Panel); view.py draws them; the spec below pairs the two.
 """

@@ -37,8 +37,8 @@ def step_bars(frames, row: int) -> dict:
 
 
 def committed_bars(frames, row: int) -> dict:
-    """Bars for every position decided by `row`, at the confidence it was committed with (issue 15: the
-    proposals of one step are a few bars, and none once steps exceed the length); ▼ marks the positions
+    """Bars for every position decided by `row`, at the confidence it was committed with (the
+    proposals of one step alone are a few bars, and none once steps exceed the length); ▼ marks the positions
     that `row` committed. Template positions are given, not committed: no bar."""
     conf = frames.conf[row]
     keep = ~np.isnan(conf)

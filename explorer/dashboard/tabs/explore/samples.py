@@ -1,5 +1,5 @@
-"""More samples at once (seed 001's 5- and 8-sample showcases): a button that draws N samples at the
-sidebar's knobs in one batched run, and their texts as a numbered list."""
+"""More samples at once (the 5- and 8-sample showcases of "Generation: Iterative Unmasking"): a button that
+draws N samples at the sidebar's knobs in one batched run, and their texts as a numbered list."""
 from __future__ import annotations
 
 import panel as pn

@@ -27,5 +27,5 @@ def explore_view(state):
                       QualityView(state=state), DownloadsView(state=state, part="sweep"),
                       sizing_mode="stretch_width", styles=flex_item(2, 380))
     # where the two columns' minimum widths do not fit (a 1024-pixel projector, the sidebar open) the
-    # right column moves under the left one instead of being cut off (issue 15)
+    # right column moves under the left one instead of being cut off past the window's edge
     return side_by_side(left, right)

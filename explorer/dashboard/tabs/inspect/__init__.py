@@ -1,4 +1,5 @@
-"""The Inspect tab (seeds 002, 003, 004): the model's view of masked text, live; its spec pairs its state and view.
+"""The Inspect tab (the figures of "Training with the ELBO", "The Forward Process" and the guide "Let's Build a
+Diffusion LM"): the model's view of masked text, live; its spec pairs its state and view.
 
 - Forward process: a text masked at ratio t (a slider; the mask is drawn from `mask_seed`, so a shared
   link shows the same mask) and the mask-fraction check: the fraction masked vs t over many draws

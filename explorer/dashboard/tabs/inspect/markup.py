@@ -52,7 +52,7 @@ def _column(row, k: int) -> str:
 
 
 def predictions_html(text, result: dict, k: int) -> str:
-    """Seed 003's figure for text: each position a column, masked ones with their top-k candidates.
+    """The figure of "The Forward Process" for text: each position a column, masked ones with their top-k candidates.
     Columns are grouped into words (a word never breaks across lines); a newline is a column of its own
     (↵), not a line break: Shakespeare's short lines would otherwise make the grid very tall."""
     rows = {int(r["position"]): r for r in result["table"].to_dict("records")}

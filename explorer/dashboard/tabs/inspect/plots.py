@@ -16,8 +16,8 @@ def _fontsize(presentation: bool) -> dict:
 
 
 def fraction_plot(table, t: float, actual: float | None, presentation: bool = False):
-    """Seed 003's masking statistics: the fraction masked vs t (mean ± std over draws), y = t, and
-    this text's own fraction at the current t."""
+    """The masking statistics of "The Forward Process": the fraction masked vs t (mean ± std over draws), y = t,
+    and this text's own fraction at the current t."""
     hv = _hv()
     kd, vd = hv.Dimension("t", label="masking ratio t"), hv.Dimension("fraction", label="fraction masked", range=(0, 1))
     spread = hv.ErrorBars((table["t"], table["masked_fraction"], table["std"]), kd, [vd, "std"]).opts(
@@ -33,7 +33,8 @@ def fraction_plot(table, t: float, actual: float | None, presentation: bool = Fa
 
 
 def accuracy_plot(table, t: float, presentation: bool = False):
-    """Seeds 002/003: argmax accuracy at masked positions vs t, with the mean top-1 probability."""
+    """Argmax accuracy at masked positions vs t, with the mean top-1 probability ("Training with the ELBO",
+    "The Forward Process")."""
     hv = _hv()
     empty = table is None or not len(table)
     xs = [] if empty else table["t"]
@@ -51,8 +52,8 @@ def accuracy_plot(table, t: float, presentation: bool = False):
 
 
 def positions_plot(table, t: float, presentation: bool = False):
-    """Seed 002: the mean max-probability at each position when it is masked, at ratio t (the t the
-    table was measured at, when it says)."""
+    """As in "Training with the ELBO": the mean max-probability at each position when it is masked, at ratio t
+    (the t the table was measured at, when it says)."""
     hv = _hv()
     conf = np.zeros(0) if table is None else table["confidence"].to_numpy(dtype=float)
     edges = np.arange(len(conf) + 1) - 0.5
@@ -67,8 +68,8 @@ def positions_plot(table, t: float, presentation: bool = False):
 
 
 def ratios_plot(table, presentation: bool = False):
-    """Seed 003 §4.4: how often each masking ratio is trained on, BERT's fixed 15% against diffusion's
-    t ~ U(0, 1), as histograms of real draws (metrics.training_ratios)."""
+    """"The Forward Process" §4.4: how often each masking ratio is trained on, BERT's fixed 15% against
+    diffusion's t ~ U(0, 1), as histograms of real draws (metrics.training_ratios)."""
     hv = _hv()
     edges = np.linspace(0, 1, 41)
     overlays = []
@@ -84,8 +85,9 @@ def ratios_plot(table, presentation: bool = False):
 
 
 def nucleus_plot(result: dict | None, position: int | None, p: float, presentation: bool = False, shown: int = 24):
-    """Seed 001's top-p exercise, at one masked position of the text: the model's most likely tokens,
-    sorted, those the nucleus keeps in blue with their renormalised probability, the rest struck off."""
+    """The top-p exercise of "Generation: Iterative Unmasking", at one masked position of the text: the model's
+    most likely tokens, sorted, those the nucleus keeps in blue with their renormalised probability, the rest
+    struck off."""
     from ....metrics import nucleus
 
     hv = _hv()

@@ -25,7 +25,7 @@ from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, r
 from .state import InspectState
 from ...ui.base import TABLE_CSS, heading, notice, show_notice, watch_presentation
 
-SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # seeds 002-004 show these t in one figure
+SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # the teaching notebooks show these t in one figure
 
 
 class InspectView(pn.viewable.Viewer):
@@ -103,7 +103,7 @@ class InspectView(pn.viewable.Viewer):
         mask = tab.mask(len(shown))
         caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed, self._unit())
         self.forward.object = style(self._size()) + caption + forward_html(shown, mask)
-        # seeds 002-004 show several t in one figure: the same text and mask seed (nested masks)
+        # the teaching notebooks show several t in one figure: the same text and mask seed (nested masks)
         rows = "".join(f"<p class='cap'><b>t = {t:.1f}</b></p>" + forward_html(shown, draw_mask(len(shown), t, tab.mask_seed))
                        for t in SIDE_BY_SIDE_TS)
         self.forward_many.object = style(self._size()) + rows
@@ -111,14 +111,16 @@ class InspectView(pn.viewable.Viewer):
     @param.depends("tab.predictions_task.result", "tab.nucleus_p", "tab.nucleus_at", "tab.session.presentation",
                    watch=True)
     def _nucleus(self):
-        """Seed 001's top-p exercise at one masked position (from the predictions: no model call)."""
+        """The top-p exercise of "Generation: Iterative Unmasking" at one masked position (from the
+        predictions: no model call)."""
         tab = self.tab
         self.nucleus.object = nucleus_plot(tab.predictions, tab.nucleus_position(), float(tab.nucleus_p),
                                            tab.session.presentation)
 
     @param.depends("tab.session.model_info", "tab.session.presentation", watch=True)
     def _ratios(self):
-        """Seed 003's BERT-vs-diffusion masking ratios at the model's context (no model involved)."""
+        """The BERT-vs-diffusion masking ratios of "The Forward Process" at the model's context (no model
+        involved)."""
         model = self.tab.model
         length = min(model.config.block_size, 256) if model is not None else 256
         self.ratios.object = ratios_plot(training_ratios(length), self.tab.session.presentation)
@@ -143,8 +145,8 @@ class InspectView(pn.viewable.Viewer):
 
     @param.depends("tab.text", "tab.t", "tab.mask_seed", "tab.k", watch=True)
     def _mark_stale(self):
-        """Issue 15, defect 8: after an edit the previous predictions stay, dimmed and labelled, until the
-        new ones arrive (the grid is not rebuilt for it: t moves with a slider)."""
+        """After an edit the previous predictions stay, dimmed and labelled (not passed off as the new text's),
+        until the new ones arrive (the grid is not rebuilt for it: t moves with a slider)."""
         result = self.tab.predictions
         if result is None:
             return

@@ -168,8 +168,8 @@ def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
 
 
 def pattern_examples(meta: dict, n: int = 5) -> list[str]:
-    """Seed 003 §4.1's example sequences: `n` patterns as the training corpus of a patterns model draws
-    them (seed 0, the model's context length); [] for other corpora."""
+    """The example sequences of "The Forward Process" §4.1: `n` patterns as the training corpus of a patterns
+    model draws them (seed 0, the model's context length); [] for other corpora."""
     import torch
 
     from ....data.patterns import generate_patterns
@@ -183,13 +183,13 @@ def pattern_examples(meta: dict, n: int = 5) -> list[str]:
     return ["".join(chars[i] for i in row) if chars else " ".join(map(str, row)) for row in ids.tolist()]
 
 
-TIME_DIM_FALLBACK = 64  # seed 004's figure's width, for a model that has no embedding width stored
+TIME_DIM_FALLBACK = 64  # the guide's figure's width, for a model that has no embedding width stored
 
 
 def time_embedding(meta: dict, n_t: int = 101) -> tuple[np.ndarray, np.ndarray, int, bool]:
-    """Seed 004 §6.2: the sinusoidal embedding of t in [0, 1] (explorer.model.sinusoidal_embedding, the
-    one a time-conditioned model feeds to its blocks), at the model's width. Returns (t (n_t,),
-    embedding (n_t, dim), dim, whether this model uses it)."""
+    """The guide "Let's Build a Diffusion LM" §6.2: the sinusoidal embedding of t in [0, 1]
+    (explorer.model.sinusoidal_embedding, the one a time-conditioned model feeds to its blocks), at the model's
+    width. Returns (t (n_t,), embedding (n_t, dim), dim, whether this model uses it)."""
     import torch
 
     from ....model import sinusoidal_embedding

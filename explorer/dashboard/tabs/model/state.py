@@ -1,6 +1,6 @@
 """The Model tab's state: the session model's metadata, and one small model trained live from the browser.
 
-Training (seed 002: loss curves under the LR schedules of explorer/names.py) runs as a runtime.tasks.Task
+Training ("Training with the ELBO": loss curves per LR schedule, explorer/names.py) runs as a runtime.tasks.Task
 bound to the session's device, so it takes turns with every session's runs and uses the device queue's
 precision; explorer.train.Trainer is the CLI's loop. Its records reach the UI thread through the Task's
 dispatch, a few batches a second, and are kept here as plain lists for the view to draw. One training
@@ -41,8 +41,8 @@ ALLOW_ENV = "MDLM_EXPLORER_ALLOW_TRAINING"
 MAX_ENV = "MDLM_EXPLORER_MAX_TRAININGS"  # trainings at once in one server process (all sessions)
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 UPDATE_INTERVAL = 0.3  # seconds between UI updates while training: a few a second, not one per step
-EARLIER_MAX = 4  # earlier runs kept for the overlay (seed 002 compares three schedules)
-# Tiny models on a CPU: fp32 measured ~2x faster than bf16 autocast here; save only at the end.
+EARLIER_MAX = 4  # earlier runs kept for the overlay ("Training with the ELBO" compares three schedules)
+# Tiny models on a CPU: fp32 is ~2x faster than bf16 autocast; save only at the end.
 PRESETS = {
     "patterns": dict(corpus="patterns", block_size=24, n_layer=2, n_head=4, n_embd=64, time_conditioning="adaln",
                      weighting="uniform", batch_size=64, lr=3e-3, warmup_steps=50, eval_every=100,
@@ -165,7 +165,7 @@ class ModelState(TabState):
         self.train_points: list[tuple[int, float, float]] = []  # (step, loss, lr) of this session's run
         self.val_points: list[tuple[int, float]] = []  # (step, held-out nats/char)
         # The session's earlier runs, oldest first (at most EARLIER_MAX), drawn beside the live one so
-        # that cosine, linear and constant runs can be compared as seed 002 does: dicts of label,
+        # that cosine, linear and constant runs can be compared as "Training with the ELBO" does: dicts of label,
         # train [(step, loss)], val [(step, nats/char)] and lr [(step, lr)]
         self.earlier: list[dict] = []
         self._run_label = ""
@@ -294,7 +294,7 @@ class ModelState(TabState):
     def _sample_clicked(self):
         if self.saved and self.saved in self.session.param.checkpoint.objects:
             self.session.checkpoint = self.saved  # the session loads it; every tab samples from it
-            self.session.show_tab = "Explore"  # where its samples appear (issue 15, defect 7)
+            self.session.show_tab = "Explore"  # where its samples appear: the button must show them
 
     @param.depends("preset", watch=True)
     def _preset_chosen(self):

@@ -182,8 +182,8 @@ class ModelView(pn.viewable.Viewer):
 
 
 def time_embedding_plot(meta: dict, presentation: bool = False):
-    """Seed 004's heatmap of the sinusoidal time embedding (t down, embedding dimension across), at this
-    model's width, saying whether this model feeds it to its blocks."""
+    """The heatmap of the sinusoidal time embedding in the guide "Let's Build a Diffusion LM" (t down, embedding
+    dimension across), at this model's width, saying whether this model feeds it to its blocks."""
     from ....plots import _hv
 
     hv = _hv()
@@ -370,9 +370,9 @@ class TrainingPanel(ModelView):
 
 def _intro() -> str:
     schedules = ", ".join(LR_SCHEDULES[:-1]) + f" or {LR_SCHEDULES[-1]}"
-    return ("<h2>Train a small model live</h2><p>Seed 002: the masked-diffusion loss (the ELBO's weighted "
-            f"masked-LM loss) falling as the model learns, under a {schedules} learning-rate schedule. Stop "
-            "saves; the new checkpoint can then be sampled in every tab.</p>")
+    return ("<h2>Train a small model live</h2><p>As in <i>Training with the ELBO</i>: the masked-diffusion loss "
+            f"(the ELBO's weighted masked-LM loss) falling as the model learns, under a {schedules} learning-rate "
+            "schedule. Stop saves; the new checkpoint can then be sampled in every tab.</p>")
 
 
 class ModelTab(ModelView):

@@ -1,6 +1,6 @@
-"""The Sweep tab's state (issue 6): quality and speed vs steps for any set of strategies / schedules /
-temperatures / thresholds with the AR baseline (seed 000), seed 000's quality grid and seed 001's
-temperature comparison, each a background SweepTask.
+"""The Sweep tab's state: quality and speed vs steps for any set of strategies / schedules / temperatures /
+thresholds with the AR baseline, the quality grid of "Sampling Strategies & Speed Tradeoffs" and the
+temperature comparison of "Generation: Iterative Unmasking", each a background SweepTask.
 
 Every sweep is explorer.experiments.sweep run by a runtime Task (one per section), cached per
 (checkpoint, knobs) in the process-wide runtime.cache.SWEEPS; results are set only in dispatched
@@ -99,7 +99,8 @@ class Plan:
 def expected_cost(n_params: int, cells: list[dict], n: int, length: int, with_ar: bool, judge: bool,
                   rate: float | None = None, steps: int = 32) -> tuple[int, float]:
     """(model calls, seconds) a sweep should take: each call costs an overhead plus its tokens
-    (batch x length) at `rate` s/token (measured here before, else 2 FLOP per parameter per token).
+    (batch x length) at `rate` s/token (as an earlier sweep on the server took, else 2 FLOP per parameter
+    per token).
     `steps`: of cells that do not set their own. Threshold cells stop when confident: a quarter of the
     positions is the guess."""
     per_token = rate or 2.0 * n_params / FLOPS_GUESS
@@ -117,7 +118,7 @@ def expected_cost(n_params: int, cells: list[dict], n: int, length: int, with_ar
 
 def measured_rate(table) -> float | None:
     """Seconds per token per model call in a finished sweep (diffusion batches only), to calibrate
-    the next estimate of this checkpoint on this machine."""
+    the next estimate of this checkpoint on the server."""
     if table is None or not len(table) or "nfe" not in table:
         return None
     diff = table[table["sampler"] == "diffusion"].drop_duplicates(["seed", "nfe", "seconds"])
@@ -127,7 +128,7 @@ def measured_rate(table) -> float | None:
 
 
 def format_cost(calls: int, seconds: float) -> str:
-    return f"≈ {calls:,} model calls, {took(seconds)} on this machine"
+    return f"≈ {calls:,} model calls, {took(seconds)} on this server"
 
 
 class SweepTask(Task):
@@ -240,7 +241,8 @@ class SweepTabState(TabState):
     speed_metric = param.Selector(default="tokens_per_s", objects=list(SPEED_METRICS), label="Speed")
     grid_steps = param.String("1,3,5,10,20", label="Grid steps", doc="Step counts of the quality grid's columns")
     grid_samples = param.Integer(4, bounds=(1, 16), label="Grid rows", doc="Samples per step count")
-    temp_values = param.String("0.3,0.7,1.0,1.5", label="Temperatures", doc="Temperatures compared (seed 001)")
+    temp_values = param.String("0.3,0.7,1.0,1.5", label="Temperatures",
+                               doc="Temperatures compared, each at the same seeds")
     temp_steps = param.Integer(12, bounds=Session.param.steps.bounds, label="Steps",  # the sidebar's bounds
                                doc="Denoising steps of every sample")
     temp_samples = param.Integer(3, bounds=(1, 16), label="Samples each")

@@ -1,5 +1,6 @@
-"""The Sweep tab's views: the knobs, each sweep's run / stop / progress bar, the quality and speed
-figures (explorer.plots), the summary, seed 000's quality grid and seed 001's temperature comparison.
+"""The Sweep tab's views: the knobs, each sweep's run / stop / progress bar, the quality and speed figures
+(explorer.plots), the summary, the quality grid of "Sampling Strategies & Speed Tradeoffs" and the temperature
+comparison of "Generation: Iterative Unmasking".
 
 The sweeps run in state.py; these views only draw the (table, summary) DataFrames they return.
 """
@@ -51,8 +52,8 @@ def _cell(text: str, score: str) -> str:
 
 
 def grid_html(table: pd.DataFrame, metric: str) -> str:
-    """Seed 000's quality grid: one column per step count, one row per sample, each cell the text
-    and its score (the same seeds in every column: only the step count differs)."""
+    """The quality grid of "Sampling Strategies & Speed Tradeoffs": one column per step count, one row per
+    sample, each cell the text and its score (the same seeds in every column: only the step count differs)."""
     diff = table[table["sampler"] == "diffusion"]
     steps = sorted(diff["steps"].dropna().unique())
     head = "".join(f"<th>{int(s)} step{'s' if s != 1 else ''}</th>" for s in steps)
@@ -73,8 +74,9 @@ def grid_html(table: pd.DataFrame, metric: str) -> str:
 
 
 def temperature_html(table: pd.DataFrame, summary: pd.DataFrame, metric: str) -> str:
-    """Seed 001's temperature comparison: per temperature its samples and mean scores, entropy and
-    distinct-2 always beside the chosen metric (what a temperature does is read from them, not said)."""
+    """The temperature comparison of "Generation: Iterative Unmasking": per temperature its samples and mean
+    scores, entropy and distinct-2 always beside the chosen metric (what a temperature does is read from them,
+    not said)."""
     extra = [m for m in ("entropy", "distinct_2") if f"{m}_mean" in summary and m != metric]
     head = "".join(f"<th style='white-space: nowrap'>{literal(m.replace('_', '-'))}</th>" for m in (metric, *extra))
     rows = []
@@ -289,7 +291,7 @@ class SweepTabView(pn.viewable.Viewer):
             TaskBar(task=self.tab.grid, session=self.tab.session, css="sweep-grid"), self.grid,
             sizing_mode="stretch_width")
         temps = pn.Column(
-            section("### Temperature comparison\nSamples and mean scores per temperature (seed 001). "
+            section("### Temperature comparison\nSamples and mean scores per temperature, at the same seeds. "
                     "Read gen-PPL beside entropy and distinct-2: a low gen-PPL with low entropy "
                     "is repetition, not quality."),
             pn.FlexBox(*inputs[2:]),

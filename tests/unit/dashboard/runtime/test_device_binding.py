@@ -1,4 +1,4 @@
-"""Every background worker of a session is bound to its device (issue 13): Compare runs, the Sweep
+"""Every background worker of a session is bound to its device: Compare runs, the Sweep
 tab's sweeps and browser training take turns with the sampler runs of every session and run at the
 device queue's precision, instead of competing with them for the cores."""
 from __future__ import annotations

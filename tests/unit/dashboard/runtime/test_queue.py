@@ -1,4 +1,4 @@
-"""Many sessions, one device (issue 7): the shared run queue batches sessions' compatible runs, and
+"""Many sessions, one device: the shared run queue batches sessions' compatible runs, and
 each session still gets exactly its solo result; superseded runs never run; Stop works; knobs and
 seeds never leak between sessions; background work takes turns with the runs."""
 from __future__ import annotations
@@ -327,7 +327,7 @@ def queued_session(queued: list) -> Session:
 
 
 def test_a_run_reaches_the_page_with_its_rows_and_waiting_is_said_only_of_a_wait(checkpoints, queue, monkeypatch):
-    """Issue 13: the page's first message of a run carries its start canvas, its rows so far and the
+    """The page's first message of a run carries its start canvas, its rows so far and the
     header's line (one redraw, not three), and "waiting for the device" appears only once the run has
     waited START_GRACE, never per knob change on an idle device."""
     from explorer.dashboard.tabs.explore.state import run as explore_run

@@ -70,7 +70,7 @@ def test_an_ar_checkpoint_runs_left_to_right(state):
 
 @pytest.mark.slow
 def test_diffusion_only_knobs_are_disabled_while_an_ar_model_is_loaded(state):
-    """Issue 15, defect 4: the AR baseline ignores steps, strategy, schedule, blocks, threshold and
+    """The AR baseline ignores steps, strategy, schedule, blocks, threshold and
     revision; their widgets say so by being disabled, and come back with a diffusion model."""
     from explorer.dashboard.tabs.explore.controls import DIFFUSION_ONLY, ControlsView
 
@@ -111,7 +111,7 @@ def test_bad_template_sets_error_and_keeps_previous_result(state):
 
 
 def test_fill_only_the_blanks_sets_length_to_the_template(state):
-    """Issue 15, defect 9: the canvas is padded with █ up to Length; "Fill only the blanks" sets Length to
+    """The canvas is padded with █ up to Length; "Fill only the blanks" sets Length to
     the template's own length ([___] counts five), so nothing after it is generated."""
     state.template = "AB[___]C█"
     state.param.trigger("fit_length")
@@ -246,7 +246,7 @@ def test_a_live_run_is_shown_on_ticks_first_rows_and_end_at_once(state, monkeypa
 
 
 def test_the_header_tells_only_what_is_known_of_a_run(state):
-    """Issue 15, defect 3: a threshold run's model calls are unknown until it ends, so the header does
+    """A threshold run's model calls are unknown until it ends, so the header does
     not promise a step count; at the end it reports the real model calls."""
     from explorer.dashboard.tabs.explore.state import run_status
 
@@ -267,7 +267,7 @@ def test_the_header_tells_only_what_is_known_of_a_run(state):
 
 
 def test_heatmap_ticks_only_whole_steps_and_positions():
-    """Issue 15, defect 9: a short run's axes showed step -0.5 and 0.5. Compare's progress axis (0..1)
+    """A short run's axes showed step -0.5 and 0.5. Compare's progress axis (0..1)
     keeps fractional ticks."""
     from explorer.dashboard.ui.heatmap import HeatmapFigure
 
@@ -277,7 +277,7 @@ def test_heatmap_ticks_only_whole_steps_and_positions():
 
 
 def test_confidence_view_shows_every_committed_position_by_default(state):
-    """Issue 15, defect 6: by default the confidence plot has a bar for every position decided by the
+    """By default the confidence plot has a bar for every position decided by the
     shown step (its confidence when committed), ▼ on that step's commits, even when steps > length."""
     from explorer.dashboard.tabs.explore.confidence import ConfidenceView
 
@@ -320,7 +320,7 @@ def test_presentation_mode_shortens_the_confidence_title_and_enlarges_the_player
 
 
 def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeypatch):
-    """Issue 15, item 3: after a run the sweep starts only if its estimated model time (the run's time
+    """After a run the sweep starts only if its estimated model time (the run's time
     per call x the rows the sweep computes) is under AUTO_SWEEP_SECONDS; otherwise the panel says what it
     would cost and waits for Compute. A cached sweep is always shown."""
     from explorer.dashboard.tabs.explore.state import quality
@@ -347,7 +347,7 @@ def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeyp
 
 
 def test_the_scrubber_follows_a_live_run(state):
-    """Issue 15, defect 9: while a run streams the scrubber sat at step 0 under "step 13 of 13"; it
+    """While a run streams the scrubber sat at step 0 under "step 13 of 13"; it
     now moves to the newest row on every live tick, in the same update as the rows."""
     e = explore(state)
     seen = []
@@ -360,7 +360,7 @@ def test_the_scrubber_follows_a_live_run(state):
 
 
 def test_heatmap_rows_are_labelled_by_t_as_well_as_by_step(state):
-    """Issue 15: the reverse process labelled by t (the masked fraction each step's model call saw)."""
+    """The reverse process labelled by t (the masked fraction each step's model call saw)."""
     import numpy as np
 
     state.param.update(steps=6, seed=1)
@@ -378,7 +378,8 @@ def test_heatmap_rows_are_labelled_by_t_as_well_as_by_step(state):
 
 
 def test_more_samples_at_the_knobs_in_one_batched_run(state):
-    """Seed 001's 5-sample showcase: N texts from one batched run of the real sampler at the knobs."""
+    """The 5-sample showcase of "Generation: Iterative Unmasking": N texts from one batched run of the real
+    sampler at the knobs."""
     from explorer.dashboard.tabs.explore.samples import SamplesView
     from explorer.sampling import sample
 

@@ -1,5 +1,5 @@
 """The Inspect tab driven without a browser: the forward process, top-k predictions at t, the
-validation curves, the knobs a URL carries, and every bad input as a notice (issue 6)."""
+validation curves, the knobs a URL carries, and every bad input as a notice."""
 from __future__ import annotations
 
 import numpy as np
@@ -236,7 +236,8 @@ def test_a_failed_prediction_is_a_notice_and_the_next_one_clears_it(inspect, mon
 
 @pytest.mark.slow
 def test_the_loss_of_this_example_is_in_the_caption(inspect):
-    """Seed 003 TODO 1: the loss of a single example, cross-entropy at its masked positions."""
+    """The first exercise of "The Forward Process": the loss of a single example, cross-entropy at its masked
+    positions."""
     from explorer.dashboard.tabs.inspect.markup import predictions_caption
 
     _, tab, _ = inspect
@@ -247,8 +248,8 @@ def test_the_loss_of_this_example_is_in_the_caption(inspect):
 
 
 def test_top_p_figure_keeps_what_the_sampler_keeps(inspect):
-    """Seed 001's top-p exercise: the kept candidates at a masked position are exactly those the
-    sampler's own filter (proposals.filter_logits) leaves finite."""
+    """The top-p exercise of "Generation: Iterative Unmasking": the kept candidates at a masked position are
+    exactly those the sampler's own filter (proposals.filter_logits) leaves finite."""
     import torch
 
     from explorer.sampling.proposals import filter_logits
@@ -273,7 +274,7 @@ def test_top_p_figure_keeps_what_the_sampler_keeps(inspect):
 
 
 def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
-    """Seed 003 §4.4 from real draws: BERT's rows sit at 15%, diffusion's spread over [0, 1]."""
+    """"The Forward Process" §4.4 from real draws: BERT's rows sit at 15%, diffusion's spread over [0, 1]."""
     from explorer.metrics import training_ratios
 
     table = training_ratios(length=128, n=1000)
@@ -287,7 +288,7 @@ def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
 
 
 def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monkeypatch):
-    """Issue 15, defect 8: after an edit, the previous text's predictions stay on screen, dimmed and
+    """After an edit, the previous text's predictions stay on screen, dimmed and
     labelled, until the new ones arrive; then the label goes."""
     import threading
 
@@ -305,7 +306,7 @@ def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monke
 
 
 def test_the_same_text_at_several_t(inspect):
-    """Seeds 002-004's figure of one text at t = 0.2, 0.5, 0.8: nested masks of one seed, side by side."""
+    """The teaching notebooks' figure of one text at t = 0.2, 0.5, 0.8: nested masks of one seed, side by side."""
     _, tab, view = inspect
     html = view.forward_many.object
     counts = [block.count("█") for block in html.split("<b>t = ")[1:]]

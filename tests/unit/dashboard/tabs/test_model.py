@@ -1,5 +1,5 @@
-"""The Model tab without a browser: the metadata page of a tiny checkpoint, the LR schedules of seed
-002, a short live training that saves a loadable checkpoint under a new name (and Stop saving
+"""The Model tab without a browser: the metadata page of a tiny checkpoint, the LR schedules of
+"Training with the ELBO", a short live training that saves a loadable checkpoint under a new name (and Stop saving
 early), names that are refused, training switched off by the server, and Bokeh changes made only
 inside the session's dispatch."""
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_page_shows_architecture_size_corpus_curves_and_nelbo(ckpts):
     state.close()
 
 
-def test_lr_schedules_of_seed_002():
+def test_lr_schedules_of_the_elbo_notebook():
     """Warmup, then cosine and linear decay to 10% of the peak; constant stays at the peak."""
     lr = {s: schedule_frame(TrainConfig(lr_schedule=s, max_steps=1000, warmup_steps=100, lr=1e-3)).lr.to_numpy()
           for s in ("cosine", "linear", "constant")}
@@ -90,9 +90,9 @@ def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
 
 @pytest.mark.slow
 def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts):
-    """Issue 15, defect 7 (seed 002 compares cosine, linear and constant): each new training keeps the
-    previous run's curves, labelled by its schedule, beside the live one (at most EARLIER_MAX); Clear
-    removes them."""
+    """As "Training with the ELBO" compares cosine, linear and constant schedules: each new training keeps the
+    previous run's curves, labelled by its schedule, beside the live one (at most EARLIER_MAX); Clear removes
+    them."""
     from explorer.dashboard.tabs.model.state import EARLIER_MAX
 
     state, tab, view = session()
@@ -247,7 +247,7 @@ def test_bokeh_models_change_only_in_the_sessions_dispatch(ckpts):
 
 
 def test_the_page_shows_figures_by_length_and_the_recommended_sampler_when_stored():
-    """Issue 14: the checkpoint page says how the model does at each canvas length and which sampler
+    """The checkpoint page says how the model does at each canvas length and which sampler
     settings it recommends, with their figures against held-out text; sections absent when not stored."""
     from explorer.dashboard.tabs.model.meta import summary_sections
 
@@ -268,7 +268,7 @@ def test_the_page_shows_figures_by_length_and_the_recommended_sampler_when_store
     assert "Held-out figures by canvas length" not in bare and "Recommended sampler" not in bare
 
 
-def test_time_embedding_heatmap_of_seed_004(ckpts):
+def test_time_embedding_heatmap_of_the_guide(ckpts):
     """The sinusoidal embedding of t at the model's width, saying whether the model uses it."""
     import numpy as np
     import torch
@@ -288,7 +288,7 @@ def test_time_embedding_heatmap_of_seed_004(ckpts):
 
 
 def test_the_lr_drawn_is_the_lr_used_resumes_included():
-    """Issue 15, defect 5: the schedule a checkpoint really had, not one clean cosine: re-warm-ups at
+    """The schedule a checkpoint really had, not one clean cosine: re-warm-ups at
     each resume (train.lr_at), or the stored per-step LR where the checkpoint has it."""
     from explorer.dashboard.tabs.model.meta import schedule_columns
     from explorer.train import lr_at
@@ -307,8 +307,9 @@ def test_the_lr_drawn_is_the_lr_used_resumes_included():
 
 
 def test_corpus_facts_vocabulary_size_and_first_characters(tmp_path):
-    """Seed 002/004's dataset prints: the vocabulary as characters, the corpus size and its start, when
-    the text it was trained on is on this server (hash-checked); nothing when it is not."""
+    """The dataset prints of "Training with the ELBO" and the guide: the vocabulary as characters, the corpus
+    size and its start, when the text it was trained on is on this server (hash-checked); nothing when it is
+    not."""
     from types import SimpleNamespace
 
     from explorer.dashboard.checkpoints import corpus_preview
@@ -334,7 +335,8 @@ def test_corpus_facts_vocabulary_size_and_first_characters(tmp_path):
 
 
 def test_a_patterns_model_page_shows_five_training_sequences():
-    """Seed 003 §4.1 prints five example sequences: each a pattern of period 2-6 repeated to the context."""
+    """"The Forward Process" §4.1 prints five example sequences: each a pattern of period 2-6 repeated to the
+    context."""
 
     from explorer.dashboard.tabs.model.meta import pattern_examples
 

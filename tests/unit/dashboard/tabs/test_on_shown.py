@@ -71,8 +71,8 @@ def test_only_the_shown_tab_is_in_the_page_and_a_hidden_one_keeps_its_results(ch
 
 
 def test_a_tab_can_bring_another_to_the_front(checkpoints):
-    """Model's "Sample from it" loads the new checkpoint and shows Explore, where its samples appear
-    (issue 15, defect 7); the request is reset once served, and an unknown title changes nothing."""
+    """Model's "Sample from it" loads the new checkpoint and shows Explore, where its samples appear;
+    the request is reset once served, and an unknown title changes nothing."""
     app = create_app("tiny", "cpu", autoload=False)
     state = app.explorer_state
     explore(state).param.update(auto_run=False, sweep_auto=False)

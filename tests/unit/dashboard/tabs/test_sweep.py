@@ -1,4 +1,4 @@
-"""The Sweep tab (issue 6) driven without a browser: sweeps, cache, cancel, bad input, grid, temperatures,
+"""The Sweep tab driven without a browser: sweeps, cache, cancel, bad input, grid, temperatures,
 and sweeps sent to the server's Dask cluster (serve --scheduler)."""
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_ar_model_gets_a_notice_and_model_change_clears(tab):
 
 
 def test_without_a_judge_the_note_names_only_what_is_missing(tab):
-    """Issue 15 (defect 9): the tour's link unticks the AR baseline, so it must not warn about it."""
+    """The tour's link unticks the AR baseline, so it must not warn about it."""
     tab._judge = None  # as for `patterns`: no AR checkpoint shares its alphabet
     tab.include_ar = False
     assert tab.note == ""

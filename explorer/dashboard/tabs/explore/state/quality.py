@@ -58,7 +58,7 @@ class QualityState(TabState):
                              doc="Plot against denoising steps or model calls (NFE)")
     sweep_metric = param.Selector(default="auto", objects=["auto", *QUALITY_METRICS], label="Quality metric",
                                   doc="auto: pattern quality (period >= 2) for patterns; for text the distance "
-                                      "from held-out text when it is on this machine, else gen-PPL with an AR "
+                                      "from held-out text when the server has it, else gen-PPL with an AR "
                                       "judge, else the valid-word fraction")
     sweep_samples = param.Integer(4, bounds=(1, 64), label="Samples per point",
                                   doc="Samples per (steps, strategy) point: more = tighter bands, slower")
@@ -93,8 +93,8 @@ class QualityState(TabState):
 
     def auto_sweep(self, traj) -> None:
         """After a run: the sweep if it is cached or cheap (AUTO_SWEEP_SECONDS), else say what it
-        would cost and leave it to the Compute button (issue 15: a 60-sample sweep kept a 2-core
-        laptop busy for 50 s after every run)."""
+        would cost and leave it to the Compute button (a 60-sample sweep kept a 2-core laptop busy for
+        50 s after every run)."""
         try:
             cached = SWEEPS.get(self.sweep_key()) is not None
         except ValueError:

@@ -23,7 +23,7 @@ from ...base import TabState
 
 # A live run is shown at most this often (its first rows and its end at once): every view redraws on
 # the same tick, so the page gets one message per tick. Bokeh lays out and repaints the page after
-# every message; one per step per view kept Chromium busy ~1.5 s of a 32-step run here, on the cores
+# every message; one per step per view kept Chromium busy ~1.5 s of a 32-step run on a 2-core CPU, on the cores
 # the sampler needs (benchmarks/bench_dashboard.py).
 LIVE_INTERVAL = 0.25
 # A run's start canvas waits up to this long for its first sampled row, so the page gets the two (and the
@@ -41,7 +41,7 @@ def run_summary(traj) -> str:
 
 def run_status(model, config, frames) -> str:
     """What the header says while a run streams: only what is known before it ends (a threshold run's
-    model calls are not: issue 15 saw "sampling 32 steps" over a 256-call threshold run)."""
+    model calls are not: the header said "sampling 32 steps" over a 256-call threshold run)."""
     n = frames.expected_rows - 1
     if model is not None and model.config.kind == "ar":
         return f"sampling {n} characters left to right, one model call each …"
@@ -194,7 +194,7 @@ class RunState(TabState):
             self.param.update(running=True, run_id=self.run_id + 1, n_rows=rows, step=rows - 1)
         elif added and self._tick_due(now):
             # views draw the new rows, and the scrubber follows on the same tick (one update for both:
-            # issue 15 saw it at step 0 while the text said "step 13 of 13")
+            # apart, the scrubber stood at step 0 while the text said "step 13 of 13")
             self._shown_at = now
             self.param.update(n_rows=self.frames.n_rows, step=self.frames.n_rows - 1)
 

@@ -1,5 +1,6 @@
-"""Explore's "more samples": N samples at the session's knobs and template in one batched run of the
-real sampler (seed 001's 5- and 8-sample showcases), their texts the result of a runtime Task."""
+"""Explore's "more samples": N samples at the session's knobs and template in one batched run of the real
+sampler (the 5- and 8-sample showcases of "Generation: Iterative Unmasking"), their texts the result of a
+runtime Task."""
 from __future__ import annotations
 
 import param
@@ -14,7 +15,7 @@ class SamplesState(TabState):
     """How many samples, the button, and `samples`: the Task whose result is their texts."""
 
     more_n = param.Integer(5, bounds=(2, 16), label="Samples",
-                           doc="How many samples at once, at the sidebar's knobs (seed 001's showcases)")
+                           doc="How many samples at once, at the sidebar's knobs")
     more = param.Event(label="Sample more", doc="Draw that many samples at the current knobs, in one batch")
 
     def __init__(self, session, **params):

@@ -40,7 +40,7 @@ class InspectState(TabState):
                               doc="Seed of the random mask: the same seed and t give the same mask")
     k = param.Integer(3, bounds=(1, 10), label="Candidates (k)", doc="Candidates shown per masked position")
     nucleus_p = param.Number(0.9, bounds=(0.05, 1.0), step=0.05, label="Top-p (nucleus)",
-                             doc="Seed 001's top-p: which candidates survive at one masked position, with "
+                             doc="Top-p: which candidates survive at one masked position, with "
                                  "their probabilities renormalised")
     nucleus_at = param.Integer(-1, bounds=(-1, 100_000), label="Top-p position",
                                doc="The masked position the top-p figure shows (-1 = the first masked one)")
