@@ -14,7 +14,8 @@ import panel as pn
 import param
 
 from ....experiments import METRIC_DIRECTION, pick_metric
-from ....plots import LABELS, quality_speed_plot, speed_plot
+from ....metrics import looks_collapsed
+from ....plots import LABELS, RANGES, quality_speed_plot, speed_plot
 from ...downloads import download_button, plot_html, plot_png, table_csv
 from ...ui.base import (
     TABLE_CSS,
@@ -42,19 +43,40 @@ KNOB_COLUMNS = ("strategy", "schedule", "temperature", "threshold", "steps")
 def format_score(metric: str, value) -> str:
     if value is None or not np.isfinite(value):
         return "–"
-    if metric in ("pattern_quality", "word_validity"):
+    if metric in ("pattern_quality", "pattern_quality_p2", "word_validity"):
         return f"{value:.0%}"
+    if metric == "distinct_symbols" and float(value).is_integer():
+        return f"{int(value)}"  # a count: 2, not 2.00
     return f"{value:.1f}" if metric == "gen_ppl" else f"{value:.2f}"
 
 
-def _cell(text: str, score: str) -> str:
-    return f'<td style="vertical-align: top"><div style="{CELL_CSS}">{literal(text)}</div><b>{score}</b></td>'
+def _cell(text: str, score: str, collapsed: bool = False) -> str:
+    mark = ' class="collapsed" style="vertical-align: top; background: #fdecea"' if collapsed else \
+        ' style="vertical-align: top"'
+    return f'<td{mark}><div style="{CELL_CSS}">{literal(text)}</div><b>{score}</b></td>'
+
+
+def collapsed_rows(rows: pd.DataFrame) -> pd.Series:
+    """Which samples are a collapse (metrics.looks_collapsed on the text, or the sampler's one-symbol flag)."""
+    flagged = rows["collapsed"].fillna(0).astype(bool) if "collapsed" in rows else False
+    return rows["text"].fillna("").map(lambda t: bool(t) and looks_collapsed(t)) | flagged
+
+
+def grid_score(metric: str, rows: pd.DataFrame, collapsed: pd.Series) -> float:
+    """A column's mean with its collapsed samples failed, not scored: 0 on a share-of-success metric in
+    [0, 1] (a one-symbol tiling scores 100% on the notebook's pattern quality), left out of any other."""
+    values = rows[metric].astype(float)
+    if METRIC_DIRECTION.get(metric) == 1 and RANGES.get(metric) == (0, 1):
+        return float(values.where(~collapsed, 0.0).mean())
+    return float(values[~collapsed].mean()) if (~collapsed).any() else float("nan")
 
 
 def grid_html(table: pd.DataFrame, metric: str) -> str:
     """The quality grid of "Sampling Strategies & Speed Tradeoffs": one column per step count, one row per
-    sample, each cell the text and its score (the same seeds in every column: only the step count differs)."""
+    sample, each cell the text and its score (the same seeds in every column: only the step count differs).
+    A collapsed sample is marked and scored "collapsed", and its column's mean does not count it a success."""
     diff = table[table["sampler"] == "diffusion"]
+    diff = diff.assign(_collapsed=collapsed_rows(diff))
     steps = sorted(diff["steps"].dropna().unique())
     head = "".join(f"<th>{int(s)} step{'s' if s != 1 else ''}</th>" for s in steps)
     rows = []
@@ -62,15 +84,24 @@ def grid_html(table: pd.DataFrame, metric: str) -> str:
         cells = []
         for s in steps:
             r = diff[(diff["steps"] == s) & (diff["sample"] == i)]
-            cells.append(_cell(r["text"].iloc[0], format_score(metric, float(r[metric].iloc[0])))
-                         if len(r) else "<td></td>")
+            if not len(r):
+                cells.append("<td></td>")
+                continue
+            gone = bool(r["_collapsed"].iloc[0])
+            score = "collapsed" if gone else format_score(metric, float(r[metric].iloc[0]))
+            cells.append(_cell(r["text"].iloc[0], score, gone))
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    mean = "".join(f"<td><b>mean {format_score(metric, float(diff.loc[diff['steps'] == s, metric].mean()))}"
-                   f"</b></td>" for s in steps)
+    means = []
+    for s in steps:
+        col = diff[diff["steps"] == s]
+        n = int(col["_collapsed"].sum())
+        extra = f" ({n} collapsed)" if n else ""
+        means.append(f"<td><b>mean {format_score(metric, grid_score(metric, col, col['_collapsed']))}</b>{extra}</td>")
     better = {1: ", higher is better", -1: ", lower is better"}.get(METRIC_DIRECTION.get(metric, 0), "")
-    caption = f"<caption style='caption-side: top'>score: {literal(LABELS.get(metric, metric))}{better}</caption>"
+    caption = (f"<caption style='caption-side: top'>score: {literal(LABELS.get(metric, metric))}{better}; "
+               "collapsed: one symbol fills the sample (counted as a failure)</caption>")
     return (f'<table class="quality-grid" style="table-layout: fixed; width: 100%">{caption}<tr>{head}</tr>'
-            f'{"".join(rows)}<tr>{mean}</tr></table>')
+            f'{"".join(rows)}<tr>{"".join(means)}</tr></table>')
 
 
 def temperature_html(table: pd.DataFrame, summary: pd.DataFrame, metric: str) -> str:
@@ -272,9 +303,9 @@ class SweepTabView(pn.viewable.Viewer):
         p = self.tab.param
         main = pn.Column(
             section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
-                    "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best). The cells share "
-                    "their model calls, so a cell's speed is its share of them: cells asking the same canvas "
-                    "pay for it once (every first step is the all-[MASK] one)."),
+                    "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best of the metric "
+                    "plotted). The cells share their model calls while sampling; each cell's speed is one of "
+                    "its generations run again by itself, timed alone."),
             self._controls(), TaskBar(task=self.tab.main, session=self.tab.session), self.plot_notice,
             side_by_side(self.quality_plot, self.speed_plot),
             self.summary, self._downloads(), sizing_mode="stretch_width")
