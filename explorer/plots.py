@@ -194,12 +194,14 @@ def _fixed_ticks(dim: str, ticks: list[float]):
     step count, since holoviews ignores `xticks` on a log axis, whose default ticker labels only 1, 5, 10 ...
     on these short ranges; y: log_ticks on a log axis (the twin speed axis on the right keeps its own)."""
     def hook(plot, element):
-        from bokeh.models import Axis, FixedTicker
+        from bokeh.models import Axis, FixedTicker, LogTickFormatter, NumeralTickFormatter
 
         fig = plot.state
         ticker = FixedTicker(ticks=ticks)
         for axis in fig.xaxis if dim == "x" else [a for a in fig.left if isinstance(a, Axis)]:
             axis.ticker = ticker
+            if isinstance(axis.formatter, LogTickFormatter) and within_a_decade(ticks):
+                axis.formatter = NumeralTickFormatter(format="0.[00]")  # 1, 2, 4: not 10^0, 10^0.3
         for grid in fig.xgrid if dim == "x" else fig.ygrid:
             grid.ticker = ticker
     return hook
@@ -224,6 +226,13 @@ def _speed_axis(span: tuple[float, float] | None):
                 fig.extra_y_ranges[name].start, fig.extra_y_ranges[name].end = span
                 axis.ticker = FixedTicker(ticks=log_ticks(*span))
     return hook
+
+
+def within_a_decade(ticks: Sequence[float]) -> bool:
+    """Whether positive ticks span less than a factor of ten: there a log axis's powers-of-ten labels
+    (10^0, 10^1) name at most one tick, and plain numbers read better."""
+    values = [v for v in ticks if v > 0]
+    return bool(values) and max(values) < 10 * min(values)
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -315,6 +324,8 @@ def quality_speed_plot(summary: pd.DataFrame, metric: str, *, x: str = "steps", 
         raise ValueError(f"no diffusion rows with {metric!r} to plot")
     by = _default_by(summary, x) if by is None else list(by)
     dims = _dims(metric, xcol)
+    # no measured speed (a cancelled or cluster-less timing): no tokens/s axis, whose empty range repeated "0"
+    speed = bool(speed) and _speed_span(summary) is not None
     els, xs = _diffusion_curves(diff, x, xcol, by, metric, dims, speed)
     els += _baseline_elements(summary, "ar", "AR baseline", xs, xcol, metric, dims, speed, "#212121")
     els += _baseline_elements(summary, "reference", "held-out text", xs, xcol, metric, dims, False, "#757575")

@@ -148,3 +148,25 @@ def test_a_std_band_stays_within_the_values_its_metric_can_take():
     assert low.tolist() == [1.0] and high.tolist() == [3.5]
     low, high = band("some_new_score", np.array([0.5]), np.array([2.0]))
     assert low.tolist() == [-1.5] and high.tolist() == [2.5]
+
+
+def test_short_log_axes_read_as_plain_numbers_and_no_empty_speed_axis():
+    """Two step counts on a log axis were labelled 10^0 and 10^0.3; a summary without a measured speed drew a
+    tokens/s axis over nothing, its ticks all "0"."""
+    import holoviews as hv
+    from bokeh.models import LogAxis, LogTickFormatter
+
+    from explorer.plots import quality_speed_plot, within_a_decade
+
+    hv.extension("bokeh")
+    summary = pd.DataFrame({"sampler": "diffusion", "steps": [1, 2], "pattern_quality_mean": [0.5, 0.9],
+                            "pattern_quality_std": 0.1, "tokens_per_s_mean": np.nan, "tokens_per_s_std": np.nan})
+    fig = hv.render(quality_speed_plot(summary, "pattern_quality"))
+    x = [a for a in fig.below if isinstance(a, LogAxis)]
+    assert x and not isinstance(x[0].formatter, LogTickFormatter)
+    assert not [a for a in [*fig.left, *fig.right] if getattr(a, "axis_label", None) == "tokens / s"]
+    assert within_a_decade([1, 2, 5]) and not within_a_decade([1, 2, 4, 8, 16])
+    wide = pd.concat([summary.assign(steps=[1, 2]), summary.assign(steps=[16, 32])], ignore_index=True)
+    fig = hv.render(quality_speed_plot(wide.assign(tokens_per_s_mean=[4e5, 2e5, 3e4, 1.5e4]), "pattern_quality"))
+    assert isinstance(next(a for a in fig.below if isinstance(a, LogAxis)).formatter, LogTickFormatter)
+    assert [a for a in fig.right if getattr(a, "axis_label", None) == "tokens / s"]
