@@ -11,7 +11,8 @@ import pytest
 from tests.support import ROOT
 
 # name -> (pattern, what to write instead). Case-insensitive; "session" alone is a word of the project (a
-# browser session, `--sessions N`), as are "this session's" results and a load test's rounds (`--rounds N`).
+# browser session, `--sessions N`), as are "this session's" results, a load test's rounds (`--rounds N`) and
+# a run that borrows the device (the queue lends it between steps).
 RULES = {
     "a tracker issue": (r"\bissues?\s+#?\d+|\bissue\s+#\d+|\bissues?\s+\d+\s*(?:,|and|&)\s*\d+",
                         "say what the change fixes or guards against"),
@@ -21,8 +22,8 @@ RULES = {
                                  "say what was done, not when"),
     "a notebook by its file number": (r"(?<![a-z0-9])seeds?[\s_-]?0\d\d(?!\d)",
                                       "name the notebook by its title, e.g. \"Sampling Strategies & Speed Tradeoffs\""),
-    "a borrowed machine": (r"\b(?:borrowed|lent|leased|loaned)\s+(?:\w+\s+)?(?:machines?|gpus?|devices?|boxes|box|"
-                           r"hosts?|accelerators?)\b|\bmachines?\s+(?:lent|borrowed|on loan)\b",
+    "a borrowed machine": (r"\b(?:borrowed|lent|leased|loaned)\s+(?:\w+\s+)?(?:machines?|gpus?|boxes|box|hosts?|"
+                           r"accelerators?)\b|\bmachines?\s+(?:lent|borrowed|on loan)\b",
                            "say what hardware a figure needs, not whose it was"),
     "narration of where it ran": (r"\bthis (?:machine|box|laptop|container|sandbox|vm)\b|\bmeasured here\b|"
                                   r"\b(?:measured|timed|benchmarked) (?:only )?(?:here|locally)\b",
@@ -88,6 +89,7 @@ def test_each_rule_sees_what_it_refuses(text, rule):
     "python benchmarks/bench_hf.py --rounds 3", "the round reports its clicks", "SamplerConfig(seed=0)",
     "--seed 42", "seeds 0-4 of the sweep", "a tissue of lies", "round(x, 3)", "the device's own precision",
     "issues a warning", "the machine's cores are shared", "here is the list", "no code from the model runs here",
+    "another session's run borrowed the device", "the queue lends the device to runs",
 ])
 def test_the_project_s_own_words_pass(text):
     assert hits(text) == [], text
