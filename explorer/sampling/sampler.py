@@ -40,6 +40,14 @@ which the dashboard draws before the run); this module walks the plan's blocks; 
 sample_many (merged.py) calls, so a step is defined once. A run with one generator is one group of
 rows there, a run with one generator per row one group per row. Seeds: step.py says what is kept.
 
+Host syncs (on a GPU each read of a device tensor by the host waits for the device; at small batches
+those waits, not the kernels, set a step's time): a step reads the device once (_read_step: t, whether
+the canvas changed, which groups step and how many positions each draws for), whatever record is;
+record=True adds the step's record, RECORD_COPIES copies to the host; one generator per row adds one
+copy of the rows' own t; threshold decoding, a few scalar reads to move rows to their next block.
+sample()'s driver adds one per model call of several rows (call_model: are they one canvas?). A merged
+walk (merged.py) reads once a step. tests/unit/sampling/test_host_syncs.py counts them on the CPU.
+
 The loop is a generator (`sample_steps`): it yields the model calls it needs as a list of ModelCalls
 (x, t) and reads the logits its driver puts there. `sample` drives one run, calling the model itself;
 `packing.sample_many` drives many runs together and serves their pending calls with shared model
@@ -61,6 +69,9 @@ from .plan import RunPlan, check_plan, plan_run
 from .recorder import Recorder
 from .step import NAN, Group, ModelCall, Part, initial_state  # noqa: F401  (ModelCall: re-exported for drivers)
 from .trajectory import Trajectory
+
+
+RECORD_COPIES = 6  # a recorded step's copies to the host: tokens, scores, proposals, confidence, commits, re-masks
 
 
 class RunClock:
@@ -103,6 +114,7 @@ class _Run:
 
     def __post_init__(self):
         self.part = Part(0, self.batch.B)
+        self.changed = torch.zeros((), dtype=torch.bool, device=self.batch.device)  # did the last step change x
         self.total_steps = None if self.plan.steps is None else sum(self.plan.steps)
 
 
@@ -159,24 +171,36 @@ def _group_temperatures(run: _Run, st: step.State, masked: torch.Tensor) -> list
     return [step.temperature(cfg, st.step, None, masked[g.a:g.b], n) for g in run.batch.groups]
 
 
-def _stepping(run: _Run, todo: torch.Tensor) -> list[Group]:
-    """The groups with something to commit (alone, the others would skip the step)."""
+def _read_step(run: _Run, masked: torch.Tensor, todo: torch.Tensor):
+    """What the host needs of a step, read from the device at once (on a GPU each read waits for it:
+    read one by one these were four or five waits a step): the canvas' masked fraction t (recorded,
+    exactly masked.float().mean()), whether the last step changed the canvas (then the model is
+    called again), which groups have something to commit (alone, the others would skip the step) and
+    each group's masked positions (so the proposals' entries are found without another wait).
+    Returns (t, the stepping groups, each group's masked count)."""
     groups = run.batch.groups
     if run.batch.one:
-        return groups if bool(todo.any()) else []
-    has = todo.any(dim=1).tolist()  # one group per row
-    return [g for g, h in zip(groups, has) if h]
+        has, counts = todo.any()[None], masked.sum()[None]  # (1,) each
+    else:  # one group per row
+        has, counts = todo.any(dim=1), masked.sum(dim=1)  # (B,) each
+    # float64 holds the float32 mean and every count exactly
+    host = torch.cat([masked.float().mean()[None].double(), run.changed[None].double(), has.double(),
+                      counts.double()]).tolist()
+    G = len(groups)
+    run.part.stale = run.part.stale or host[1] > 0
+    stepping = [g for g, h in zip(groups, host[2:2 + G]) if h > 0]
+    return host[0], stepping, [int(n) if h > 0 else 0 for n, h in zip(host[2 + G:], host[2:2 + G])]
 
 
-def _decide(run: _Run, st: step.State, masked, todo, temperatures: list[float], s: int, S: int | None):
+def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s: int, S: int | None, read):
     """Proposals, scores, confidence and the commit mask of one step (step.py); the model is not
-    called and nothing is drawn when nothing of the block is left to commit."""
-    stepping = _stepping(run, todo)
+    called and nothing is drawn when nothing of the block is left to commit. read: _read_step's."""
+    masked, stepping, counts = read
     if not stepping:
         nan = torch.full(st.x.shape, NAN, device=st.x.device)
         return st.x, nan, nan, torch.zeros_like(todo), False
     called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock)
-    proposals, scores, conf = step.propose(run.batch, st, masked, stepping, temperatures)
+    proposals, scores, conf = step.propose(run.batch, st, masked, stepping, temperatures, counts)
     chosen = step.choose(run.batch, todo, scores, stepping, s, S, st.block_start_masked)
     return proposals, scores, conf, chosen, bool(called)
 
@@ -186,18 +210,19 @@ def _step(run: _Run, st: step.State, block: torch.Tensor, s: int, S: int | None,
     marks the rows that are not done yet (one generator per row only)."""
     start = run.clock()
     masked = st.x == run.batch.mask_id  # (B, L)
-    t_mean = float(masked.float().mean())
+    todo = masked & block
+    t_mean, stepping, counts = _read_step(run, masked, todo)
     temperatures = _group_temperatures(run, st, masked)
     temperature = temperatures[0] if run.batch.one else step.temperature(
         run.config, st.step, run.total_steps, masked, run.plan.n_generate)  # what the batch records
     per_row = _per_row_facts(run, masked, temperatures, active) if run.per_row else None
-    proposals, scores, conf, chosen, called = yield from _decide(run, st, masked, masked & block,
-                                                                 temperatures, s, S)
+    proposals, scores, conf, chosen, called = yield from _decide(run, st, todo, temperatures, s, S,
+                                                                 (masked, stepping, counts))
     step.commit(st, chosen, proposals, conf, st.step)
     remask = torch.zeros_like(chosen)
     if run.config.remask > 0 and S is not None and s < S - 1:  # never at a block's last step
         remask = step.revise(run.batch, st, block)
-    run.part.stale = run.part.stale or bool((chosen | remask).any())
+    run.changed = (chosen | remask).any()  # read with the next step's statistics (_read_step)
     run.recorder.add(st.step, st.x, proposals, scores, conf, chosen, remask, t=t_mean,
                      temperature=temperature, called=called, seconds=run.clock() - start,
                      per_row=per_row)

@@ -200,11 +200,25 @@ def refresh(batch: Batch, st: State, masked: torch.Tensor, parts: list[Part], cl
     if clock is not None:
         charged = [c.seconds for c in calls]
         clock.resume(None if None in charged else sum(charged))
+    for c in calls:
+        check_device(c.logits, batch.device)
     outs = [_guided(batch, c.logits) if batch.guided else c.logits for c in calls]
     _store(batch, st, stale, outs)
     for p, call in zip(stale, calls):
         p.stale, p.nfe, p.seconds = False, p.nfe + (2 if batch.guided else 1), call.seconds
     return stale
+
+
+def check_device(logits: torch.Tensor, device: torch.device) -> None:
+    """Refuse logits that are not on the run's device, the model's (devices.model_device: its `device`
+    attribute, else its first parameter). Every tensor of a run is made there, so logits from elsewhere
+    (a wrapper without parameters computing on a GPU: it looks like a CPU model) would meet the run's
+    own tensors in the next op and fail there, far from the cause."""
+    there, here = torch.device(logits.device), torch.device(device)
+    if there.type != here.type or None not in (there.index, here.index) and there.index != here.index:
+        raise ValueError(f"the model returned logits on {there}, but its run's tensors are on {here}, where "
+                         "its parameters are (or its `device` attribute says): give the model a `device` "
+                         "attribute, or a parameter, on the device it computes on")
 
 
 def _model_call(batch: Batch, x: torch.Tensor, t: torch.Tensor) -> ModelCall:

@@ -1,0 +1,58 @@
+"""Host syncs per step, counted on the CPU (tests/support/host_syncs.py): on a GPU each read the host
+makes of a device tensor (.item(), bool(), .tolist(), nonzero without a size, a copy to the host)
+waits for the device, and at small batches those waits, not the kernels, are a step's time. The
+sampler's design (sampler.py's docstring, "Host syncs"): one read a step, plus the step's record
+copied to the host with record=True; the merged walk one read a step."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.sampling import SamplerConfig, sample
+from explorer.sampling.merged import merged_steps
+from explorer.sampling.sampler import RECORD_COPIES
+from tests.support.host_syncs import per_step_syncs
+from tests.support.models import adaln_patterns_model, gen
+
+
+def worst(steps: list[dict]) -> int:
+    assert len(steps) >= 4  # the runs below have steps enough to see the steady state
+    return max(sum(s.values()) for s in steps)
+
+
+@pytest.mark.parametrize("record", [False, True])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_one_row_step_reads_the_device_once_plus_its_record(monkeypatch, record, temperature):
+    model = adaln_patterns_model()
+    with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
+        sample(model, SamplerConfig(steps=8, temperature=temperature, strategy="margin"), record=record)
+    assert worst(steps) == 1 + (RECORD_COPIES if record else 0), steps
+
+
+def test_a_batched_step_adds_only_its_drivers_check_of_equal_rows(monkeypatch):
+    """sample()'s driver (call_model) asks whether all rows are one canvas before each model call."""
+    model = adaln_patterns_model()
+    with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
+        sample(model, SamplerConfig(steps=8, temperature=1.0, remask=0.2, block_length=12), batch_size=5,
+               record=False)
+    assert worst(steps) == 2, steps
+
+
+def test_a_step_with_one_generator_per_row_reads_once_plus_its_rows_facts(monkeypatch):
+    """Plus the rows' t (one copy: the run records each row's own t), and call_model's check."""
+    model = adaln_patterns_model()
+    with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
+        sample(model, SamplerConfig(steps=8, temperature=1.0), generator=[gen(1), gen(2), gen(3)], record=False)
+    assert worst(steps) == 3, steps
+
+
+def test_a_merged_walk_reads_the_device_once_a_step(monkeypatch):
+    model = adaln_patterns_model()
+    runs = [dict(config=SamplerConfig(steps=s, strategy=st, temperature=1.0), batch_size=n, generator=gen(i),
+                 record=False) for i, (s, st, n) in enumerate([(3, "confidence", 4), (8, "random", 2), (6, "margin", 3)])]
+    with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
+        walk = merged_steps(model, runs, lambda k, result: None)
+        for calls in walk:  # the model called directly: only the walk's own reads are counted
+            for call in calls:
+                call.logits = model(call.x, call.t)
+    assert worst(steps) == 1, steps
