@@ -365,7 +365,7 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
           seed: int = 0, *, length: int | None = None, template=None, judge=None, words=None,
           batch_size: int | None = None, progress: Callable[[int, int], None] | None = None, cancel=None,
           include_ar=None, reference=None, pack: bool = True,
-          tokens_in_flight: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+          tokens_in_flight: int | None = None, time_alone: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sample n_samples per cell of `vary` (see sweep_cells) and score every sample.
 
     Returns (table, aggregate(table)). progress(done, total) counts samples after each batch; `cancel`
@@ -378,6 +378,8 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     run's time), not its time alone. Speed is measured apart: after sampling, one generation of each cell
     (its first sample) runs by itself (time_cells_alone): its wall time is `solo_seconds` and
     `ms_per_sample`, its generated positions over that `tokens_per_s`, the same in every row of the cell.
+    time_alone=False leaves that out (a sweep's own model calls only, its speed the batches' shares):
+    what a benchmark of the sweep itself, or a caller that needs no speed, wants.
     pack=False runs batch after batch.
     The AR baseline always runs batch after batch. tokens_in_flight: rows x length a packed sweep keeps
     under way (sampling.sample_many's; default its own): what its working memory grows with.
@@ -400,7 +402,8 @@ def sweep(model, base_config: SamplerConfig | None = None, vary: dict | None = N
     _warm_up(model, ar_model, base, length, template)
     try:
         _execute(jobs, model, ar_model, base, seed, length, template, cancel, finished, pack, tokens_in_flight)
-        time_cells_alone(finished, model, ar_model, base, seed, length, template, cancel)
+        if time_alone:
+            time_cells_alone(finished, model, ar_model, base, seed, length, template, cancel)
     except _Stopped:
         table = _concat(finished.parts(), base=base.to_dict(), knobs=knobs, kind=scoring.kind)
         raise SweepCancelled(table, finished.done, finished.total) from None

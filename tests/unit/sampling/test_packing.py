@@ -16,7 +16,7 @@ from explorer.sampling.packing import CPU_CALL_TOKENS, MIN_PACK_ROWS, _in_cpu_ca
 from explorer.sampling.sampler import ModelCall, call_model
 from tests.support.models import CountingModel, adaln_patterns_model, assert_same_run, gen, make_model
 
-TIMING = ["seconds", "tokens_per_s", "ms_per_sample"]
+TIMING = ["seconds", "solo_seconds", "tokens_per_s", "ms_per_sample"]
 # the sweep of "Sampling Strategies & Speed Tradeoffs"
 STRATEGY_SWEEP = {"steps": [1, 2, 3, 5, 8, 12, 16, 24, 32], "strategy": ["confidence", "random"]}
 
@@ -139,9 +139,10 @@ def test_bad_runs_fail_before_anything_runs():
 def test_packed_strategy_sweep_equals_cell_after_cell_and_each_batch_its_solo_run():
     model = CountingModel(adaln_patterns_model())
     base = SamplerConfig(schedule="remaining")
-    packed, packed_summary = sweep(model, base, STRATEGY_SWEEP, n_samples=30, seed=0)
+    # time_alone=False: the calls counted are the sweeps' own (each cell's timed solo run adds the same to both)
+    packed, packed_summary = sweep(model, base, STRATEGY_SWEEP, n_samples=30, seed=0, time_alone=False)
     packed_calls, model.calls = model.calls, 0
-    alone, alone_summary = sweep(model, base, STRATEGY_SWEEP, n_samples=30, seed=0, pack=False)
+    alone, alone_summary = sweep(model, base, STRATEGY_SWEEP, n_samples=30, seed=0, pack=False, time_alone=False)
     # 1 warm-up + 24 shared calls, whose distinct rows the CPU computes in calls of about
     # packing.CPU_CALL_TOKENS (53 model calls in all), vs 1 + 190
     assert packed_calls < model.calls / 3
