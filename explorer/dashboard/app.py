@@ -175,6 +175,9 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     template = pn.template.BootstrapTemplate(
         title=TITLE, sidebar=[ControlsView(state=state.tabs["Explore"])], main=[url_notice(url), tabs],
         header=[HeaderView(state=state)], header_background=ACCENT, sidebar_width=340, raw_css=[APP_CSS],
+        # on a projector the figure is the point: the knobs wait behind the header's toggle (one click),
+        # else they filled the first screen and took a third of a 1024-pixel width from the figure
+        collapsed_sidebar=state.presentation,
         # No busy spinner: Panel's busy state is process-wide, so every open page's spinner turned
         # whenever any session handled an event, and a knob change kept it spinning through the run
         # (about 45 ms of the browser's CPU per 32-step run, on the cores the sampler needs:

@@ -55,11 +55,14 @@ def widget_type_size(widget, presentation: bool) -> None:
     """A widget at the session's type size, its value, buttons and segments included: those are drawn
     in a shadow DOM whose theme sets their own sizes, so the host's font-size never reaches them
     (presentation mode left them small). A stylesheet inside the shadow root does."""
-    widget.styles = type_size(presentation)
+    widget.styles = {**widget.styles, **type_size(presentation)}  # keeps its layout styles (figure_first)
     base = FONT[presentation]["base"]
     css = (f":host {{ --font-size: {base}; }} .bk-btn, .bk-input, select, input, textarea, .bk-label, label, "
            f".noUi-tooltip {{ font-size: {base} !important; }} "
-           ".bk-btn-group { flex-wrap: wrap; }")  # large segments wrap rather than run past a 1024 px column
+           ".bk-btn-group { flex-wrap: wrap; } "  # large segments wrap rather than run past a 1024 px column
+           # a label wider than its fixed-width input ("Samples per point" and its help icon) wraps
+           # rather than running past the window's edge
+           "label { white-space: normal; overflow-wrap: anywhere; }")
     ours = [s for s in widget.stylesheets if not (isinstance(s, str) and s.startswith(":host { --font-size:"))]
     widget.stylesheets = ours + ([css] if presentation else [])
 
@@ -73,7 +76,7 @@ def watch_presentation(session, figures=(), panes=(), text_panes=(), widgets=())
     def restyle(*events):
         size = FONT[session.presentation]
         for pane in panes:
-            pane.styles = type_size(session.presentation)
+            pane.styles = {**pane.styles, **type_size(session.presentation)}  # keeps flex_item, figure_first
         for widget in widgets:
             widget_type_size(widget, session.presentation)
         for pane in text_panes:
@@ -114,6 +117,21 @@ def checkbox(parameter, **kwargs) -> pn.widgets.CheckBoxGroup:
     box.param.watch(lambda event: setattr(owner, name, bool(event.new)), "value")
     owner.param.watch(lambda event: setattr(box, "value", [label] if event.new else []), name)
     return box
+
+
+def figure_first(session, *items) -> None:
+    """In presentation (projector) mode, `items` (children of one Column) come first, in their own order:
+    the tab's figure at the top of the first screen instead of under its controls and notes. CSS `order`,
+    not a reordered Column: the views stay the same Bokeh models (no re-render, nothing to dispatch).
+
+    session: the Session whose presentation toggle decides; items: Panel objects inside a pn.Column."""
+    def place(*events):
+        for item in items:
+            rest = {k: v for k, v in item.styles.items() if k != "order"}
+            item.styles = {**rest, "order": "-1"} if session.presentation else rest
+
+    place()
+    session.param.watch(place, "presentation")
 
 
 def flex_item(grow: int, min_width: int) -> dict:

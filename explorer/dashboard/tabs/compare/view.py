@@ -17,7 +17,7 @@ from bokeh.models import Range1d
 
 from ....experiments import METRIC_DIRECTION, RANKED_BY
 from ...downloads import download_button, trajectory_csv, trajectory_json
-from ...ui.base import flex_item, notice, show_notice, side_by_side, watch_presentation
+from ...ui.base import figure_first, flex_item, notice, show_notice, side_by_side, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
 from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
 from ...ui.safe import literal
@@ -295,11 +295,12 @@ class CompareView(pn.viewable.Viewer):
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
 
     def __panel__(self):
+        # wraps rather than running off the page: five 280 px columns need about 1,800 px
+        columns = side_by_side(*self.columns)
+        figure_first(self.tab.session, self.notice, columns)  # projector mode: the heatmaps and texts first
         return pn.Column(
             # wraps instead of cutting the status off (projector type, narrow windows)
             pn.FlexBox(self.presets, self.run, self.stop, self.add, self.status, sizing_mode="stretch_width",
                        align_items="center"),
-            self.notice, self.info, self.legend,
-            # wraps rather than running off the page: five 280 px columns need about 1,800 px
-            side_by_side(*self.columns), sizing_mode="stretch_width",
+            self.notice, self.info, self.legend, columns, sizing_mode="stretch_width",
             css_classes=["compare-view"])

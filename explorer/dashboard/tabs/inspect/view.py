@@ -23,7 +23,7 @@ from .masking import draw_mask, fraction_check, pieces, positions
 from ....metrics import training_ratios
 from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
 from .state import InspectState
-from ...ui.base import TABLE_CSS, heading, notice, show_notice, watch_presentation
+from ...ui.base import TABLE_CSS, figure_first, heading, notice, show_notice, watch_presentation
 
 SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # the teaching notebooks show these t in one figure
 
@@ -215,6 +215,9 @@ class InspectView(pn.viewable.Viewer):
             pn.Row(self.t, self.k, sizing_mode="stretch_width"),
             pn.FlexBox(self.seed, self.redraw, self.reset, align_items="flex-end", sizing_mode="stretch_width"),
             self.text, sizing_mode="stretch_width")
+        stats = heading("Masking statistics and accuracy on validation data")
+        # projector mode: the masking statistics first, under the notice; the t slider follows them
+        figure_first(self.tab.session, self.notice, stats, self.plots)
         return pn.Column(
             self.notice, controls, self.text_notice, self.busy,
             heading("Forward process: the text the model sees at t"), self.forward,
@@ -223,5 +226,5 @@ class InspectView(pn.viewable.Viewer):
             pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
             heading("Top-p: which candidates survive at one position"), pn.FlexBox(self.nucleus_p, self.nucleus_at),
             self.nucleus,
-            heading("Masking statistics and accuracy on validation data"), self.plots, self.ratios, self.positions,
+            stats, self.plots, self.ratios, self.positions,
             self._downloads(), sizing_mode="stretch_width", css_classes=["inspect-tab"])

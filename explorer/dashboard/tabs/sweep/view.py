@@ -20,6 +20,7 @@ from ...downloads import download_button, plot_html, plot_png, table_csv
 from ...ui.base import (
     TABLE_CSS,
     checkbox,
+    figure_first,
     flex_item,
     notice,
     rule,
@@ -243,10 +244,8 @@ class SweepTabView(pn.viewable.Viewer):
             "legend": font["plot"]})
         figures = {}
         if metric is not None:
-            # at projector type no title (the heading and the y axis name it): it ran past a 1366 px page's half
-            title = "" if tab.session.presentation else None
-            figures["quality"] = quality_speed_plot(summary, metric, x=tab.x, speed=False, height=380,
-                                                    title=title).opts(**style)
+            figures["quality"] = quality_speed_plot(summary, metric, x=tab.x, speed=False,
+                                                    height=380).opts(**style)
         if f"{tab.speed_metric}_mean" in summary:
             figures["speed"] = speed_plot(summary, x=tab.x, metric=tab.speed_metric, height=380).opts(**style)
         return figures
@@ -299,16 +298,27 @@ class SweepTabView(pn.viewable.Viewer):
         return pn.FlexBox(*(download_button(label, name, make, session=s) for label, name, make in files),
                           css_classes=["sweep-downloads"])
 
+    def _plot_widths(self) -> None:
+        """At projector type each plot takes the whole width, one under the other: side by side, the quality
+        plot's title and legend ran past its half of a 1366-pixel page. The summary shows every row."""
+        pres = self.tab.session.presentation
+        for plot in (self.quality_plot, self.speed_plot):
+            plot.styles = {**plot.styles, **({"flex": "1 1 100%"} if pres else flex_item(1, 420))}
+        self.summary.max_height = None if pres else 300
+
     def __panel__(self):
         p = self.tab.param
+        plots = side_by_side(self.quality_plot, self.speed_plot)
+        figure_first(self.tab.session, self.plot_notice, plots)  # projector mode: above the section's controls
+        self._plot_widths()
+        self.tab.session.param.watch(lambda *e: self._plot_widths(), ["presentation"])
         main = pn.Column(
             section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
                     "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best of the metric "
                     "plotted). The cells share their model calls while sampling; each cell's speed is one of "
                     "its generations run again by itself, timed alone."),
             self._controls(), TaskBar(task=self.tab.main, session=self.tab.session), self.plot_notice,
-            side_by_side(self.quality_plot, self.speed_plot),
-            self.summary, self._downloads(), sizing_mode="stretch_width")
+            plots, self.summary, self._downloads(), sizing_mode="stretch_width")
         inputs = [pn.widgets.TextInput.from_param(p.grid_steps, width=170),
                   pn.widgets.IntInput.from_param(p.grid_samples, width=120),
                   pn.widgets.TextInput.from_param(p.temp_values, width=190),
