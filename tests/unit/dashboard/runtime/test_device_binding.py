@@ -54,7 +54,7 @@ def test_a_worker_without_a_device_is_refused():
 def test_every_worker_of_a_session_and_its_tabs_is_bound_to_the_session_device(state):
     found = workers_of(state)
     names = {w.name for w in found}
-    # the work the issue names: runs, loads, Compare, the Sweep tab's three sweeps, browser training
+    # every kind of work a session starts: runs, loads, Compare, the Sweep tab's three sweeps, browser training
     assert {"run", "load", "sweep", "compare", "train", "sweep", "quality grid", "temperature comparison"} <= names
     assert {"validation text", "predictions", "accuracy vs t", "per-position confidence"} <= names  # Inspect's
     assert all(w.device == state.device for w in found), [(w.name, w.device) for w in found]
