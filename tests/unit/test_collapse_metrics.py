@@ -205,6 +205,7 @@ def _choose_defaults():
     return module
 
 
+@pytest.mark.slow
 def test_choose_defaults_marks_the_bars_recommends_from_them_and_writes_it(ckpt_dir, capsys):
     from explorer.checkpoint import read_metadata
 

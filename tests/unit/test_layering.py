@@ -7,6 +7,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
 from tests.support import ROOT
 
 PACKAGE = ROOT / "explorer"
@@ -97,6 +99,7 @@ def reachable(start: str) -> set[str]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_import_graph_has_no_cycles():
     cycles = sorted(f"{a} <-> {b}" for a in modules() for b in internal_edges(a)
                     if a < b and a in reachable(b))
@@ -131,6 +134,7 @@ def state_modules() -> list[str]:
     return [*names, *specs, f"{DASHBOARD}.tabs", f"{DASHBOARD}.session", f"{DASHBOARD}.tabs.base"]
 
 
+@pytest.mark.slow
 def test_state_modules_do_not_import_panel():
     """Not in the module (anywhere in it), and not through what importing it imports (a helper module
     may import Panel inside a function that only the page calls, e.g. runtime.dispatch)."""

@@ -107,6 +107,7 @@ def _greedy(judge, prompt: str, n: int) -> str:
     return judge.tokenizer.decode(x[0].tolist())
 
 
+@pytest.mark.slow
 def test_gen_ppl_of_own_greedy_continuation_beats_shuffled(judge):
     greedy = _greedy(judge, "To be", 40)
     rng = np.random.default_rng(0)
@@ -120,6 +121,7 @@ def test_gen_ppl_of_own_greedy_continuation_beats_shuffled(judge):
     assert metrics.gen_nll(judge, greedy)[0] == pytest.approx(math.log(ppl[0]), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_gen_ppl_matches_ar_loss_and_handles_mixed_lengths(judge):
     text = TINY_TEXT[:40]
     x = torch.tensor([judge.tokenizer.encode(text)])
@@ -130,6 +132,7 @@ def test_gen_ppl_matches_ar_loss_and_handles_mixed_lengths(judge):
     assert np.isfinite(got[1]) and math.isnan(got[2])  # one char: nothing to predict
 
 
+@pytest.mark.slow
 def test_gen_ppl_clear_errors(judge):
     with pytest.raises(ValueError, match="sample 1 cannot be scored by the judge.*'Z'"):
         metrics.gen_ppl(judge, ["To be", "ZZ top"])
@@ -143,6 +146,7 @@ def test_gen_ppl_clear_errors(judge):
         metrics.gen_ppl(make_model(kind="diffusion"), np.array([[0, 1]]))
 
 
+@pytest.mark.slow
 def test_text_quality_columns_and_reference_texts(judge):
     ref = metrics.reference_texts(TINY_TEXT, 40, n=4, seed=1)
     assert ref == metrics.reference_texts(TINY_TEXT, 40, n=4, seed=1)  # seeded

@@ -95,6 +95,7 @@ def test_the_twin_speed_axis_is_logarithmic_over_the_measured_range():
     assert not isinstance(fig.y_scale, LogScale)  # the quality axis stays linear
 
 
+@pytest.mark.slow
 def test_a_log_axis_under_two_decades_is_ticked_1_2_5_from_bottom_to_top():
     """Bokeh's LogTicker ticks a span under about two decades linearly: the Sweep tab's tokens/s plot (12k to
     310k) had 50k, 100k ... 350k bunched at its top and nothing below 50k. Its ticks are now 1, 2, 5 per
@@ -150,6 +151,7 @@ def test_a_std_band_stays_within_the_values_its_metric_can_take():
     assert low.tolist() == [-1.5] and high.tolist() == [2.5]
 
 
+@pytest.mark.slow
 def test_short_log_axes_read_as_plain_numbers_and_no_empty_speed_axis():
     """Two step counts on a log axis were labelled 10^0 and 10^0.3; a summary without a measured speed drew a
     tokens/s axis over nothing, its ticks all "0"."""

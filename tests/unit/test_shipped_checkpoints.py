@@ -7,6 +7,8 @@ import torch
 from explorer import load_checkpoint
 from explorer.checkpoint import checkpoints_dir, list_checkpoints
 
+pytestmark = pytest.mark.slow  # each test loads a shipped checkpoint (up to 25 MB); some sample hundreds of texts
+
 SHIPPED = ["patterns", "shakespeare", "shakespeare-large", "shakespeare-ar"]
 TEXT_DIFFUSION = ["shakespeare", "shakespeare-large"]  # the Shakespeare diffusion models: each meets the bars
 MAX_BYTES = {"shakespeare-large": 26_000_000}  # 12.3M parameters at fp16; the others stay under 20 MB

@@ -95,6 +95,7 @@ def test_cli_resume_keeps_the_runs_own_settings(tmp_path, monkeypatch):
     assert (cfg["lr"], cfg["batch_size"], cfg["lr_schedule"], cfg["max_steps"]) == (0.002, 4, "linear", 8)
 
 
+@pytest.mark.slow
 def test_ema_averages_the_weights_and_is_what_is_evaluated_and_saved(tmp_path, tiny_corpus):
     out = tmp_path / "ema.safetensors"
     t = Trainer(TrainConfig(**TINY, max_steps=3, ema=0.9), out, corpus=tiny_corpus)

@@ -82,6 +82,7 @@ def test_no_min_length_makes_no_extra_random_draw(tmp_path, tiny_corpus):
     assert not torch.equal(varied.generator.get_state(), before)
 
 
+@pytest.mark.slow
 def test_final_metrics_report_shorter_lengths_for_text_only(tmp_path):
     corpus = TextCorpus(TINY_TEXT * 8, name="tiny")
     trainer = Trainer(TrainConfig(**{**TINY, "block_size": 64}, max_steps=1), tmp_path / "m.safetensors",

@@ -118,7 +118,8 @@ BAD = {
 }
 
 
-@pytest.mark.parametrize("case", list(BAD))
+# the train cases build a Trainer (model and corpus) before they refuse: slow
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.startswith("train") else c for c in BAD])
 def test_bad_flag_is_one_error_line_before_any_work(env, capsys, case):
     argv, needle = BAD[case]
     assert main(argv) == 2

@@ -93,6 +93,7 @@ def serve_args(*argv):
     return args
 
 
+@pytest.mark.slow
 def test_no_auto_sweep_and_bf16_are_every_new_sessions_defaults(checkpoints, fresh_defaults):
     from explorer.dashboard.ui.header import HeaderView
 

@@ -15,6 +15,8 @@ from explorer.sampling import sample  # noqa: E402
 
 from tests.support.hf import bert_dir  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the module's tiny BERT (a tokenizer trained, a model saved) costs seconds
+
 
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory):

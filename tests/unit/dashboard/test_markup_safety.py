@@ -130,6 +130,7 @@ def _constant_text(node: ast.AST) -> bool:
     return isinstance(node, ast.BinOp) and _constant_text(node.left) and _constant_text(node.right)
 
 
+@pytest.mark.slow
 def test_outside_text_meets_markup_only_through_the_one_helper():
     """One escaping helper (ui.safe.literal; Panel's transport escape in ui.internals aside); notices
     only through ui.base.notice (plain text); Markdown panes only through ui.base.section, and only

@@ -26,6 +26,7 @@ def runs_of(configs, sizes, **extra):
             for i, (c, n) in enumerate(zip(configs, sizes))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", [None, "AB█CD[___]E"])
 def test_merged_runs_equal_their_solo_runs(template):
     model = CountingModel(adaln_patterns_model())

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.seed_runs import FIXTURE, results
 
 
+@pytest.mark.slow
 def test_every_path_gives_the_samples_it_gave_for_its_seed():
     want = json.loads(FIXTURE.read_text())
     got = results()

@@ -35,6 +35,7 @@ def _tensors(path):
         return {k: f.get_tensor(k) for k in f.keys()}
 
 
+@pytest.mark.slow
 def test_write_stores_the_measured_setting_and_keeps_the_weights(tmp_path, capsys):
     from explorer.checkpoint import load_checkpoint, read_metadata
     from explorer.dashboard.tabs.model.meta import summary_sections

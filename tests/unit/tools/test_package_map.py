@@ -15,6 +15,7 @@ _spec.loader.exec_module(package_map)
 FIX = "python tools/package_map.py --write"
 
 
+@pytest.mark.slow
 def test_the_design_page_map_describes_the_modules_on_disk():
     expected, shown = package_map.package_map(ROOT), package_map.page_map(ROOT / package_map.PAGE)
     missing = [line for line in expected if line not in shown]

@@ -275,6 +275,7 @@ def nbytes(obj) -> int:
     return total
 
 
+@pytest.mark.slow
 def test_the_result_estimates_bound_real_results(opened):
     s, _ = opened()
     sweep, compare = s.tabs["Sweep"], s.tabs["Compare"]

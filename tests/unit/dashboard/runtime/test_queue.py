@@ -326,6 +326,7 @@ def queued_session(queued: list) -> Session:
     return s
 
 
+@pytest.mark.slow
 def test_a_run_reaches_the_page_with_its_rows_and_waiting_is_said_only_of_a_wait(checkpoints, queue, monkeypatch):
     """The page's first message of a run carries its start canvas, its rows so far and the
     header's line (one redraw, not three), and "waiting for the device" appears only once the run has

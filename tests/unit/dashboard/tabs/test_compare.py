@@ -59,6 +59,7 @@ def test_steps_4_vs_32_align_on_progress(compare):
     assert [r["metrics"]["nfe"] for r in tab.results] == [4, tab.results[1]["traj"].nfe]
 
 
+@pytest.mark.slow
 def test_ar_column_uses_the_ar_checkpoint_of_the_alphabet(compare):
     tab, view = compare
     tab.apply_preset("ar", start=False)
@@ -105,6 +106,7 @@ def test_results_arrive_only_through_dispatch(checkpoints):
     assert all(r and r["error"] == "" for r in tab.results) and not tab.running
 
 
+@pytest.mark.slow
 def test_the_run_is_one_task_on_the_session_device(compare):
     tab, view = compare
     assert isinstance(tab.task, Task) and tab.task.worker.device == tab.session.device
@@ -150,6 +152,7 @@ def test_bad_override_is_a_notice_and_keeps_everything(compare):
     assert tab.set_column(1, "strategy=random, temperature=0.5") and tab.error == "" and tab.preset == "custom"
 
 
+@pytest.mark.slow
 def test_columns_from_a_url_are_checked(compare):
     tab, _ = compare
     tab.columns = "temperature=0.3" + SEP + "temperature=1.5"  # what the URL sync does

@@ -22,6 +22,7 @@ def session(checkpoints):
     s.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns, reason", [
     ("bogus=1 | steps=4", "column 1: unknown knob 'bogus'"),
     ("steps=4 | steps", "column 2: 'steps' is not knob=value"),
@@ -41,6 +42,7 @@ def test_a_bad_compare_columns_is_named_in_the_link_notice(session, columns, rea
     assert url.tab == "Compare" and session.seed == 3  # the rest of the link still is
 
 
+@pytest.mark.slow
 def test_good_compare_columns_from_a_link_are_applied_without_a_notice(session):
     url = UrlState(session, list(session.tabs))
     url.apply({"compare.columns": "steps=4 | steps=8, strategy=random"})

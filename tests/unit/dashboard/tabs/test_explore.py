@@ -319,6 +319,7 @@ def test_presentation_mode_shortens_the_confidence_title_and_enlarges_the_player
     assert view.figure.yaxis.axis_label == f"score ({state.strategy})"
 
 
+@pytest.mark.slow
 def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeypatch):
     """After a run the sweep starts only if its estimated model time (the run's time
     per call x the rows the sweep computes) is under AUTO_SWEEP_SECONDS; otherwise the panel says what it
@@ -480,6 +481,7 @@ def test_the_text_caption_gives_the_runs_step_count_while_it_runs(state):
     assert "so far" not in html.unescape(view.div.text)
 
 
+@pytest.mark.slow
 def test_an_empty_quality_panel_says_how_to_fill_it(state):
     """With auto-sweep off (`serve --no-auto-sweep`, a class's server) the quality panel was a heading over
     a blank: it now says the sweep has not been computed and what Compute does; running and done say so."""

@@ -268,6 +268,7 @@ def test_the_page_shows_figures_by_length_and_the_recommended_sampler_when_store
     assert "Held-out figures by canvas length" not in bare and "Recommended sampler" not in bare
 
 
+@pytest.mark.slow
 def test_time_embedding_heatmap_of_the_guide(ckpts):
     """The sinusoidal embedding of t at the model's width, saying whether the model uses it."""
     import numpy as np

@@ -32,6 +32,7 @@ def test_clicking_compare_runs_the_comparison_once(checkpoints):
     assert compare.run_id == first  # shown again: the results are still there, nothing re-runs
 
 
+@pytest.mark.slow
 def test_a_link_that_opens_on_sweep_shows_the_sweep_once_the_model_loads(checkpoints):
     app = create_app("tiny", "cpu", autoload=False)
     state = app.explorer_state

@@ -29,6 +29,7 @@ def test_an_unknown_tab_or_state_is_refused():
         new_view(Stray.__new__(Stray))
 
 
+@pytest.mark.slow
 def test_build_tab_makes_each_tab_from_its_spec_and_registers_its_state(checkpoints):
     session = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     for name in TAB_NAMES:

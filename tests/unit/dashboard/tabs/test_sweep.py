@@ -35,6 +35,7 @@ def drawn(pane) -> dict:
             for el in pane.object if el.label and type(el).__name__ in ("Curve", "Scatter")}
 
 
+@pytest.mark.slow
 def test_sweep_runs_with_ar_baseline_and_draws(tab):
     assert tab.main.estimate.startswith("Run: ≈") and "model calls" in tab.main.estimate
     assert tab.start_sweep(wait=True)
@@ -74,6 +75,7 @@ def test_downloads_give_the_table_summary_and_figures(tab):
     assert why == "" and b"<html" in page[:500].lower() and b"Bokeh" in page
 
 
+@pytest.mark.slow
 def test_cached_result_comes_back_without_sampling(tab):
     tab.start_sweep(wait=True)
     first = tab.main.result
@@ -85,6 +87,7 @@ def test_cached_result_comes_back_without_sampling(tab):
     assert tab.start_sweep(wait=True) and tab.main.result is first
 
 
+@pytest.mark.slow
 def test_thresholds_join_the_scheduled_curves(tab):
     tab.param.update(thresholds="0.5, 0.9", strategies=["confidence"], include_ar=False)
     assert tab.start_sweep(wait=True), tab.main.error
@@ -243,6 +246,7 @@ def test_the_task_bars_follow_the_presentation_type_size(tab):
     assert not big(bar.stop)
 
 
+@pytest.mark.slow
 def test_at_projector_type_the_quality_plot_drops_its_title(tab):
     """Its title ran past half a 1366-pixel page at projector type; the heading and the y axis name it."""
     assert tab.start_sweep(wait=True)
