@@ -244,9 +244,15 @@ class Task(param.Parameterized):
         self.param.update(**ended)
 
     def show(self, result, status: str) -> None:
-        """Show a result computed elsewhere (a cache hit), cancelling any work in progress."""
+        """Show a result computed elsewhere (a cache hit), cancelling any work in progress. The result
+        already shown is not announced again: its views would redraw for nothing, and a pane that
+        builds new Bokeh models per object must not do that twice in one UI callback (see
+        InspectState._validation_arrived)."""
         self._detach()
-        self.param.update(result=result, progress=100, running=False, status=status, error="")
+        ended = dict(progress=100, running=False, status=status, error="")
+        if result is not self.result:
+            ended["result"] = result
+        self.param.update(**ended)
 
     def cancel(self, status: str = "cancelled") -> None:
         if self.running:

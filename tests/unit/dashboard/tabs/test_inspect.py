@@ -337,3 +337,24 @@ def test_predictions_arriving_after_the_session_let_go_of_its_model_draw_nothing
     state.model = None
     view._predictions()
     assert view.grid.object == "" and view.table.object is None
+
+
+def test_a_repeat_visit_shows_its_cached_predictions_once(inspect):
+    """A second session of the same link finds the validation text and the predictions in the caches:
+    they arrive in one UI callback, and the predictions are announced (and the top-p figure built) once.
+    Twice, the page got a patch changing a figure it was never sent, and rejected all of it."""
+    first = inspect[1].predictions
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Inspect", state)
+    state.load(wait=True)
+    announced, figures = [], []
+    tab.predictions_task.param.watch(lambda event: announced.append(event.new), "result")
+    view.nucleus.param.watch(lambda event: figures.append(event.new), "object")
+    tab.on_shown()
+    wait_for(lambda: tab.validation_task.result is not None and not tab.validation_task.running)
+    wait_for(lambda: tab.positions is not None and tab.accuracy is not None)
+    assert announced == [first]  # the cached result, once (not computed again)
+    assert len(figures) == 1 and view.grid.object.count('class="col" title=') == int(first["mask"].sum())
+    tab.predictions_task.show(first, "from cache")  # the result on screen again: nothing to redraw
+    assert len(announced) == 1 and len(figures) == 1
+    state.close()

@@ -225,9 +225,16 @@ class InspectState(TabState):
         if event.new is None:
             return
         self._default = self.validation.excerpt()
+        before = self.text
         if self.default_text:
             self._set_text(self._default)
-        self.refresh_predictions()
+        # A new text has asked for its predictions already (_text_edited). Asking twice in this one UI
+        # callback showed a cached result twice, and the top-p pane built a figure for each: Bokeh
+        # merges the held changes into one patch, which then changed the dropped first figure, one the
+        # page never got ("reference ... isn't known"); the page rejected the whole patch and stayed
+        # at "the validation text is loading" (a repeat visit, whose results all come from the caches).
+        if self.text == before:
+            self.refresh_predictions()
         self.refresh_accuracy()
         self.refresh_positions()
 
