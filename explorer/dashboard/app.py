@@ -125,6 +125,8 @@ def link_url(state: Session, tabs) -> UrlState:
     url = UrlState(state, titles)
     url.apply(query_args(page_args()))
     state.load_hooks.append(url.hook)
+    if url.tab != MAIN_TAB:  # only the link's tab works at first: Explore runs when first shown
+        state.tabs[MAIN_TAB].hold_runs()
     tabs.active = titles.index(url.tab)
     fill_tab(tabs, tabs.active)  # the tab a link opens on is in the first page
     tabs.param.watch(lambda event: setattr(url, "tab", titles[event.new]), "active")

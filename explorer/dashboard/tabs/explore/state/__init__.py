@@ -57,7 +57,7 @@ class ExploreState(RunState, ConfidenceState, QualityState, SamplesState):
         s = self.session
         if s.quiet or s.model is None:
             return
-        if self.auto_run:
+        if self.auto_run and not self.held:
             self.start_run()
         else:
             s.error = ""
@@ -70,5 +70,5 @@ class ExploreState(RunState, ConfidenceState, QualityState, SamplesState):
         if s.model_info.get("n_params", 0) > AUTO_RUN_MAX_PARAMS and s.device.type == "cpu":
             self.auto_run = False  # a big model on a CPU: sample when asked, not per knob
         self._refresh_mean_confidence()
-        if self.auto_run:
+        if self.auto_run and not self.held:  # held: the run starts when Explore is first shown (on_shown)
             self.start_run()

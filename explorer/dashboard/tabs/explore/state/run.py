@@ -76,6 +76,7 @@ class RunState(TabState):
         self._starting = None  # (job, frames, header line) of a run begun on the device, not yet shown
         self._shown_job = None  # the run whose frames `frames` are: only its steps are added to them
         self._waiting = Later(session.dispatch)  # "waiting for the device", unless the run begins first
+        self.held = False  # the page opened on another tab: no run until Explore is first shown (hold_runs)
 
     def _run_superseded(self) -> None:
         """Hook: a run is starting or was stopped (the tab cancels the work that followed the last one)."""
@@ -84,6 +85,20 @@ class RunState(TabState):
         """Hook: `traj` finished and is shown (the tab starts the work that follows a run)."""
 
     # ------------------------------------------------------------------ starting and stopping
+
+    def hold_runs(self) -> None:
+        """The page opens on another tab (a link's tab=): runs wait until Explore is first shown
+        (on_shown). A sample nobody looks at would take the device from the tab the link asked for
+        first (an Inspect link waited 12-41 s behind Explore's default run)."""
+        self.held = True
+
+    def on_shown(self) -> None:
+        """Explore is on screen with a model loaded: a run held back (hold_runs) starts now, at the
+        knobs as they are then."""
+        if self.held:
+            self.held = False
+            if self.auto_run and self.session.model is not None:
+                self.start_run()
 
     def start_run(self, *, wait: bool = False) -> bool:
         """Validate the knobs and start sampling (superseding any run in progress).
