@@ -5,7 +5,7 @@ handler attributes, a Markdown javascript: link, HTML entities), with the knobs 
 (corpus name, commands) carries them as well. Nothing may run (alert/confirm/prompt are hooked, and
 dialogs counted), no element may come of them (no inline handler, no javascript: URL, no <details>,
 no <img src=x>), and the page shows their literal text. A 1366x768 screenshot of the Explore page goes
-to pytest's tmp directory. Without a browser: test_markup_safety.py, test_url_fuzz.py."""
+to pytest's tmp directory. Without a browser: tests/unit/dashboard/test_markup_safety.py and test_urlstate_fuzz.py."""
 from __future__ import annotations
 
 from pathlib import Path

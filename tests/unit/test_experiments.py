@@ -106,7 +106,7 @@ class TrippingDenoiser(PeriodicDenoiser):
 def test_cancel_during_a_long_cell_stops_within_a_step():
     # calls: 1 warm-up, 4 for the steps=4 cell (one per step: every step changes the canvas), then
     # the 64-step cell trips the cancel on its first call and must stop right after that step
-    # (cell after cell: pack=False; the packed sweep's cancel is in test_sweep_packed.py)
+    # (cell after cell: pack=False; the packed sweep's cancel is in sampling/test_packing.py)
     model = TrippingDenoiser(block_size=64, trip_at=1 + 4 + 1)
     with pytest.raises(SweepCancelled) as info:
         sweep(model, SamplerConfig(), {"steps": [4, 64]}, n_samples=2, cancel=model.stop, pack=False)

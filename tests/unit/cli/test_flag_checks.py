@@ -1,6 +1,6 @@
 """Every flag of train, sample, evaluate and sweep: a value out of range is one `error: ...` line and exit
 status 2 before anything is loaded or trained; outputs are checked writable before a run starts; Ctrl-C
-saves a training run at any moment, the held-out metrics at its end included. (test_cli_fuzz.py throws
+saves a training run at any moment, the held-out metrics at its end included. (test_flags_fuzz.py throws
 generated values at the same flags.)"""
 from __future__ import annotations
 

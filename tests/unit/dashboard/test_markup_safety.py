@@ -2,7 +2,7 @@
 model's HTML) is parsed, and outside text must come out of it as text, character for character, with
 no tag, link or entity of its own. Covers the link's notice, every notice, the views that quote task
 statuses and errors, and the rule that keeps it so (one escaping helper; Markdown only for the
-dashboard's own words). The same in a real browser: test_markup_safety_browser.py."""
+dashboard's own words). The same in a real browser: tests/browser/test_markup_safety.py."""
 from __future__ import annotations
 
 import ast
