@@ -127,7 +127,7 @@ def test_checkpoint_names_with_paths_are_never_opened(good_checkpoints, monkeypa
 
 
 def test_notice_is_text_not_html(checkpoints):
-    """A notice can quote the URL; it shows it as text (tests/test_markup_safety.py: every notice)."""
+    """A notice can quote the URL; it shows it as text (tests/unit/dashboard/test_markup_safety.py: every notice)."""
     from tests.support.markup import plain
 
     s = open_session(checkpoint="<img src=x onerror=alert(1)>", device="cpu", auto_run=False)

@@ -1,7 +1,7 @@
 """Links as anyone could write them, generated (hypothesis): whatever keys and values a link carries,
 applying it (UrlState.apply, on a session with every tab's state) raises nothing, names every key
 and value it did not apply in the notice, and the notice the page shows holds the link's text only as
-text: no '<' of it reaches the page unescaped. A knob's own rules are tests/test_urlstate.py's."""
+text: no '<' of it reaches the page unescaped. A knob's own rules are test_urlstate.py's."""
 from __future__ import annotations
 
 import pytest
