@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.support.dashboard import explore
 
 
+@pytest.mark.slow
 def test_create_app_outside_a_server_loads_in_the_background(checkpoints):
     from explorer.dashboard import create_app
 

@@ -128,6 +128,7 @@ class RowsModel(torch.nn.Module):
         return self.inner(x, t)
 
 
+@pytest.mark.slow
 def test_a_large_vocabularys_logits_budget_cuts_merged_walks_and_runs_under_way_with_the_same_results():
     """A merged walk holds (rows, L, V) float32 logits for all its runs at once: with a real dLLM's
     vocabulary a sweep's grid merged whole ran out of memory (benchmarks/bench_sweep_memory.py). The

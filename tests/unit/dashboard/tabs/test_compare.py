@@ -49,6 +49,7 @@ def test_confidence_vs_random_runs_the_real_sampler_with_one_seed(compare):
     assert not view.columns[2].layout.visible
 
 
+@pytest.mark.slow
 def test_steps_4_vs_32_align_on_progress(compare):
     tab, view = compare
     tab.apply_preset("steps", start=False)
@@ -96,6 +97,7 @@ def queued_compare():
     return state, tab, queued
 
 
+@pytest.mark.slow
 def test_results_arrive_only_through_dispatch(checkpoints):
     state, tab, queued = queued_compare()
     assert tab.start()

@@ -71,6 +71,7 @@ def test_only_the_shown_tab_is_in_the_page_and_a_hidden_one_keeps_its_results(ch
     state.close()
 
 
+@pytest.mark.slow
 def test_a_tab_can_bring_another_to_the_front(checkpoints):
     """Model's "Sample from it" loads the new checkpoint and shows Explore, where its samples appear;
     the request is reset once served, and an unknown title changes nothing."""

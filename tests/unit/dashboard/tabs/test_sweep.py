@@ -142,6 +142,7 @@ def test_temperature_comparison(tab):
     assert "<b>0.3</b>" in page and "<b>1.5</b>" in page and page.count("white-space: pre-wrap") == 4
 
 
+@pytest.mark.slow
 def test_ar_model_gets_a_notice_and_model_change_clears(tab):
     tab.start_sweep(wait=True)
     assert tab.main.result is not None
@@ -202,6 +203,7 @@ def scheduler(monkeypatch):
             client.close()
 
 
+@pytest.mark.slow
 def test_a_served_dashboard_sweeps_on_its_dask_cluster(tab, scheduler):
     tab.param.update(steps_grid="2,5", samples=2, include_ar=False, strategies=["confidence"])
     before = cluster.jobs_started()  # the cluster's worker is a thread of this process: its count is ours
