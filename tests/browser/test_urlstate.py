@@ -32,10 +32,14 @@ def dummy_tab_module():
     def new_view(tab):
         return pn.Column(pn.widgets.IntInput.from_param(tab.param.level, css_classes=["dummy-level"]))
 
+    from explorer.dashboard.tabs import TabSpec
+
+    # a tab package and its view module, as tabs/<name>/__init__.py and view.py are
     module = types.ModuleType("explorer.dashboard.tabs.dummy")
-    module.new_state, module.new_view = DummyState, new_view
-    module.build = lambda session: (lambda tab: (tab, new_view(tab)))(DummyState(session))
-    return module
+    module.SPEC = TabSpec("Dummy", DummyState, view="view:new_view", view_arg=None)
+    view = types.ModuleType("explorer.dashboard.tabs.dummy.view")
+    view.new_view = new_view
+    return module, view
 
 
 @pytest.fixture
@@ -45,7 +49,9 @@ def served(tmp_path, monkeypatch):
     from explorer.dashboard import create_app
     from explorer.dashboard.app import served_args
 
-    monkeypatch.setitem(sys.modules, "explorer.dashboard.tabs.dummy", dummy_tab_module())
+    module, view = dummy_tab_module()
+    monkeypatch.setitem(sys.modules, "explorer.dashboard.tabs.dummy", module)
+    monkeypatch.setitem(sys.modules, "explorer.dashboard.tabs.dummy.view", view)
     monkeypatch.setattr("explorer.dashboard.app.TAB_NAMES", ("Dummy",))
 
     monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path / "ckpt")))
@@ -85,17 +91,19 @@ def test_a_link_reproduces_the_view(browser, served, tmp_path):
     url, states = served
     page, problems = open_page(browser, url + "?checkpoint=tiny&steps=5&seed=11&strategy=margin&template=AB%E2%96%88"
                                               "&tab=Dummy&dummy.level=7")
-    wait_until(lambda: states and explore(states[-1]).trajectory is not None)
+    wait_until(lambda: states and states[-1].model is not None)
     state = states[-1]
     assert (state.steps, state.seed, state.strategy, state.template) == (5, 11, "margin", "AB█")
-    assert state.tabs["Dummy"].level == 7 and explore(state).trajectory.n_steps == 5  # the first run used the link
+    assert state.tabs["Dummy"].level == 7
     wait_until(lambda: active_tab(page) == "Dummy")
+    assert explore(state).trajectory is None  # a link to another tab samples nothing until Explore is shown
     assert page.locator(".dummy-level input").first.input_value() == "7"
     assert page.locator(".knob-strategy select").input_value() == "margin"
     assert page.locator(".knob-seed input").first.input_value() == "11"
     shot(page, tmp_path, "share-link-tab.png")
     page.locator(".bk-tab").get_by_text("Explore", exact=True).click()
     text = wait_finished(page, states)
+    assert explore(state).trajectory.n_steps == 5  # the first run used the link
     assert text == python_text(5, 11, "margin", "AB█")
     assert not page.locator(".url-notice").is_visible()
     assert problems == []
