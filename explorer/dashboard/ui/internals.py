@@ -22,12 +22,17 @@ def sync_throttled(widget) -> None:
     drops it). After the server moved a knob (a checkpoint's recommended knobs, a link, the number box
     beside the slider) the browser still held the value the last drag ended on, and a drag ending there
     again sent nothing (BokehJS sends only a property that changes): the slider showed 256 while the
-    runs used 32. set_from_json is Bokeh's way to set a property that is read-only for user code."""
-    def push(event):
-        for model, _ in list(widget._models.values()):
-            if getattr(model, "value_throttled", event.new) != event.new:
-                model.set_from_json("value_throttled", event.new)
-    widget.param.watch(push, "value")
+    runs used 32. The browser's copy is set where Panel sends `value` (Syncable._update_model: under the
+    document's lock, or on its next tick), with set_from_json, Bokeh's way to set a property that is
+    read-only for user code."""
+    update = widget._update_model
+
+    def update_model(events, msg, root, model, doc, comm):
+        update(events, msg, root, model, doc, comm)  # drops from msg what only echoes the browser's own
+        value = msg.get("value")
+        if value is not None and getattr(model, "value_throttled", value) != value:
+            model.set_from_json("value_throttled", value)
+    widget._update_model = update_model
 
 
 def validate(parameter, value) -> None:
