@@ -173,7 +173,7 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
         if presentation:
             page.locator(".knob-presentation").get_by_text("Presentation (large type)").click()  # the label
             wait_until(lambda: states[-1].presentation)
-            page.wait_for_function(f"() => ({SIDEBAR_SIZES_JS})()[0] > {sizes[False][0]}", timeout=10_000)
+            page.wait_for_function(f"() => ({SIDEBAR_SIZES_JS})()[0] > {sizes[False][0]}", timeout=60_000)
         sizes[presentation] = page.evaluate(SIDEBAR_SIZES_JS)
         for width, height in ((1024, 768), (1280, 720), (1366, 768), (1920, 1080)):
             page.set_viewport_size({"width": width, "height": height})

@@ -23,13 +23,13 @@ def test_a_drag_back_to_a_value_the_server_changed_reaches_the_session(browser, 
     wait_until(lambda: states and states[-1].tabs["Explore"].trajectory is not None)
     session, top = states[-1], states[-1].param.steps.bounds[1]
     drag_to_the_end(page, "steps")
-    wait_until(lambda: session.steps == top, 20)
+    wait_until(lambda: session.steps == top, 60)
     box = page.locator(".knob-steps-exact input").first
     box.fill("8")  # the number box moves the knob on the server, not the slider's last drag
     box.press("Enter")
-    wait_until(lambda: session.steps == 8, 20)
+    wait_until(lambda: session.steps == 8, 60)
     drag_to_the_end(page, "steps")  # where the last drag ended: the browser had nothing new to send
-    wait_until(lambda: session.steps == top, 20)
+    wait_until(lambda: session.steps == top, 60)
     ran = lambda: getattr(session.tabs["Explore"].trajectory, "config", None)  # noqa: E731 (None while a run starts)
     wait_until(lambda: ran() is not None and ran().steps == top, 60)  # and it ran there
     assert not problems, problems
