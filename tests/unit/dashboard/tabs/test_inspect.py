@@ -301,8 +301,9 @@ def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monke
     tab.param.update(default_text=False, text="ABCABCABCABC")
     assert "Updating" in view.grid.object and tab.stale(tab.predictions)
     gate.set()
-    wait_for(lambda: tab.predictions["text"] == "ABCABCABCABC")
-    assert "Updating" not in view.grid.object and not tab.stale(tab.predictions)
+    # the view redraws from the predictions' watcher: wait for both, not the state alone
+    wait_for(lambda: tab.predictions["text"] == "ABCABCABCABC" and "Updating" not in view.grid.object)
+    assert not tab.stale(tab.predictions)
 
 
 def test_the_same_text_at_several_t(inspect):
