@@ -29,10 +29,10 @@ import torch
 from ..devices import model_device
 from ..model import KVCache
 from .config import SamplerConfig
-from .plan import RunPlan, check_plan, plan_run, start_token
+from .plan import RunPlan, start_token
 from .proposals import draw, draw_rows
 from .recorder import Recorder
-from .sampler import as_config, eval_mode, resolve_generators
+from .sampler import as_config, eval_mode, resolve_generators, resolve_plan
 from .step import NAN, initial_state
 from .trajectory import Trajectory
 
@@ -94,7 +94,7 @@ def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int | None = None,
         raise ValueError(f"sample_ar needs an autoregressive model (kind 'ar'), got kind "
                          f"{getattr(ar_model.config, 'kind', None)!r}; use sample() for diffusion models")
     per_row = isinstance(gen, list)
-    plan = _resolve_plan(ar_model, config, plan, length, prompt)
+    plan = resolve_plan(ar_model, config, plan, length, prompt, named="prompt")  # its start token from the seed
     canvas = plan.canvas
     first = int(np.argmin(canvas.fixed))  # first position to generate
     n = canvas.length - first
@@ -117,10 +117,3 @@ def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int | None = None,
         kind="ar", tokenizer=getattr(ar_model, "tokenizer", None), blocks=plan.blocks.copy())
 
 
-def _resolve_plan(model, config: SamplerConfig, plan, length, prompt) -> RunPlan:
-    """The run's plan: `plan` checked, or made from length / prompt (its start token from the seed)."""
-    if plan is None:
-        return plan_run(model, config, length=length, template=prompt)
-    if length is not None or prompt is not None:
-        raise ValueError("give either a plan or length / prompt: the plan holds the canvas")
-    return check_plan(model, config, plan)

@@ -322,12 +322,13 @@ def drive(model, steps) -> Trajectory:
         return done.value
 
 
-def resolve_plan(model, config: SamplerConfig, plan, length, template) -> RunPlan:
-    """The run's plan: `plan` checked against the model and config, or made from length / template."""
+def resolve_plan(model, config: SamplerConfig, plan, length, template, *, named: str = "template") -> RunPlan:
+    """The run's plan: `plan` checked against the model and config, or made from length / template (an AR
+    run's prompt: `named` is what its caller calls that argument, for the error)."""
     if plan is None:
         return plan_run(model, config, length=length, template=template)
     if length is not None or template is not None:
-        raise ValueError("give either a plan or length / template: the plan holds the canvas")
+        raise ValueError(f"give either a plan or length / {named}: the plan holds the canvas")
     return check_plan(model, config, plan)
 
 
