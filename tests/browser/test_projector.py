@@ -71,7 +71,8 @@ def test_sidebar_opens_with_one_click(served, browser):
     assert "show" not in page.locator("#sidebar").get_attribute("class").split()
     page.locator("#sidebar-toggle").click()
     page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().width > 200")
-    assert "show" in page.locator("#sidebar").get_attribute("class").split()
+    # Bootstrap marks it 'collapsing' while it slides open, then 'show': wait for the end of the slide
+    wait_until(lambda: "show" in page.locator("#sidebar").get_attribute("class").split(), 10)
 
 
 def test_sidebar_stays_open_without_presentation(served, browser):
