@@ -43,7 +43,7 @@ def test_a_large_sweep_link_shows_its_estimate_and_waits_for_run(browser, served
     status.first.wait_for(timeout=60_000)  # on the page, beside the Run button
     shown = status.first.inner_text()
     assert f"not started by itself: ≈ {work:,} model calls" in shown and shown.endswith("press Run"), shown
-    wait_until(lambda: states and states[-1].model is not None)
+    wait_until(lambda: states and states[-1].loaded)  # load done: model knobs, then the link
     sweep = states[-1].tabs["Sweep"]
     assert not sweep.main.running and sweep.main.result is None and sweep.main.worker.current is None
     page.screenshot(path=str(tmp_path / "sweep-link-waits.png"))  # pytest's tmp directory, to look at
@@ -64,7 +64,7 @@ def test_a_compare_link_beyond_the_steps_slider_is_named_in_the_links_notice(bro
     shown = notice.first.inner_text()
     assert f"steps=4096: 4096 is outside the range {lo} to {hi}" in shown, shown
     page.screenshot(path=str(tmp_path / "compare-link-refused.png"))
-    wait_until(lambda: states and states[-1].model is not None)
+    wait_until(lambda: states and states[-1].loaded)  # load done: model knobs, then the link
     assert states[-1].tabs["Compare"].columns == "strategy=confidence | strategy=random"  # not applied
     assert not problems, problems
     page.close()

@@ -47,7 +47,7 @@ def test_page_then_live_training_stop_and_sample(browser, model_tab_only, served
     url, states = served
     shots = Path(os.environ.get("MODEL_SHOT_DIR", tmp_path))
     page, problems = open_page(browser, url)
-    wait_until(lambda: states and states[-1].model is not None)
+    wait_until(lambda: states and states[-1].loaded)  # load done: model knobs, then the link
     page.locator(".bk-tab", has_text="Model").click()
     summary = page.locator(".meta-page")
     wait_until(lambda: "14,048" in summary.inner_text())

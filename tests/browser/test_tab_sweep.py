@@ -52,7 +52,7 @@ def tab_view_button(state, filename: str):
 def test_sweep_tab_runs_a_sweep_and_the_grid(browser, served, tmp_path):
     url, states = served
     page, problems = open_page(browser, url)
-    wait_until(lambda: states and states[-1].model is not None)
+    wait_until(lambda: states and states[-1].loaded)  # load done: model knobs, then the link
     page.locator(".bk-tab", has_text="Sweep").first.click()
     tab = states[-1].tabs["Sweep"]
 

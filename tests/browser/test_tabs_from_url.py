@@ -97,7 +97,7 @@ def open_tab(browser, url: str, states, tab: str):
         except Exception as e:  # the report must not hide the timeout behind an error of its own
             stood = f"(state unreadable: {e!r})"
         pytest.fail(f"{tab} was not ready after 90 s; {stood}; problems: {problems}")
-    wait_until(lambda: states and states[-1].model is not None)
+    wait_until(lambda: states and states[-1].loaded)  # load done: model knobs, then the link
     return page, problems, states[-1]
 
 

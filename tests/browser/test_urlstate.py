@@ -91,7 +91,7 @@ def test_a_link_reproduces_the_view(browser, served, tmp_path):
     url, states = served
     page, problems = open_page(browser, url + "?checkpoint=tiny&steps=5&seed=11&strategy=margin&template=AB%E2%96%88"
                                               "&tab=Dummy&dummy.level=7")
-    wait_until(lambda: states and states[-1].model is not None)
+    wait_until(lambda: states and states[-1].loaded)  # load done: model knobs, then the link
     state = states[-1]
     assert (state.steps, state.seed, state.strategy, state.template) == (5, 11, "margin", "AB█")
     assert state.tabs["Dummy"].level == 7
