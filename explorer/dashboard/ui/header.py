@@ -1,4 +1,5 @@
-"""Header line: checkpoint, its size and NELBO, the device the sampler runs on, and the run status."""
+"""Header line: checkpoint, its size and NELBO, the device the sampler runs on, and the run status; and, not
+drawn, which tabs have finished the work a link opening them starts (`data-settled`)."""
 from __future__ import annotations
 
 import math
@@ -6,6 +7,7 @@ import math
 import panel as pn
 import param
 
+from ..runtime.tasks import Task
 from .base import StateView
 from .palette import FONT
 from .safe import literal
@@ -34,15 +36,19 @@ def quality_text(info: dict) -> str:
     return "NELBO not recorded"
 
 
-def header_html(info: dict, device: str, status: str, *, failed: bool = False, run: int | None = None) -> str:
+def header_html(info: dict, device: str, status: str, *, failed: bool = False, run: int | None = None,
+                settled: tuple[str, ...] = ()) -> str:
     """The header line (HTML; every value escaped).
 
     info: the loaded model's checkpoints.describe ({} = none loaded); status: what the session is doing.
     failed: nothing could be loaded (the notice says why): the line says no model is loaded rather
     than still loading. run: the number of the finished run whose result the page shows, as the
     line's `data-run` (not drawn): it tells one run's end from the one before even when both end
-    with the same status (benchmarks/load_test.py waits for it)."""
-    start = '<span class="hdr">' if run is None else f'<span class="hdr" data-run="{int(run)}">'
+    with the same status (benchmarks/load_test.py waits for it). settled: the tabs whose result is shown
+    (settled_tabs), as the line's `data-settled`, names separated by spaces (not drawn)."""
+    run_attr = "" if run is None else f' data-run="{int(run)}"'
+    settled_attr = f' data-settled="{literal(" ".join(settled))}"' if info else ""
+    start = f'<span class="hdr"{run_attr}{settled_attr}>'
     if not info:
         doing = literal(status) if status else "no model loaded" if failed else "loading model …"
         return f"{start}{doing} · device <b>{literal(device)}</b></span>"
@@ -51,6 +57,41 @@ def header_html(info: dict, device: str, status: str, *, failed: bool = False, r
     if status:
         parts.append(f"<i>{literal(status)}</i>")
     return start + " · ".join(parts) + "</span>"
+
+
+def _tasks(tab) -> list[Task]:
+    """Every runtime Task a tab's state holds (Inspect's parts' Tasks are its attributes too)."""
+    return [value for value in vars(tab).values() if isinstance(value, Task)]
+
+
+def tab_settled(name: str, tab, session) -> bool:
+    """Whether tab `name` has finished what a link opening it starts: none of its work is running and its
+    result is shown, or a notice or a Run button waits for the user (a request over the auto-start limit).
+    Explore: its run finished (and the quality sweep after it); Inspect: shown, its predictions and plots
+    in; Compare: every column in; Sweep: the main sweep in, or its estimate waiting for Run; Model: the
+    loaded model's facts, drawn from it."""
+    if session.model is None or getattr(tab, "running", False) or any(t.running for t in _tasks(tab)):
+        return False
+    if name == "Explore":
+        return tab.trajectory is not None or bool(session.error)
+    if name == "Inspect":
+        return tab.active and (tab.predictions is not None or bool(tab.notice or tab.validation_error))
+    if name == "Compare":
+        return bool(tab.error) or (bool(tab.results) and all(r is not None for r in tab.results))
+    if name == "Sweep":
+        main = tab.main
+        return main.result is not None or bool(main.error or tab.note or main.estimate.startswith("not started"))
+    return True
+
+
+def settled_tabs(session) -> tuple[str, ...]:
+    """The names of the session's tabs whose result is shown (tab_settled), in the page's order."""
+    return tuple(name for name, tab in session.tabs.items() if tab_settled(name, tab, session))
+
+
+# What tab_settled reads: a tab state's and its Tasks' parameters that change when work starts or ends
+_TAB_PARAMS = ("running", "trajectory", "active", "error", "notice", "note")
+_TASK_PARAMS = ("running", "result", "error", "estimate")
 
 
 class HeaderView(StateView):
@@ -65,7 +106,24 @@ class HeaderView(StateView):
             # when a run's result is in (or cleared as the next one starts), whether or not the
             # status text changes with it
             self.on(self._explore, ["trajectory"], self._render)
+        self._settled = ()  # read by _resettle only, never mid-change (its docstring says why)
+        self.on(self.state, ["model_info", "error"], self._resettle)
+        for tab in self.state.tabs.values():
+            for obj, names in [(tab, _TAB_PARAMS), *((t, _TASK_PARAMS) for t in _tasks(tab))]:
+                self.on(obj, [n for n in names if n in obj.param], self._resettle)
         self._render()
+
+    def _resettle(self) -> None:
+        """Work started or ended somewhere: read the settled tabs on the UI thread's next turn, once every
+        watcher of this change has run and the views have drawn it, and redraw if they changed. Read at
+        once, a run's end (which starts the quality sweep after it in the same callback) made Explore
+        look settled in between."""
+        def read():
+            settled = settled_tabs(self.state)
+            if settled != self._settled:
+                self._settled = settled
+                self._render()
+        self.state.dispatch(read)
 
     def _run(self) -> int | None:
         """The run number of the result shown (Explore's run_id, bumped as each run starts), or None."""
@@ -75,7 +133,8 @@ class HeaderView(StateView):
     @param.depends("state.model_info", "state.status", "state.unloaded", "state.presentation", watch=True)
     def _render(self):
         s = self.state
-        self.pane.object = header_html(s.model_info, s.device_name, s.status, failed=s.unloaded, run=self._run())
+        self.pane.object = header_html(s.model_info, s.device_name, s.status, failed=s.unloaded, run=self._run(),
+                                       settled=self._settled)
         # wraps rather than runs off the header bar in presentation mode
         self.pane.styles = {"font-size": FONT[self.state.presentation]["base"], "white-space": "normal",
                             "line-height": "1.25"}

@@ -1,0 +1,102 @@
+"""The header's `data-settled`: which tabs have finished what a link opening them starts (ui/header.py).
+`python run.py rehearse` waits for it in the browser, so it must not name a tab while its work is still to
+come: not before the model is loaded, not between a run's end and the quality sweep that follows it, not
+for a tab that was never shown."""
+from __future__ import annotations
+
+import queue
+import re
+import threading
+
+import pytest
+
+from explorer.dashboard.app import create_app
+from explorer.dashboard.session import Session
+from explorer.dashboard.ui.header import header_html
+from tests.support.dashboard import explore, wait_for
+
+
+class SerialDispatch:
+    """A served session's dispatcher in miniature: callbacks run one after another on one thread, and a
+    callback handed in by another callback runs after it (not inside it, as `call_now` would)."""
+
+    def __init__(self):
+        self._queue = queue.Queue()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def __call__(self, callback):
+        self._queue.put(callback)
+
+    def _loop(self):
+        while True:
+            self._queue.get()()
+
+    def wait_idle(self):
+        done = threading.Event()
+        self(done.set)
+        assert done.wait(30)
+
+
+def settled(header) -> list[str] | None:
+    """The tabs the header line names as settled (None: the line has no data-settled)."""
+    match = re.search(r'data-settled="([^"]*)"', header.object)
+    return None if match is None else match.group(1).split()
+
+
+def header_pane(app):
+    """The header line's HTML pane in the page's template."""
+    return [o for o in app.header.objects if getattr(o, "name", "") == "header"][0]
+
+
+def find_tabs(app):
+    import panel as pn
+
+    return [o for o in app.main.objects if isinstance(o, pn.Tabs)][0]
+
+
+def test_the_attribute_is_escaped_and_absent_without_a_model():
+    assert "data-settled" not in header_html({}, "cpu", "loading model …")
+    info = {"name": "m", "kind": "diffusion", "corpus": "c", "n_params": 1000}
+    assert 'data-settled="Explore Model"' in header_html(info, "cpu", "", settled=("Explore", "Model"))
+    assert 'data-settled="a&quot;b"' in header_html(info, "cpu", "", settled=('a"b',))
+
+
+@pytest.mark.slow
+def test_explore_is_settled_only_once_its_run_and_the_sweep_after_it_are_done(checkpoints):
+    dispatch = SerialDispatch()
+    state = Session("tiny", "cpu", dispatch=dispatch, steps=4)
+    app = create_app(state=state, autoload=False)
+    ex = explore(state)
+    ex.sweep_auto = True
+    header = header_pane(app)
+    seen = []  # (Explore named settled, its run and the sweep after it finished) at every redraw
+    header.param.watch(lambda e: seen.append(("Explore" in (settled(header) or []),
+                                                   ex.trajectory is not None and not ex.quality.running
+                                                   and ex.quality.result is not None)), "object")
+    assert settled(header) is None  # no model yet
+    dispatch(state.load)
+    wait_for(lambda: ex.quality.result is not None and not ex.quality.running, timeout=120)
+    dispatch.wait_idle()
+    dispatch.wait_idle()  # the re-read the last change asked for, then its redraw
+    assert "Explore" in settled(header) and "Model" in settled(header)
+    assert [done for named, done in seen if named] and all(done for named, done in seen if named), seen
+    assert "Inspect" not in settled(header) and "Compare" not in settled(header)  # never shown: nothing done
+
+
+@pytest.mark.slow
+def test_a_tab_shown_is_settled_once_its_result_is_in(checkpoints):
+    dispatch = SerialDispatch()
+    state = Session("tiny", "cpu", dispatch=dispatch, steps=4)
+    app = create_app(state=state, autoload=False)
+    explore(state).param.update(auto_run=False, sweep_auto=False)
+    header = header_pane(app)
+    dispatch(state.load)
+    wait_for(lambda: state.model is not None, timeout=60)
+    tabs = find_tabs(app)
+    dispatch(lambda: setattr(tabs, "active", list(state.tabs).index("Compare")))
+    compare = state.tabs["Compare"]
+    wait_for(lambda: compare.results and all(compare.results) and not compare.running, timeout=60)
+    dispatch.wait_idle()
+    dispatch.wait_idle()
+    assert "Compare" in settled(header) and "Explore" not in settled(header)  # Explore ran nothing
+    state.close()
