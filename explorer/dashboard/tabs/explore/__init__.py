@@ -1,5 +1,5 @@
 """The Explore tab: the session's run live (heatmap, scrubber, text), per-position confidence and
-quality vs steps beside it, more samples at once, and the downloads.
+quality vs steps beside it, several samples (seeds, prompts) at once, and the downloads.
 
 state/ holds its state, one module per part (no Panel); the view modules draw it (view.py lays them out).
 """

@@ -1,41 +1,68 @@
-"""More samples at once (the 5- and 8-sample showcases of "Generation: Iterative Unmasking"): a button that
-draws N samples at the sidebar's knobs in one batched run, and their texts as a numbered list."""
+"""Several samples in one view (the 5- and 8-sample showcases and the prompting exercise of "Generation:
+Iterative Unmasking"): the number of seeds and the prompts, then one row per prompt and seed, each the
+text that seed gives alone at the sidebar's knobs (state/samples.py)."""
 from __future__ import annotations
 
 import panel as pn
 
-from ...ui.base import StateView
+from ...ui.base import StateView, notice, show_notice, widget_type_size
 from ...ui.palette import FONT
 from ...ui.safe import literal
 
+ROWS_CSS = """<style>
+.smp { border-collapse: collapse; width: 100%; }
+.smp th { text-align: left; white-space: nowrap; vertical-align: top; padding: 0.15em 0.8em 0.15em 0; font-weight: bold; }
+.smp td { vertical-align: top; padding: 0.15em 0; width: 100%; }
+.smp tr + tr th, .smp tr + tr td { border-top: 1px solid #ddd; }
+.smp pre { white-space: pre-wrap; word-break: break-all; margin: 0; font-family: ui-monospace, 'DejaVu Sans Mono', monospace; }
+.smp .tpl { font-weight: normal; color: #555; }
+</style>"""
 
-def samples_html(texts: list[str], size: dict) -> str:
-    """The texts, one numbered block each, whitespace kept (a newline is part of Shakespeare's text)."""
-    items = "".join(f"<li><pre style='white-space:pre-wrap;margin:0.2em 0'>{literal(t)}</pre></li>"
-                    for t in texts)
-    return f"<ol style='font-size:{size['text']};padding-left:1.6em;margin:0'>{items}</ol>"
+
+def samples_html(result: dict, size: dict, seed: int, template: str) -> str:
+    """The rows, one per prompt and seed: the seed (and the prompt, when there are several), then the
+    text with its whitespace kept (a newline is part of Shakespeare's text). The row the run above
+    shows (its seed, its template) says so."""
+    several = len(result["templates"]) > 1 or result["templates"] != [template]
+    body = []
+    for row in result["rows"]:
+        label = f"seed {row['seed']}"
+        if several:
+            label += f"<br><span class='tpl'>{literal(row['template']) or '(no template)'}</span>"
+        elif row["seed"] == seed:
+            label += "<br><span class='tpl'>the run above</span>"
+        body.append(f"<tr><th>{label}</th><td><pre style='font-size:{size['text']}'>{literal(row['text'])}</pre></td></tr>")
+    return f"{ROWS_CSS}<table class='smp' style='font-size:{size['base']}'>{''.join(body)}</table>"
 
 
 class SamplesView(StateView):
-    """N at once, then their texts (`state`: the Explore state; its `samples` Task runs them: state/samples.py)."""
+    """The seeds and prompts, then their rows (`state`: the Explore state; its `samples_task` runs them)."""
 
     def __init__(self, **params):
         super().__init__(**params)
         e = self.state.param
-        self.n = pn.widgets.IntInput.from_param(e.more_n, width=110)
-        self.button = pn.widgets.Button.from_param(e.more, width=140, css_classes=["explore-sample-more"])
+        self.n = pn.widgets.IntInput.from_param(e.samples, width=150, css_classes=["explore-samples-n"])
+        self.prompts = pn.widgets.TextInput.from_param(e.prompts, placeholder="e.g. ROMEO: | To be, | First C",
+                                                       sizing_mode="stretch_width", css_classes=["explore-prompts"])
+        self.notice = notice("warning")
         self.status = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.texts = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["explore-more-samples"])
+        self.texts = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["explore-samples"])
         self._render()
-        self.on(self.state.samples, ["result", "status", "error", "running"], self._render)
+        self.on(self.state.samples_task, ["result", "status", "error", "running"], self._render)
+        self.on(self.state, ["samples_notice", "samples", "prompts"], self._render)
         self.on(self.state.session, "presentation", self._render)
 
     def _render(self):
-        task = self.state.samples
-        self.status.object = literal(task.error or task.status)
-        self.texts.object = samples_html(task.result or [], FONT[self.state.session.presentation])
+        state, task = self.state, self.state.samples_task
+        session = state.session
+        for widget in (self.n, self.prompts):
+            widget_type_size(widget, session.presentation)
+        show_notice(self.notice, state.samples_notice or task.error)
+        self.status.object = f"<i>{literal(task.status)}</i>" if task.running else ""
+        result = task.result if state.several_on() else None
+        self.texts.object = ("" if result is None else
+                             samples_html(result, FONT[session.presentation], session.seed, session.template.strip()))
 
     def __panel__(self):
-        body = pn.Column(pn.Row(self.n, pn.Column(self.button, align="end"), self.status), self.texts,
-                         sizing_mode="stretch_width")
-        return pn.Accordion(("More samples at these knobs", body), sizing_mode="stretch_width")
+        return pn.Column(pn.Row(self.n, self.prompts, sizing_mode="stretch_width"), self.notice, self.status,
+                         self.texts, sizing_mode="stretch_width", css_classes=["explore-samples-view"])

@@ -20,8 +20,9 @@ __all__ = ["ConfidenceView", "ControlsView", "DownloadsView", "HeatmapView", "Qu
 
 def explore_view(state):
     """The tab's layout for an ExploreState (the sidebar is built by the app: ControlsView)."""
+    # the several samples (seeds, prompts) right under the run's text: the one view of the showcases
     left = pn.Column(HeatmapView(state=state), ScrubberView(state=state), TextView(state=state),
-                     DownloadsView(state=state, part="run"), SamplesView(state=state), sizing_mode="stretch_width",
+                     SamplesView(state=state), DownloadsView(state=state, part="run"), sizing_mode="stretch_width",
                      styles=flex_item(3, 480))
     right = pn.Column(pn.pane.HTML("<b>Per-position confidence</b>", margin=(0, 10)), ConfidenceView(state=state),
                       QualityView(state=state), DownloadsView(state=state, part="sweep"),

@@ -125,3 +125,64 @@ def predictions_caption(result: dict, unit: str = "characters") -> str:
             f"{total:.2f} summed" if n else "")
     return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} masked {unit} '
             f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}{loss}</p>")
+
+
+# ---------------------------------------------------------------- several texts and t (state/several.py)
+
+def _running(c: str) -> str:
+    """A character of a row of running text (newlines shown as ↵, so every row stays one block)."""
+    return "↵" if c == "\n" else literal(c)
+
+
+def _seen_row(shown, mask: np.ndarray) -> str:
+    """The text as the model sees it at t: █ where masked."""
+    return "".join('<span class="mk">█</span>' if m else _running(c) for c, m in zip(shown, mask))
+
+
+def _predicted_row(shown, result: dict) -> str:
+    """The text as the model fills it in: its top-1 guess at each masked position, blue when right and
+    vermillion when wrong (solid / dashed outline: not hue alone), paler the less probable."""
+    guesses = {int(r["position"]): r for r in result["table"].to_dict("records")}
+    parts = []
+    for i, c in enumerate(shown):
+        row = guesses.get(i)
+        parts.append(_running(c) if row is None else _candidate(row["top1"], row["p1"], bool(row["correct"]), False))
+    return "".join(parts)
+
+
+def several_html(result: dict, pieces_of, unit: str = "characters") -> str:
+    """The rows of state/several.py as one figure: for each text its original once, then for each t the
+    text as the model sees it and as it predicts it, and how many masked positions it got right.
+    pieces_of(text): the text's positions (masking.pieces)."""
+    groups, n_ts = [], len(result["ts"])
+    for g in range(len(result["texts"])):
+        rows = result["rows"][g * n_ts:(g + 1) * n_ts]
+        shown = pieces_of(rows[0]["text"])
+        body = [f'<tr><th>text {g + 1}</th><td class="lab">original</td><td class="txt">'
+                f'{"".join(_running(c) for c in shown)}</td><td></td></tr>']
+        for row in rows:
+            n, hits = len(row["table"]), int(row["table"]["correct"].sum()) if len(row["table"]) else 0
+            right = f"{hits} of {n} right ({100 * hits / n:.0f}%)" if n else f"no {unit} masked"
+            body.append(f'<tr class="t0"><th>t = {row["t"]:.2f}</th><td class="lab">sees</td>'
+                        f'<td class="txt">{_seen_row(shown, row["mask"])}</td><td class="acc">{right}</td></tr>'
+                        f'<tr><th></th><td class="lab">predicts</td><td class="txt">{_predicted_row(shown, row)}</td>'
+                        f'<td></td></tr>')
+        groups.append('<table class="sev">' + "".join(body) + "</table>")
+    return "".join(groups)
+
+
+def several_style(size: dict) -> str:
+    """CSS of the several-rows figure: monospace rows, a narrow label column, the accuracy at the right."""
+    return f"""<style>
+.sev {{ border-collapse: collapse; width: 100%; margin: 0 0 0.6em 0; font-size: {size['base']}; }}
+.sev th {{ text-align: left; white-space: nowrap; padding: 0 0.6em 0 0; vertical-align: top; font-weight: bold; }}
+.sev td {{ vertical-align: top; padding: 0.05em 0.4em 0.05em 0; }}
+.sev tr.t0 td, .sev tr.t0 th {{ border-top: 1px solid #ccc; padding-top: 0.2em; }}
+.sev .lab {{ color: #555; white-space: nowrap; }}
+.sev .acc {{ white-space: nowrap; }}
+.sev .txt {{ font: {size['text']}/1.35 ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap;
+             word-break: break-all; width: 100%; }}
+.sev .mk {{ color: {MASKED_BG}; }}
+.sev .cd.ok {{ outline: 2px solid {CORRECT}; }}
+.sev .cd.no {{ outline: 1px dashed {WRONG}; }}
+</style>"""

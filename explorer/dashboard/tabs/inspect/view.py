@@ -17,15 +17,15 @@ from .markup import (
     predictions_caption,
     predictions_html,
     predictions_table,
+    several_html,
+    several_style,
     style,
 )
-from .masking import draw_mask, fraction_check, pieces, positions
+from .masking import fraction_check, pieces, positions
 from ....metrics import training_ratios
 from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
 from .state import InspectState
 from ...ui.base import TABLE_CSS, figure_first, heading, notice, show_notice, watch_presentation
-
-SIDE_BY_SIDE_TS = (0.2, 0.5, 0.8)  # the teaching notebooks show these t in one figure
 
 
 class InspectView(pn.viewable.Viewer):
@@ -39,7 +39,11 @@ class InspectView(pn.viewable.Viewer):
         self.notice = notice("warning")
         self.text_notice = notice("info")
         self.forward = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-forward"])
-        self.forward_many = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-forward-many"])
+        self.several_notice = notice("info")
+        self.several = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-several"])
+        self.several_box = pn.Column(
+            heading("Several texts and t: what the model sees and predicts at each"), self.several_notice,
+            self.several, sizing_mode="stretch_width", visible=False, css_classes=["inspect-several-box"])
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-predictions"])
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.pane.DataFrame(None, index=False, float_format="{:.3f}".format, max_height=320,
@@ -54,6 +58,7 @@ class InspectView(pn.viewable.Viewer):
         self._make_plots()
         self._notices()
         self._forward()
+        self._several()
         self._predictions()
         self._nucleus()
         self._ratios()
@@ -70,9 +75,14 @@ class InspectView(pn.viewable.Viewer):
         self.reset = pn.widgets.Button.from_param(p.use_default, width=230)
         self.nucleus_p = pn.widgets.FloatSlider.from_param(p.nucleus_p, width=220, css_classes=["inspect-nucleus-p"])
         self.nucleus_at = pn.widgets.IntInput.from_param(p.nucleus_at, width=170)
+        self.ts = pn.widgets.TextInput.from_param(p.ts, placeholder="e.g. 0, 0.2, 0.4, 0.6, 0.8, 1",
+                                                  sizing_mode="stretch_width", css_classes=["inspect-ts"])
+        self.texts = pn.widgets.TextAreaInput.from_param(p.texts, height=90, sizing_mode="stretch_width",
+                                                         placeholder="e.g. To be, or not to be | ROMEO: But, soft!",
+                                                         css_classes=["inspect-texts"])
         # inputs and buttons draw in a shadow DOM the tab's type size does not reach (ui.base.widget_type_size)
         watch_presentation(self.tab.session, widgets=(self.text, self.t, self.seed, self.k, self.redraw, self.reset,
-                                                      self.nucleus_p, self.nucleus_at))
+                                                      self.nucleus_p, self.nucleus_at, self.ts, self.texts))
 
     # ---------------------------------------------------------------- drawing
 
@@ -103,10 +113,22 @@ class InspectView(pn.viewable.Viewer):
         mask = tab.mask(len(shown))
         caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed, self._unit())
         self.forward.object = style(self._size()) + caption + forward_html(shown, mask)
-        # the teaching notebooks show several t in one figure: the same text and mask seed (nested masks)
-        rows = "".join(f"<p class='cap'><b>t = {t:.1f}</b></p>" + forward_html(shown, draw_mask(len(shown), t, tab.mask_seed))
-                       for t in SIDE_BY_SIDE_TS)
-        self.forward_many.object = style(self._size()) + rows
+
+    @param.depends("tab.several_task.result", "tab.several_task.running", "tab.several_task.status",
+                   "tab.several_task.error", "tab.several_notice", "tab.ts", "tab.texts",
+                   "tab.session.presentation", watch=True)
+    def _several(self):
+        """Several texts and t in one figure, shown only when asked (a link's inspect.ts / inspect.texts)."""
+        tab = self.tab
+        self.several_box.visible = tab.several_on()
+        show_notice(self.several_notice, "; ".join(m for m in (tab.several_notice, tab.several_task.error) if m))
+        result, model = tab.several, tab.model
+        if not tab.several_on() or result is None or model is None:
+            busy = tab.several_task.status if tab.several_task.running else ""
+            self.several.object = f"<i>{literal(busy)}</i>" if busy else ""
+            return
+        self.several.object = several_style(self._size()) + several_html(result, lambda text: pieces(model, text),
+                                                                         self._unit())
 
     @param.depends("tab.predictions_task.result", "tab.nucleus_p", "tab.nucleus_at", "tab.session.presentation",
                    watch=True)
@@ -215,13 +237,15 @@ class InspectView(pn.viewable.Viewer):
             pn.Row(self.t, self.k, sizing_mode="stretch_width"),
             pn.FlexBox(self.seed, self.redraw, self.reset, align_items="flex-end", sizing_mode="stretch_width"),
             self.text, sizing_mode="stretch_width")
+        several = pn.Accordion(("Several texts and t in one figure", pn.Column(self.ts, self.texts, sizing_mode="stretch_width")),
+                               active=[0] if self.tab.several_on() else [], sizing_mode="stretch_width")
         stats = heading("Masking statistics and accuracy on validation data")
-        # projector mode: the masking statistics first, under the notice; the t slider follows them
-        figure_first(self.tab.session, self.notice, stats, self.plots)
+        # projector mode: the several texts and t a link asked for, then the masking statistics first,
+        # under the notice; the t slider follows them
+        figure_first(self.tab.session, self.notice, self.several_box, stats, self.plots)
         return pn.Column(
-            self.notice, controls, self.text_notice, self.busy,
+            self.notice, controls, self.text_notice, self.busy, self.several_box, several,
             heading("Forward process: the text the model sees at t"), self.forward,
-            pn.Accordion(("The same text at t = 0.2, 0.5 and 0.8", self.forward_many), sizing_mode="stretch_width"),
             heading("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
             pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
             heading("Top-p: which candidates survive at one position"), pn.FlexBox(self.nucleus_p, self.nucleus_at),

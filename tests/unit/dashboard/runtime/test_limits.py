@@ -176,10 +176,12 @@ def test_a_request_over_the_calls_limit_is_refused_with_its_estimate(opened, lim
     assert f"this comparison needs ≈ {5 * LENGTH} model calls" in compare.error and compare.results == []
     assert compare.set_columns("steps=8 | steps=8") and compare.start(wait=True) and compare.error == ""
     s.steps = 8
-    e.more_n = 16
-    assert not e.sample_more() and "16 samples needs ≈ 128 model calls" in e.samples.error
-    e.more_n = 4
-    assert e.sample_more(wait=True) and len(e.samples.result) == 4
+    e.param.update(samples=8, prompts="A | B")  # 2 prompts x 8 seeds
+    assert not e.sample_several() and "16 samples needs ≈ 128 model calls" in e.samples_notice
+    e.param.update(samples=4, prompts="")
+    assert e.sample_several(wait=True)
+    wait_for(lambda: e.samples_task.result is not None)
+    assert len(e.samples_task.result["rows"]) == 4
     e.param.update(sweep_strategies=["confidence", "random"], sweep_samples=2)
     assert not e.start_sweep() and "this quality sweep needs ≈ 172 model calls" in e.quality.error
 

@@ -378,22 +378,65 @@ def test_heatmap_rows_are_labelled_by_t_as_well_as_by_step(state):
     assert axis.axis_label == "t (masked fraction)"
 
 
-def test_more_samples_at_the_knobs_in_one_batched_run(state):
-    """The 5-sample showcase of "Generation: Iterative Unmasking": N texts from one batched run of the real
-    sampler at the knobs."""
+def test_several_samples_are_each_seeds_solo_run(state):
+    """The 5-sample showcase of "Generation: Iterative Unmasking" in one view: row j is the real sampler's
+    run of seed + j alone, so row 0 is the run above, and the view shows every text with its seed."""
     from explorer.dashboard.tabs.explore.samples import SamplesView
     from explorer.sampling import sample
 
     state.param.update(steps=4, seed=7)
     ex = explore(state)
     view = SamplesView(state=ex)
-    ex.more_n = 5
-    assert ex.sample_more(wait=True)
-    wait_for(lambda: ex.samples.result is not None)
-    texts = ex.samples.result
-    direct = sample(state.model, state.sampler_config(), batch_size=5, length=LENGTH, record=False).texts()
-    assert texts == direct and len(set(texts)) > 1  # the real sampler, and rows differ
-    assert view.texts.object.count("<li>") == 5 and texts[0] in view.texts.object
+    ex.start_run(wait=True)
+    wait_for(lambda: ex.trajectory is not None)
+    ex.samples = 5
+    wait_for(lambda: ex.samples_task.result is not None)
+    rows = ex.samples_task.result["rows"]
+    config = state.sampler_config()
+    alone = [sample(state.model, config.replace(seed=7 + j), length=LENGTH, record=False).texts()[0] for j in range(5)]
+    assert [r["seed"] for r in rows] == [7, 8, 9, 10, 11] and [r["text"] for r in rows] == alone
+    assert rows[0]["text"] == ex.trajectory.texts()[0] and len(set(alone)) > 1  # the run above; rows differ
+    html = view.texts.object
+    assert html.count("<tr>") == 5 and all(f"seed {7 + j}" in html for j in range(5)) and "the run above" in html
+    state.steps = 5  # a knob change: the set is dropped, and follows the next run
+    assert ex.samples_task.result is None
+    ex.start_run(wait=True)
+    wait_for(lambda: ex.samples_task.result is not None and ex.trajectory.config.steps == 5)
+    again = sample(state.model, state.sampler_config().replace(seed=9), length=LENGTH, record=False).texts()[0]
+    assert ex.samples_task.result["rows"][2]["text"] == again
+
+
+def test_several_prompts_in_one_view(state):
+    """The prompting exercise of "Generation: Iterative Unmasking" (several prompts at 15 steps, T 0.7) in
+    one view: each (prompt, seed) row is the run of that template and seed alone."""
+    from explorer.dashboard.tabs.explore.samples import SamplesView
+    from explorer.sampling import sample
+
+    state.param.update(steps=4, seed=3)
+    ex = explore(state)
+    view = SamplesView(state=ex)
+    ex.param.update(prompts=" ABC | A█B | ", samples=2)
+    wait_for(lambda: ex.samples_task.result is not None and len(ex.samples_task.result["rows"]) == 4)
+    rows = ex.samples_task.result["rows"]
+    assert [(r["template"], r["seed"]) for r in rows] == [("ABC", 3), ("ABC", 4), ("A█B", 3), ("A█B", 4)]
+    for r in rows:
+        alone = sample(state.model, state.sampler_config().replace(seed=r["seed"]), length=LENGTH,
+                       template=r["template"], record=False).texts()[0]
+        assert r["text"] == alone
+    assert rows[0]["text"].startswith("ABC") and view.texts.object.count("<tr>") == 4 and "A█B" in view.texts.object
+    ex.param.update(prompts="", samples=1)  # back to the one run: nothing computed or shown
+    assert ex.samples_task.result is None and view.texts.object == ""
+
+
+def test_several_samples_are_bounded():
+    """A hostile link never starts unbounded work: at most MAX_SAMPLES seeds and MAX_PROMPTS prompts."""
+    from explorer.dashboard.tabs.explore.state import MAX_PROMPTS, MAX_SAMPLES, ExploreState
+    from explorer.dashboard.tabs.explore.state.samples import parse_prompts
+
+    assert ExploreState.param.samples.bounds == (1, MAX_SAMPLES) == (1, 8)
+    assert parse_prompts("ROMEO: | To be, |  | First C") == ("ROMEO:", "To be,", "First C")
+    with pytest.raises(ValueError, match="at most 5"):
+        parse_prompts("|".join("A" * (i + 1) for i in range(MAX_PROMPTS + 1)))
 
 
 def test_checkbox_keeps_a_boolean_parameter_in_step_both_ways():

@@ -82,7 +82,7 @@ def test_knobs_change_the_mask_and_k_and_a_seed_reproduces_it(inspect):
     wait_for(lambda: not (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all())
     tab.param.update(mask_seed=seed)  # what a shared link does
     assert (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all()  # from the cache, at once
-    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text")
+    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text", "ts", "texts")
 
 
 def test_edited_text_bad_characters_empty_and_too_long_are_notices(inspect):
@@ -220,7 +220,7 @@ def test_no_validation_data_is_a_notice_and_a_typed_text_still_works(checkpoints
 
 
 def test_a_failed_prediction_is_a_notice_and_the_next_one_clears_it(inspect, monkeypatch):
-    from explorer.dashboard.tabs.inspect.state import predictions
+    from explorer.dashboard.tabs.inspect import predict as predictions  # where Inspect calls the model
 
     state, tab, view = inspect
     real = predictions.topk_predictions
@@ -306,13 +306,71 @@ def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monke
     assert not tab.stale(tab.predictions)
 
 
-def test_the_same_text_at_several_t(inspect):
-    """The teaching notebooks' figure of one text at t = 0.2, 0.5, 0.8: nested masks of one seed, side by side."""
-    _, tab, view = inspect
-    html = view.forward_many.object
-    counts = [block.count("█") for block in html.split("<b>t = ")[1:]]
-    expected = [int(draw_mask(LENGTH, t, tab.mask_seed).sum()) for t in (0.2, 0.5, 0.8)]
-    assert counts == expected and counts[0] < counts[1] < counts[2]
+def test_the_same_text_at_several_t_in_one_figure(inspect):
+    """"The Forward Process" at t = 0, 0.2, ..., 1 in one figure: one row per t of the same text and mask
+    seed (nested masks), each row exactly the tab's predictions for that t alone."""
+    from explorer.dashboard.tabs.inspect.predict import predict
+
+    state, tab, view = inspect
+    assert not view.several_box.visible and tab.several is None  # not asked: not computed, not shown
+    tab.ts = "0, 0.2,0.4,0.6,0.8,1"
+    wait_for(lambda: tab.several is not None)
+    rows = tab.several["rows"]
+    assert [r["t"] for r in rows] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0] and view.several_box.visible
+    for row in rows:  # each row is the solo computation: the same mask, the same numbers
+        alone = topk_predictions(state.model, tab.text, row["t"], mask=draw_mask(LENGTH, row["t"], tab.mask_seed), k=3)
+        assert (row["mask"] == alone["mask"]).all() and row["predicted_text"] == alone["predicted_text"]
+        assert row["table"].equals(alone["table"])
+    counts = [int(r["mask"].sum()) for r in rows]
+    assert counts[0] == 0 and counts[-1] == LENGTH and counts == sorted(counts)
+    html = view.several.object
+    assert html.count("<th>t = ") == 6 and html.count(">sees<") == 6 and html.count(">predicts<") == 6
+    seen = html.split(">sees<")[1:]
+    assert [block.split("</tr>")[0].count("█") for block in seen] == counts  # each row drawn at its own mask
+    tab.t = 0.5  # the slider moves the single-t view, and the solo predictions at a listed t are the row's
+    tab.t = 0.4
+    wait_for(lambda: tab.predictions["t"] == 0.4)
+    assert tab.predictions is predict(state.model, tab.text, 0.4, tab.mask_seed, 3) is rows[2]
+
+
+def test_several_texts_each_at_t_as_alone(inspect):
+    """"Training with the ELBO"'s three quotes at t = 0.4 in one figure: each text's row is the tab's
+    predictions for that text alone; the slider's t when no list of t is given."""
+    state, tab, view = inspect
+    tab.t = 0.4
+    quotes = ["ABCABCABCABCABCABC", "AAAABBBBAAAABBBB", "ABABABABAB"]
+    tab.texts = " | ".join(quotes)
+    wait_for(lambda: tab.several is not None and tab.several["texts"] == tuple(quotes))
+    rows = tab.several["rows"]
+    assert [(r["text"], r["t"]) for r in rows] == [(q, 0.4) for q in quotes]
+    for q, row in zip(quotes, rows):
+        alone = topk_predictions(state.model, q, 0.4, mask=draw_mask(len(q), 0.4, tab.mask_seed), k=3)
+        assert row["predicted_text"] == alone["predicted_text"] and row["table"].equals(alone["table"])
+    html = view.several.object
+    assert html.count(">original<") == 3 and all(q in html for q in quotes) and html.count("right (") >= 1
+    tab.ts = "0.2,0.8"  # texts x t
+    wait_for(lambda: tab.several["ts"] == (0.2, 0.8))
+    assert [(r["text"], r["t"]) for r in tab.several["rows"]] == [(q, t) for q in quotes for t in (0.2, 0.8)]
+
+
+def test_several_texts_and_t_are_bounded_and_explained(inspect):
+    """A hostile or mistyped list never starts unbounded work: over the caps it is refused and said."""
+    from explorer.dashboard.tabs.inspect.state import MAX_TEXTS, MAX_TS
+    from explorer.dashboard.tabs.inspect.state.several import parse_texts, parse_ts
+
+    assert parse_ts("0, 0.5,0.5 , 1") == (0.0, 0.5, 1.0) and parse_texts(" a |b| |") == ("a", "b")
+    for bad in ("0.2,x", "1.5", "nan", ",".join(str(i / 20) for i in range(MAX_TS + 1))):
+        with pytest.raises(ValueError):
+            parse_ts(bad)
+    with pytest.raises(ValueError, match="at most"):
+        parse_texts("|".join("AB" * (i + 1) for i in range(MAX_TEXTS + 1)))
+    state, tab, view = inspect
+    tab.ts = ",".join(str(i / 20) for i in range(20))
+    assert "at most 11" in tab.several_notice and "at most 11" in view.several_notice.object
+    wait_for(lambda: tab.several is not None and len(tab.several["rows"]) == 1)  # the slider's t instead
+    tab.texts = "AB!C"
+    wait_for(lambda: tab.several["texts"] == ("ABC",))
+    assert "'!'" in tab.several_notice
 
 
 def test_projector_type_reaches_the_tabs_inputs_and_buttons(inspect):

@@ -1,6 +1,7 @@
-"""Inspect's state: its knobs (t, mask seed, k, the text) and its four kinds of background work, one
-sub-state each, each with its runtime Task: validation.py (the validation text), predictions.py
-(predictions at t), accuracy.py (accuracy vs t) and positions.py (mean per-position confidence).
+"""Inspect's state: its knobs (t, mask seed, k, the text, several texts and t) and its five kinds of
+background work, one sub-state each, each with its runtime Task: validation.py (the validation text),
+predictions.py (predictions at t), several.py (several texts and t in one figure), accuracy.py (accuracy
+vs t) and positions.py (mean per-position confidence).
 
 The knobs are the tab's (the URL carries them, and more than one part reads t); each part reads them
 from here. Nothing is computed until the tab is first shown (on_shown sets `active`): most sessions
@@ -20,16 +21,18 @@ from ..masking import draw_mask, prepare_text
 from .accuracy import ACC_TS, AccuracyCurve
 from .positions import PositionConfidence
 from .predictions import Predictions
+from .several import MAX_TEXTS, MAX_TS, TEXT_SEP, SeveralPredictions, parse_texts, parse_ts
 from .validation import VAL_ROWS, ValidationText
 
-__all__ = ["ACC_TS", "VAL_ROWS", "InspectState"]
+__all__ = ["ACC_TS", "MAX_TEXTS", "MAX_TS", "VAL_ROWS", "InspectState"]
 
 
 class InspectState(TabState):
     """The Inspect tab's knobs and its Tasks; the results are the Tasks' (`predictions`, `accuracy`,
     `positions`), set on the UI thread by them."""
 
-    URL_PARAMS = ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text")  # in this order: see url_carries
+    URL_PARAMS = ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text",  # in this order: see url_carries
+                  "ts", "texts")
 
     text = param.String("", label="Text", doc="The clean text to mask (default: a validation excerpt)")
     default_text = param.Boolean(True, label="Validation text",
@@ -44,10 +47,18 @@ class InspectState(TabState):
                                  "their probabilities renormalised")
     nucleus_at = param.Integer(-1, bounds=(-1, 100_000), label="Top-p position",
                                doc="The masked position the top-p figure shows (-1 = the first masked one)")
+    ts = param.String("", label="Several t (comma-separated)",
+                      doc=f"Masking ratios shown one under another, e.g. 0, 0.2, 0.4, 0.6, 0.8, 1: each text "
+                          f"masked at each (the same mask seed: nested masks) with the model's predictions; "
+                          f"empty: the slider's t; at most {MAX_TS}")
+    texts = param.String("", label=f"Several texts (separated by {TEXT_SEP})",
+                         doc=f"Texts shown one under another, separated by {TEXT_SEP}, each masked at each t "
+                             f"above with the model's predictions; empty: the text below; at most {MAX_TEXTS}")
     redraw = param.Event(label="Re-draw mask", doc="Draw a new random mask (a new mask seed)")
     use_default = param.Event(label="Use validation text", doc="Put the validation excerpt back")
     active = param.Boolean(False, doc="The tab has been shown: compute its results from now on")
     notice = param.String("", doc="What is wrong with the model or the text ('' = nothing)")
+    several_notice = param.String("", doc="What is wrong with, or was changed in, the several texts and t")
     text_notice = param.String("", doc="What was changed in the text to show it to the model")
 
     def __init__(self, session, **params):
@@ -58,8 +69,10 @@ class InspectState(TabState):
         self.prediction = Predictions(self, device, dispatch)
         self.accuracy_curve = AccuracyCurve(self, device, dispatch)
         self.position_confidence = PositionConfidence(self, device, dispatch)
+        self.several_part = SeveralPredictions(self, device, dispatch)
         # each part's Task, by the names the view and the tests read
         self.validation_task, self.predictions_task = self.validation.task, self.prediction.task
+        self.several_task = self.several_part.task
         self.accuracy_task, self.positions_task = self.accuracy_curve.task, self.position_confidence.task
         self._default = None  # the validation excerpt of the loaded model
         self._quiet = False  # set while the state changes `text` itself (not the user's edit)
@@ -67,7 +80,15 @@ class InspectState(TabState):
         self.validation_task.param.watch(self._validation_failed, "error")
 
     def tasks(self) -> tuple:
-        return self.validation_task, self.predictions_task, self.accuracy_task, self.positions_task
+        return self.validation_task, self.predictions_task, self.accuracy_task, self.positions_task, self.several_task
+
+    def check_link_value(self, name: str, value) -> None:
+        """A link's lists are read as the figure reads them (urlstate.UrlState refuses a bad one, or one
+        over its cap, with the link's notice)."""
+        if name == "ts":
+            parse_ts(value)
+        elif name == "texts":
+            parse_texts(value)
 
     def url_carries(self, name: str) -> bool:
         """An edited text travels in the link (so a shared link shows what was inspected); the
@@ -91,6 +112,11 @@ class InspectState(TabState):
     def positions(self) -> pd.DataFrame | None:
         """mean_confidence.mean_confidence_table at t (attrs["t"]: the t it was measured at)."""
         return self.positions_task.result
+
+    @property
+    def several(self) -> dict | None:
+        """several.py's rows for the texts and t asked (None until computed, or when not asked)."""
+        return self.several_task.result
 
     @property
     def tokens(self):
@@ -161,6 +187,46 @@ class InspectState(TabState):
     def mask(self, length: int) -> np.ndarray:
         return draw_mask(length, self.t, self.mask_seed)
 
+    # ---------------------------------------------------------------- several texts and t
+
+    def several_on(self) -> bool:
+        """The link or the user asked for several texts or t (else the figure is not shown)."""
+        return bool(self.ts.strip() or self.texts.strip())
+
+    def several_ts(self) -> tuple[float, ...]:
+        """The t of each row: `ts`, or the slider's t (a bad `ts` is named in several_notice)."""
+        try:
+            return parse_ts(self.ts) or (float(self.t),)
+        except ValueError:
+            return (float(self.t),)
+
+    def several_texts(self, update: bool = False) -> tuple[str, ...]:
+        """The texts as the model is shown them (prepare_text): `texts`, or the tab's one text; sets
+        several_notice when `update`."""
+        model, notices = self.model, []
+        try:
+            parse_ts(self.ts)
+        except ValueError as e:
+            notices.append(f"several t: {e}; showing t = {float(self.t):g}")
+        try:
+            raw = parse_texts(self.texts)
+        except ValueError as e:
+            notices.append(f"several texts: {e}; showing the text below")
+            raw = ()
+        out = []
+        if model is not None:
+            for i, text in enumerate(raw):
+                shown, changed = prepare_text(model.tokenizer, text, model.config.block_size)
+                notices += [f"text {i + 1}: {c}" for c in changed]
+                if shown:
+                    out.append(shown)
+        if not raw:
+            one = self.shown_text(update=False) if model is not None else ""
+            out = [one] if one else []
+        if update:
+            self.several_notice = "; ".join(notices)
+        return tuple(out)
+
     # ---------------------------------------------------------------- events
 
     def on_model_changed(self) -> None:
@@ -208,6 +274,10 @@ class InspectState(TabState):
     def _t_changed(self):
         self.refresh_positions()
 
+    @param.depends("ts", "texts", "t", "mask_seed", "k", "text", "active", watch=True)
+    def _several_changed(self):
+        self.refresh_several()
+
     def _set_text(self, text: str) -> None:
         self._quiet = True
         try:
@@ -235,6 +305,7 @@ class InspectState(TabState):
         # at "the validation text is loading" (a repeat visit, whose results all come from the caches).
         if self.text == before:
             self.refresh_predictions()
+            self.refresh_several()
         self.refresh_accuracy()
         self.refresh_positions()
 
@@ -242,10 +313,17 @@ class InspectState(TabState):
         """No validation data (e.g. no corpus file): a typed text still gets its predictions."""
         if event.new:
             self.refresh_predictions()
+            self.refresh_several()
 
     def refresh_predictions(self) -> bool:
         """Predictions at t for the knobs now (predictions.py); False when there is nothing to predict."""
         return self.prediction.refresh()
+
+    def refresh_several(self) -> bool:
+        """Several texts and t in one figure (several.py); False when not asked or nothing to show."""
+        if self.model is not None:
+            self.several_texts(update=True)
+        return self.several_part.refresh()
 
     def refresh_accuracy(self) -> None:
         """Accuracy and mean confidence vs t on validation text (accuracy.py)."""

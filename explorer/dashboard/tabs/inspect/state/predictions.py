@@ -1,13 +1,9 @@
 """Inspect's predictions at t: the model's top-k candidates at each masked position of the tab's text,
-masked at ratio t from the mask seed, as a runtime Task; cached process-wide (runtime.cache.INSPECT)."""
+masked at ratio t from the mask seed, as a runtime Task; cached process-wide (predict.py)."""
 from __future__ import annotations
 
-import numpy as np
-
-from .....metrics import topk_predictions
-from ....runtime.cache import INSPECT, model_key
 from ....runtime.tasks import Task
-from ..masking import positions
+from ..predict import cached_prediction, predict
 
 
 class Predictions:
@@ -28,20 +24,15 @@ class Predictions:
         if not text:
             self.task.clear()
             return False
-        model, t, k = tab.model, float(tab.t), tab.k
-        mask = tab.mask(positions(model, text))  # drawn here: the prediction is at the mask the forward view draws
-        key = ("preds", model_key(model), text, t, tab.mask_seed, k)
-        cached = INSPECT.get(key)
+        model, t, seed, k = tab.model, float(tab.t), tab.mask_seed, tab.k
+        cached = cached_prediction(model, text, t, seed, k)
         if cached is not None:
             self.task.show(cached, "from cache")
         else:
-            self.task.start(lambda job, report: _predict(model, text, t, mask, k, key), status="predicting …")
+            self.task.start(lambda job, report: _predict(model, text, t, seed, k), status="predicting …")
         return True
 
 
-def _predict(model, text: str, t: float, mask: np.ndarray, k: int, key: tuple) -> dict:
-    """metrics.topk_predictions at the given mask, labelled with what it was asked, and cached."""
-    result = topk_predictions(model, text, t, mask=mask, k=k)
-    result["text"], result["t"], result["k"] = text, t, k
-    INSPECT.put(key, result)
-    return result
+def _predict(model, text: str, t: float, mask_seed: int, k: int) -> dict:
+    """predict.predict on the Task's thread (a name of its own, for tests that hold it back)."""
+    return predict(model, text, t, mask_seed, k)
