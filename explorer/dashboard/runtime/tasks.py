@@ -90,8 +90,12 @@ class Worker:
         job = Job(self.name)
         if self.share is not None:
             self.share.admit(job, replacing=self.current)
-        self.cancel()
-        self.current = job
+        # the new job is current before the old one is cancelled: cancelling runs its hooks (a queued
+        # run is dropped and says "stopped"), and a hook that asked whether the old job was still
+        # current in between was told yes, so the page said "stopped" over the run just asked for
+        old, self.current = self.current, job
+        if old is not None:
+            old.cancel()
         return job
 
     def submit(self, task: Callable[[Job], None], *, wait: bool = False) -> Job:
@@ -114,13 +118,16 @@ class Worker:
         with `wait`, return once it has finished (done, failed or stopped). LimitExceeded as submit.
         job: one new_job already made (and admitted) for it."""
         job = job or self.new_job()
-        queue = device_queue(self.device)
-        queue.submit(make_request(job))
+        device_queue(self.device).submit(make_request(job))
         if wait:
-            if queue.on_worker_thread():
-                raise RuntimeError("start_run(wait=True) from the device worker itself would wait forever")
-            job.done.wait()
+            self.wait(job)
         return job
+
+    def wait(self, job: Job) -> None:
+        """Return once `job`, a run enqueued here, has finished (done, failed or stopped)."""
+        if device_queue(self.device).on_worker_thread():
+            raise RuntimeError("start_run(wait=True) from the device worker itself would wait forever")
+        job.done.wait()
 
     def _run(self, task, job: Job) -> None:
         ran = False

@@ -77,6 +77,7 @@ class RunState(TabState):
         self._shown_job = None  # the run whose frames `frames` are: only its steps are added to them
         self._waiting = Later(session.dispatch)  # "waiting for the device", unless the run begins first
         self.held = False  # the page opened on another tab: no run until Explore is first shown (hold_runs)
+        self._start_lock = threading.Lock()  # start_run: knobs read and run made current at once
 
     def _run_superseded(self) -> None:
         """Hook: a run is starting or was stopped (the tab cancels the work that followed the last one)."""
@@ -104,21 +105,31 @@ class RunState(TabState):
         """Validate the knobs and start sampling (superseding any run in progress).
 
         Returns False, with the session's `error` set and the previous result untouched, when the
-        knobs or the template are invalid."""
+        knobs or the template are invalid.
+
+        Callable from any thread: a server started with --num-threads runs each widget change's
+        watchers (so this) on a thread of Panel's pool, several changes at once. Reading the knobs
+        and making the run the current one happen under one lock, so the run made last read the
+        knobs last: a param's value is set before its watchers run, so that run sees every change
+        made before it. Without the lock two changes interleaved (read A, read B, run B, run A)
+        and the stale run A superseded B: the last change never showed a result."""
         s = self.session
-        try:
-            config = s.sampler_config()
-            canvas = s.canvas()
-            self._admit_run(s.model, config, canvas)
-            job = self._runs.new_job()  # refused (LimitExceeded) when the session has its share going
-        except ValueError as e:
-            s.error = str(e)
-            return False
-        s.error = ""
-        self._run_superseded()
-        model = s.model
-        self._waiting.schedule(START_GRACE, lambda: setattr(s, "status", "waiting for the device …"))
-        self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), wait=wait, job=job)
+        with self._start_lock:
+            try:
+                config = s.sampler_config()
+                canvas = s.canvas()
+                self._admit_run(s.model, config, canvas)
+                job = self._runs.new_job()  # refused (LimitExceeded) when the session has its share going
+            except ValueError as e:
+                s.error = str(e)
+                return False
+            s.error = ""
+            self._run_superseded()
+            model = s.model
+            self._waiting.schedule(START_GRACE, lambda: setattr(s, "status", "waiting for the device …"))
+            self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), job=job)
+        if wait:  # outside the lock: a change made meanwhile supersedes this run at once
+            self._runs.wait(job)
         return True
 
     def _admit_run(self, model, config, canvas) -> None:
