@@ -20,6 +20,7 @@ from torch.overrides import TorchFunctionMode
 from .data.tokenizer import CharTokenizer
 from .errors import CheckpointError
 from .model import ModelConfig, Transformer
+from .names import PROCESSES
 
 FORMAT = "mdlm-explorer"
 FORMAT_VERSION = 1
@@ -103,7 +104,18 @@ def read_metadata(path: str | Path) -> dict:
         if not isinstance(meta.get(key), dict) and not (optional and meta.get(key) is None):
             what = "null" if meta.get(key) is None else type(meta[key]).__name__
             raise CheckpointError(f"{path} has corrupted metadata ({key!r} is a JSON {what}, not an object)")
+    process = meta.get("process", "masked")
+    if not isinstance(process, str) or process not in PROCESSES:
+        raise CheckpointError(f"{path} was trained on the diffusion process {process!r}, which this version of "
+                              f"mdlm-explorer does not know (it knows {', '.join(PROCESSES)})")
     return meta
+
+
+def process_of(model_or_meta) -> str:
+    """The forward process a checkpoint's model denoises: "masked" (also every checkpoint written before
+    the metadata named one, and every Hugging Face model) or "uniform"."""
+    meta = model_or_meta if isinstance(model_or_meta, dict) else getattr(model_or_meta, "meta", None) or {}
+    return meta.get("process") or "masked"
 
 
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:

@@ -1,6 +1,8 @@
-"""Forward masking q(x_t | x_0), the masked-LM losses (uniform and ELBO 1/t), NELBO evaluation.
+"""Forward masking q(x_t | x_0), the masked-LM losses (uniform and ELBO 1/t), NELBO evaluation; and the
+uniform-state process beside it (forward_uniform, its continuous-time ELBO, its held-out figures).
 
-Time t is the masking probability: t = 1 is all [MASK], t = 0 is clean text.
+Time t is the masking probability: t = 1 is all [MASK], t = 0 is clean text. In the uniform-state process
+t is the probability that a position is redrawn uniformly from the vocabulary: t = 1 is uniform noise.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import torch.nn.functional as F
 
 from .devices import model_device
 
-from .names import WEIGHTINGS  # noqa: F401  (re-exported)
+from .names import PROCESSES, WEIGHTINGS  # noqa: F401  (re-exported)
 
 
 def forward_mask(x0: torch.Tensor, t: torch.Tensor, mask_id: int, fixed: torch.Tensor | None = None,
@@ -183,3 +185,134 @@ def ar_cross_entropy(model, tokens: torch.Tensor, batch_size: int = 64) -> dict:
     model.train(was_training)
     nats = total / count
     return {"nats_per_char": nats, "bits_per_char": nats / math.log(2)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Uniform-state process. The character tokenizer's [MASK] is its last id (CharTokenizer), so the N real
+# tokens are ids 0..mask_id-1: noise is drawn from them and the model's [MASK] logit is dropped.
+# ---------------------------------------------------------------------------------------------------------
+
+def forward_uniform(x0: torch.Tensor, t, n_tokens: int, fixed: torch.Tensor | None = None,
+                    generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Redraw each non-fixed position, with probability t (per row), uniformly from ids 0..n_tokens-1.
+
+    A redrawn token equals the original with probability 1/n_tokens, so a share t * (N-1)/N of the
+    positions changes: q(x_t | x_0) = Cat((1-t) onehot(x_0) + t/N). No [MASK] is ever written.
+    Returns x_t (B, L) and the redrawn positions (B, L) bool (a redrawn position may keep its token).
+    """
+    t = torch.as_tensor(t, dtype=torch.float32, device=x0.device).reshape(-1, 1)  # (B or 1, 1)
+    u = torch.rand(x0.shape, generator=generator, device=x0.device)  # (B, L)
+    noise = torch.randint(0, n_tokens, x0.shape, generator=generator, device=x0.device)  # (B, L)
+    redrawn = u < t
+    if fixed is not None:
+        redrawn &= ~fixed.to(x0.device).bool()
+    return torch.where(redrawn, noise, x0), redrawn
+
+
+def uniform_elbo_terms(logits: torch.Tensor, x0: torch.Tensor, xt: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """(B, L) per-position integrand of the continuous-time NELBO of the uniform-state process (nats).
+
+    The loss of UDLM ("Simple Guidance Mechanisms for Discrete Diffusion Models", Schiff et al. 2024,
+    its continuous-time NELBO), also the one Duo ("The Diffusion Duality", Sahoo et al. 2025) trains.
+    It is chosen over a plain cross-entropy at every position because it is a bound on the negative
+    log-likelihood, so its nats per char stand beside the masked model's NELBO on the same text; a
+    cross-entropy would measure the denoiser, not the generative model.
+
+    With alpha = 1 - t (the chance a token is kept), xbar = N alpha onehot(x0) + (1 - alpha) and
+    xbar_theta = N alpha softmax(logits) + (1 - alpha), the true and the model's reverse rates out of
+    z = x_t are proportional to xbar_y / xbar_z and xbar_theta_y / xbar_theta_z, and the integrand is
+
+        (1 / (N alpha)) * sum_y s_y (u_y - 1 - log u_y),  s_y = xbar_y / xbar_z,  u_y = r_y / s_y,
+
+    with r_y = xbar_theta_y / xbar_theta_z: UDLM's formula regrouped (the sum of r_y - s_y - s_y log(r_y / s_y)
+    over y), each term >= 0 and 0 exactly when the model predicts x0 (u - 1 - log u is computed as
+    expm1(d) - d, d = log u, which keeps a near-perfect prediction's tiny terms accurate).
+    The prior term is 0 (q at t = 1 is uniform) and, as in nelbo, the reconstruction term below eps is left out.
+
+    logits (B, L, V) with [MASK] the last id; x0, xt (B, L) ids < V - 1; t (B,).
+    """
+    n = logits.shape[-1] - 1  # N real tokens; the [MASK] logit is dropped
+    logp = F.log_softmax(logits.float()[..., :n], dim=-1)  # (B, L, N)
+    alpha = (1.0 - t.float()).reshape(-1, 1, 1)  # (B, 1, 1)
+    log_keep, log_noise = torch.log(n * alpha), torch.log1p(-alpha)  # (B, 1, 1): 1 - alpha = t > 0
+    log_xbar_theta = torch.logaddexp(log_keep + logp, log_noise)  # (B, L, N)
+    hot = F.one_hot(x0, n).bool()  # (B, L, N)
+    log_xbar = torch.where(hot, torch.logaddexp(log_keep, log_noise), log_noise)  # (B, L, N)
+    z = xt.unsqueeze(-1)  # (B, L, 1)
+    log_r = log_xbar_theta - log_xbar_theta.gather(-1, z)  # (B, L, N)
+    log_s = log_xbar - log_xbar.gather(-1, z)  # (B, L, N)
+    d = log_r - log_s
+    terms = log_s.exp() * (torch.expm1(d) - d)  # (B, L, N), >= 0
+    return terms.sum(-1) / (n * alpha.reshape(-1, 1))  # (B, L)
+
+
+def uniform_loss(model, x0: torch.Tensor, eps: float = 1e-3, stratified: bool = True,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """One training loss of the uniform-state process on clean batch x0 (B, L): the per-token NELBO."""
+    t, xt, _ = draw_uniform_noise(x0, model.config.mask_id, eps, stratified, generator)
+    x0, xt, t = x0.to(model_device(model)), xt.to(model_device(model)), t.to(model_device(model))
+    return uniform_loss_share(model, x0, xt, t, x0.shape[0])
+
+
+def draw_uniform_noise(x0: torch.Tensor, n_tokens: int, eps: float = 1e-3, stratified: bool = True,
+                       generator: torch.Generator | None = None):
+    """t (B,), x_t (B, L) and the redrawn positions (B, L) of a uniform-state training batch, on the CPU
+    (the generator's device), drawn for the whole batch as draw_noise is."""
+    t = sample_t(x0.shape[0], eps, stratified, generator)  # (B,)
+    xt, redrawn = forward_uniform(x0.cpu(), t, n_tokens, generator=generator)  # (B, L), (B, L)
+    return t, xt, redrawn
+
+
+def uniform_loss_share(model, x0: torch.Tensor, xt: torch.Tensor, t: torch.Tensor, n_rows: int) -> torch.Tensor:
+    """These rows' share of a batch's uniform-state loss (the mean over n_rows rows of the per-token NELBO):
+    the shares of a batch's slices sum to the loss of the whole batch. x0, xt (b, L), t (b,)."""
+    terms = uniform_elbo_terms(model(xt, t), x0, xt, t)  # (b, L)
+    return terms.mean(dim=1).sum() / n_rows
+
+
+@torch.no_grad()
+def uniform_nelbo(model, tokens: torch.Tensor, n_t: int = 8, seed: int = 0, batch_size: int = 64,
+                  eps: float = 1e-3) -> dict:
+    """Deterministic negative-ELBO estimate of a uniform-state model on held-out tokens (N, L): nelbo's
+    stratified times and fixed-seed noise, with uniform_elbo_terms in place of the masked CE."""
+    device, n_tokens = model_device(model), model.config.mask_id
+    g = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, tokens.shape[0], batch_size):
+        x0 = tokens[start:start + batch_size]
+        for k in range(n_t):
+            t = eps + (1 - eps) * (k + torch.rand(x0.shape[0], generator=g)) / n_t  # (b,), stratum k
+            xt, _ = forward_uniform(x0, t, n_tokens, generator=g)
+            xd, xtd, td = x0.to(device), xt.to(device), t.to(device)
+            total += uniform_elbo_terms(model(xtd, td), xd, xtd, td).mean(dim=1).sum().item()
+            count += x0.shape[0]
+    model.train(was_training)
+    nats = total / count
+    return {"nats_per_char": nats, "bits_per_char": nats / math.log(2)}
+
+
+@torch.no_grad()
+def uniform_accuracy(model, tokens: torch.Tensor, t: float, seed: int = 0, batch_size: int = 64) -> dict:
+    """Denoising accuracy of a uniform-state model at noise level t on held-out tokens (N, L), fixed-seed noise.
+
+    Returns {"all": argmax == x0 over every position, "changed": over the positions whose token the noise
+    changed (the model is not told which: the uniform process's counterpart of masked_accuracy)}."""
+    device, n_tokens = model_device(model), model.config.mask_id
+    g = torch.Generator().manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    hits, changed_hits, changed = 0, 0, 0
+    for start in range(0, tokens.shape[0], batch_size):
+        x0 = tokens[start:start + batch_size]
+        xt, _ = forward_uniform(x0, t, n_tokens, generator=g)
+        x0, xt = x0.to(device), xt.to(device)
+        logits = model(xt, torch.full((x0.shape[0],), t, device=device)).float()[..., :n_tokens]
+        right = logits.argmax(-1) == x0  # (b, L)
+        moved = xt != x0
+        hits += right.sum().item()
+        changed_hits += right[moved].sum().item()
+        changed += moved.sum().item()
+    model.train(was_training)
+    return {"all": hits / tokens.numel(), "changed": changed_hits / max(changed, 1)}

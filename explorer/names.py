@@ -5,6 +5,9 @@ from __future__ import annotations
 KINDS = ("diffusion", "ar")  # bidirectional denoiser, causal baseline
 TIME_CONDITIONING = ("none", "adaln")
 WEIGHTINGS = ("uniform", "elbo")  # diffusion loss: mean masked CE, or the 1/t-weighted ELBO
+# diffusion forward process: tokens become [MASK] (MDLM), or are redrawn uniformly from the vocabulary
+# (uniform-state: UDLM, Duo). A checkpoint's metadata names its process; a loader refuses any other name.
+PROCESSES = ("masked", "uniform")
 LR_SCHEDULES = ("cosine", "linear", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")

@@ -22,14 +22,14 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .data.corpus import load_corpus
 from .devices import autocast_dtype, resolve_device
 from .model import LIMITS, ModelConfig, Transformer
-from .names import DEVICES, KINDS, LR_SCHEDULES, PRECISIONS, TIME_CONDITIONING, WEIGHTINGS
+from .names import DEVICES, KINDS, LR_SCHEDULES, PRECISIONS, PROCESSES, TIME_CONDITIONING, WEIGHTINGS
 
 EVAL_LENGTHS = (32, 64, 128)  # shorter canvases whose NELBO and accuracy the final metrics report
 # The valid values of TrainConfig's fields. TrainConfig checks them, whoever builds one (the CLI, the Python
 # API, the train_config a resumed checkpoint carries), and `run.py train` parses its flags with them, so a
 # value out of range is an error naming the flag. Numbers: (lowest, highest[, which ends are included]);
 # the integers' two ends are always included.
-CHOICES = {"kind": KINDS, "time_conditioning": TIME_CONDITIONING, "weighting": WEIGHTINGS,
+CHOICES = {"kind": KINDS, "process": PROCESSES, "time_conditioning": TIME_CONDITIONING, "weighting": WEIGHTINGS,
            "lr_schedule": LR_SCHEDULES, "device": DEVICES, "precision": PRECISIONS}
 RANGES = {
     "eps": (0.0, 1.0, "()"), "block_size": (1, LIMITS["block_size"]), "n_layer": (1, LIMITS["n_layer"]),
@@ -62,6 +62,9 @@ class TrainConfig:
     corpus: str = "shakespeare"  # "shakespeare", "patterns" or a name for --data
     data: str | None = None  # path of a UTF-8 text file (overrides the download)
     kind: str = "diffusion"  # "diffusion" or "ar"
+    # a diffusion model's forward process: "masked" ([MASK], MDLM) or "uniform" (tokens redrawn from the
+    # vocabulary, trained on the UDLM / Duo continuous-time ELBO: diffusion.uniform_elbo_terms)
+    process: str = "masked"
     time_conditioning: str = "none"
     weighting: str = "elbo"  # diffusion loss weighting: "elbo" or "uniform"
     stratified: bool = True  # stratified t across the batch
@@ -112,6 +115,11 @@ class TrainConfig:
         for name in ("corpus", "data", "init_from"):
             if not isinstance(getattr(self, name), str) and (name == "corpus" or getattr(self, name) is not None):
                 raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}")
+        if self.process == "uniform" and self.kind != "diffusion":
+            raise ValueError("process uniform is a diffusion process; it needs kind diffusion, not ar")
+        if self.process == "uniform" and self.weighting != "elbo":
+            raise ValueError("process uniform trains on its own ELBO; weighting uniform is for the masked "
+                             "process only (leave weighting elbo)")
         if not self.min_length <= self.block_size:
             raise ValueError(f"min_length must be in [0, block_size={self.block_size}], got {self.min_length}")
         # The architecture's own rules (heads dividing the width; adaLN and shift_logits for diffusion
@@ -209,7 +217,7 @@ class Trainer:
         self.state["commands"] = list(commands)
         self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **curves}
         self.state["resumed_at"] = resumed_at + [self.state["step"]]
-        arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "time_conditioning", "block_size",
+        arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "process", "time_conditioning", "block_size",
                                               "n_layer", "n_head", "n_embd", "dropout", "init_from", "shift_logits")}
         return replace(cfg, **arch)
 
@@ -274,6 +282,11 @@ class Trainer:
             x = x0[rows].to(self.device)  # (b, L)
             with self._amp():
                 return diffusion.ar_loss(self.net, x, mask_id) * (x.shape[0] / B)  # a mean over b of B rows
+        if self.cfg.process == "uniform":  # the [MASK] id is also the number of real tokens
+            t, xt, _ = diffusion.draw_uniform_noise(x0, mask_id, self.cfg.eps, self.cfg.stratified, self.generator)
+            x0, t, xt = (v[rows].to(self.device) for v in (x0, t, xt))  # (b, L), (b,), (b, L)
+            with self._amp():
+                return diffusion.uniform_loss_share(self.net, x0, xt, t, B)
         t, xt, masked = diffusion.draw_noise(x0, mask_id, self.cfg.eps, self.cfg.stratified, self.generator)
         n_masked = int(masked.sum())
         x0, t, xt, masked = (v[rows].to(self.device) for v in (x0, t, xt, masked))  # (b, L), (b,), (b, L), (b, L)
@@ -331,6 +344,8 @@ class Trainer:
         with self._amp():
             if self.cfg.kind == "ar":
                 res = diffusion.ar_cross_entropy(model, tokens)
+            elif self.cfg.process == "uniform":
+                res = diffusion.uniform_nelbo(model, tokens, n_t=4)
             else:
                 res = diffusion.nelbo(model, tokens, n_t=4)
         return {"type": "val", "step": self.state["step"], **res}
@@ -387,7 +402,7 @@ class Trainer:
             if self.cfg.kind == "ar":
                 res = diffusion.ar_cross_entropy(model, full)
                 return {"val_ce_nats_per_char": res["nats_per_char"], "val_ce_bits_per_char": res["bits_per_char"]}
-            res = diffusion.nelbo(model, full, n_t=8)
+            res = (diffusion.uniform_nelbo if self.cfg.process == "uniform" else diffusion.nelbo)(model, full, n_t=8)
             out = {"nelbo_nats_per_char": res["nats_per_char"], "nelbo_bits_per_char": res["bits_per_char"]}
             if self.corpus.kind == "text":
                 out.update(self.length_metrics())
@@ -396,12 +411,17 @@ class Trainer:
     def length_metrics(self) -> dict:
         """NELBO and argmax accuracy at t = 0.3 at shorter canvases (positions 0..L-1), whole held-out split:
         a sampled canvas can be any length up to the context, so the model must be right at each."""
-        model, out = self.eval_model, {}
+        model, out, uniform = self.eval_model, {}, self.cfg.process == "uniform"
         for L in sorted({L for L in EVAL_LENGTHS if L < self.cfg.block_size} | {self.cfg.block_size}):
             val = self.corpus.val_tensor(L)
             if L != self.cfg.block_size:
-                out[f"nelbo_nats_per_char_L{L}"] = diffusion.nelbo(model, val, n_t=8)["nats_per_char"]
-            out[f"accuracy_t0.3_L{L}"] = diffusion.masked_accuracy(model, val, 0.3)
+                bound = diffusion.uniform_nelbo if uniform else diffusion.nelbo
+                out[f"nelbo_nats_per_char_L{L}"] = bound(model, val, n_t=8)["nats_per_char"]
+            if uniform:  # every position is predicted; "changed": those the noise changed, unknown to the model
+                acc = diffusion.uniform_accuracy(model, val, 0.3)
+                out[f"accuracy_t0.3_L{L}"], out[f"changed_accuracy_t0.3_L{L}"] = acc["all"], acc["changed"]
+            else:
+                out[f"accuracy_t0.3_L{L}"] = diffusion.masked_accuracy(model, val, 0.3)
         return out
 
     def metadata(self, metrics: dict | None = None) -> dict:
@@ -409,6 +429,8 @@ class Trainer:
         return {
             "tokenizer": tok.to_dict(),
             "train_config": asdict(self.cfg),
+            # the forward process a diffusion model denoises (samplers and evaluators read it; the loader checks it)
+            **({"process": self.cfg.process} if self.cfg.kind == "diffusion" else {}),
             "commands": self.state["commands"],
             "training_state": {k: self.state[k] for k in ("step", "tokens", "seconds", "resumed_at")},
             "curves": self.state["curves"],

@@ -61,6 +61,9 @@ def write_bad_checkpoints(d):
     meta = json.loads(header["meta"])
     meta["model_config"]["n_layer"] = 2  # the config says 2 layers, the weights hold 1
     save_file(tensors, str(d / "mismatch.safetensors"), metadata={**header, "meta": json.dumps(meta)})
+    meta = json.loads(header["meta"])
+    meta["process"] = "absorbing-gaussian"  # a forward process no sampler or loss here knows
+    save_file(tensors, str(d / "other-process.safetensors"), metadata={**header, "meta": json.dumps(meta)})
     return d
 
 
@@ -73,6 +76,8 @@ BAD_FILES = {
     "future": "has format version '2'; this version of mdlm-explorer reads version 1",
     "other-version": "unknown model config keys: ['rotary_base']",
     "mismatch": "weights do not fit the stored config (missing: blocks.1.",
+    "other-process": "was trained on the diffusion process 'absorbing-gaussian', which this version of "
+                     "mdlm-explorer does not know (it knows masked, uniform)",
 }
 
 
