@@ -66,12 +66,15 @@ from urllib.parse import parse_qsl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from explorer.sampling import knobs as schema  # noqa: E402  (the sidebar's knobs, declared once)
+
 DONE = re.compile(r"^(\d+) steps, (\d+) model calls \([\d.]+ per call\), (\d+) ms$")  # the header's status after a run
 STATUS = re.compile(r"<i>(.*?)</i>", re.S)
 RUN = re.compile(r'class="hdr" data-run="(\d+)"')  # the number of the finished run the page shows (ui/header.py)
 TAGS = re.compile(r"<[^>]+>")
 CANVAS = re.compile(r'<p class="canvas[^"]*">(.*?)</p>', re.S)
-SLIDERS = ("steps", "temperature", "top_p", "top_k", "threshold", "remask", "length")  # throttled widgets
+# The sidebar's throttled widgets: the canvas's length and every sampler knob the schema shows as a slider
+SLIDERS = ("length", *(k.name for k in schema.sidebar_knobs() if k.widget == "slider"))
 TEMPERATURES = (0.5, 0.7, 0.8, 0.9, 1.0, 1.2)
 STUDENT_KNOBS = ("seed", "temperature", "steps", "strategy")
 IDENTITY_SEED = 1000
@@ -289,12 +292,9 @@ class Page:
             model.set_from_json("value_throttled", value)
 
     def sampler_knobs(self) -> dict:
-        """The knobs the page shows, as SamplerConfig keywords (threshold 0 = off, as the app does)."""
-        v = {n: self.value(n) for n in ("steps", "temperature", "top_p", "top_k", "strategy", "schedule",
-                                        "block_length", "threshold", "remask", "seed")}
-        v["temperature"], v["top_p"], v["remask"] = float(v["temperature"]), float(v["top_p"]), float(v["remask"])
-        v["threshold"] = float(v["threshold"]) if v["threshold"] else None
-        return v
+        """The knobs the page shows, as SamplerConfig keywords (the schema's from_ui: threshold 0 = off, as
+        the app reads it)."""
+        return {k.name: k.from_ui(self.value(k.name)) for k in schema.sidebar_knobs() if k.name in self.knobs}
 
 
 # ---------------------------------------------------------------------------- one student

@@ -25,6 +25,7 @@ from . import metrics
 from .data.corpus import checkpoint_corpus
 from .data.tokenizer import is_subword
 from .sampling import SamplerConfig, SamplingCancelled, parse_template, sample, sample_ar, sample_many
+from .sampling.knobs import KNOBS
 
 # +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
 METRIC_DIRECTION = {"pattern_quality": 1, "pattern_quality_p2": 1, "distinct_symbols": 0, "collapsed": -1,
@@ -41,7 +42,8 @@ SPEED_COLUMNS = ("nfe", "seconds", "solo_seconds", "tokens_per_s", "ms_per_sampl
 SOLO_REPEATS, SOLO_BUDGET_S = 3, 0.25
 _clock = time.perf_counter  # what solo runs are timed with (a test's fake clock counts model calls instead)
 GROUP_SAMPLER = "sampler"  # "diffusion", "ar" or "reference"
-INT_COLUMNS = ("steps", "top_k", "block_length", "seed", "sample", "batch_size", "length", "nfe")
+# Whole-number columns: the schema's integer knobs (sampling/knobs.py) and the rows' own counts
+INT_COLUMNS = (*(k.name for k in KNOBS.values() if k.type is int), "sample", "batch_size", "length", "nfe")
 
 
 class SweepCancelled(RuntimeError):

@@ -13,6 +13,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .sampling.knobs import KNOBS
+
+# A summary's knob columns when it does not name them (one read back from a CSV): the schema's knobs, named
+# choices first, then the numbers (sampling/knobs.py); the seed is never varied
+KNOB_ORDER = (*(k.name for k in KNOBS.values() if k.choices),
+              *(k.name for k in KNOBS.values() if not k.choices and k.name != "seed"))
+
 PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#5d4037", "#ad1457")
 LABELS = {"pattern_quality": "pattern quality", "gen_ppl": "gen-PPL (AR judge)", "gen_nll": "gen NLL (nats/char)",
           "entropy": "unigram entropy (nats)", "word_validity": "valid-word fraction", "distinct_2": "distinct-2",
@@ -73,8 +80,7 @@ def _groups(rows: pd.DataFrame, by: Sequence[str]) -> list[tuple[str, pd.DataFra
 def _default_by(summary: pd.DataFrame, x: str) -> list[str]:
     """Every varied knob except the x axis (and steps, the points along an NFE axis) that takes more
     than one value among the diffusion cells."""
-    knobs = summary.attrs.get("knobs") or [c for c in ("strategy", "schedule", "threshold", "temperature", "top_k",
-                                                       "top_p", "block_length", "remask") if c in summary.columns]
+    knobs = summary.attrs.get("knobs") or [c for c in KNOB_ORDER if c in summary.columns]
     diff = summary[summary[SAMPLER] == "diffusion"] if SAMPLER in summary else summary
     return [k for k in knobs if k not in (x, "steps") and diff[k].nunique(dropna=False) > 1]
 

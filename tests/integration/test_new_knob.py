@@ -1,7 +1,8 @@
 """A sampler knob is declared once, in sampling/knobs.py: a knob added there (`nudge`, on a copy of the
 schema, in a child process: tests/support/new_knob.py) is a SamplerConfig field with the schema's checks,
 a `sample` flag and a `sweep` list with their help, a session parameter with the UI's bound, a sidebar
-slider, a link key and a Compare column key; merged runs leave it alone until told they may vary it."""
+slider, a link key and a Compare column key, a knob the Sweep tab watches and a column of its summary, a
+group of the plots and a slider the load test drives; merged runs leave it alone until told they may vary it."""
 from __future__ import annotations
 
 import json
@@ -56,3 +57,10 @@ def test_the_dashboard_has_its_parameter_slider_link_and_column(seen):
     assert seen["column"] == 0.75 and seen["column_too_big"].startswith("nudge=3: 3.0 is outside the range 0.0 to 1.0")
     assert seen["widget"] == ["FloatSlider", 0.0, 1.0, 0.5, "Nudge"] and seen["in_sidebar"]
     assert seen["widget_disabled_for_ar"]  # declared for diffusion models only
+
+
+def test_the_sweep_tab_plots_and_load_test_read_it_from_the_schema(seen):
+    assert seen["sweep_watches"]  # a change of it is a new estimate for every sweep of the tab
+    assert seen["sweep_column"] and seen["summary_columns"] == ["sampler", "nudge", "steps", "n", "pattern_quality"]
+    assert seen["plot_groups"]  # a summary read back without its attrs is still grouped by it
+    assert seen["load_test_slider"]  # the load test drives its slider as a browser does (value_throttled)

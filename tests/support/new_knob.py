@@ -1,6 +1,7 @@
 """Run as a script (tests/integration/test_new_knob.py): declare one more sampler knob, `nudge`, in a copy
 of the knob schema before anything reads the schema, then look for it everywhere the project offers
-knobs. Prints one JSON object of what it saw (the test asserts on it).
+knobs (the Sweep tab, the plots and benchmarks/load_test.py too). Prints one JSON object of what it saw
+(the test asserts on it).
 
 The schema is read when each part is built (SamplerConfig's fields, the Session's parameters, the
 flags), so the copy is put in place as explorer.sampling.knobs is first loaded: that module is loaded
@@ -92,9 +93,28 @@ def dashboard_side() -> dict:
     return out
 
 
+def sweep_side() -> dict:
+    """The Sweep tab (its watched knobs and its summary's columns), the plots' and the load test's lists."""
+    import pandas as pd
+
+    from explorer.dashboard.tabs.sweep.state import SIDEBAR_KNOBS
+    from explorer.dashboard.tabs.sweep.view import KNOB_COLUMNS, summary_frame
+    from explorer.plots import KNOB_ORDER
+
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "benchmarks" / "load_test.py")
+    load_test = importlib.util.module_from_spec(spec)
+    sys.modules["load_test"] = load_test  # its dataclasses look their module up there
+    spec.loader.exec_module(load_test)
+    summary = pd.DataFrame({"sampler": ["diffusion"] * 2, "steps": [4, 4], "nudge": [0.0, 0.5], "n": [2, 2],
+                            "pattern_quality_mean": [0.5, 0.6], "pattern_quality_std": [0.1, 0.1]})
+    return {"sweep_watches": "nudge" in SIDEBAR_KNOBS, "sweep_column": "nudge" in KNOB_COLUMNS,
+            "summary_columns": list(summary_frame(summary, "pattern_quality").columns),
+            "plot_groups": "nudge" in KNOB_ORDER, "load_test_slider": "nudge" in load_test.SLIDERS}
+
+
 def main() -> None:
     load_schema_with_nudge()
-    print(json.dumps({**config_side(), **cli_side(), **dashboard_side()}))
+    print(json.dumps({**config_side(), **cli_side(), **dashboard_side(), **sweep_side()}))
 
 
 if __name__ == "__main__":

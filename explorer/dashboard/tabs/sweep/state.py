@@ -40,13 +40,15 @@ from ...runtime.limits import (
     took,
 )
 from ...runtime.tasks import Task, TaskCancelled
-from ...session import Session
+from ...session import KNOBS, Session
 from ...urlstate import parse_value
 from ..base import TabState
 
 SPEED_METRICS = ("tokens_per_s", "ms_per_sample")
 SECTIONS = {"sweep": "sweep", "grid": "quality grid", "temps": "temperature comparison"}  # plan tag -> its name
-SIDEBAR_KNOBS = ("temperature", "top_p", "top_k", "strategy", "block_length", "remask", "length", "seed", "template")
+# Every knob of the sidebar (the schema's sampler knobs, sampling/knobs.py, and the canvas's): each is part of
+# every sweep's base config or canvas, so a change of any of them is a new estimate, maybe a cached result
+SIDEBAR_KNOBS = KNOBS
 
 
 def parse_list(text: str, kind, name: str, *, allow_none: bool = False, knob=None) -> list:

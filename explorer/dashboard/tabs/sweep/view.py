@@ -16,6 +16,7 @@ import param
 from ....experiments import METRIC_DIRECTION, pick_metric
 from ....metrics import looks_collapsed
 from ....plots import LABELS, RANGES, quality_speed_plot, speed_plot
+from ....sampling.knobs import KNOBS
 from ...downloads import download_button, plot_html, plot_png, table_csv
 from ...ui.base import (
     TABLE_CSS,
@@ -38,7 +39,10 @@ log = logging.getLogger(__name__)
 # em, not px: the samples grow with the pane at projector type (12 px at the 14 px base type)
 CELL_CSS = ("font-family: monospace; white-space: pre-wrap; word-break: break-all; font-size: 0.86em; "
             "line-height: 1.25; max-height: 9em; overflow-y: auto")
-KNOB_COLUMNS = ("strategy", "schedule", "temperature", "threshold", "steps")
+# The summary's knob columns, from the schema (sampling/knobs.py): those a sweep varied, named choices first
+# (what to do), then the numbers, the step count last (the x axis); the seed is never varied
+KNOB_COLUMNS = (*(k.name for k in KNOBS.values() if k.choices),
+                *(k.name for k in KNOBS.values() if not k.choices and k.name not in ("steps", "seed")), "steps")
 
 
 def format_score(metric: str, value) -> str:
