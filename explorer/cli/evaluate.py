@@ -4,7 +4,8 @@
 
 The held-out split is rebuilt from the training text: --data FILE, else the file recorded in the
 checkpoint, else (Tiny Shakespeare) the download cache. AR checkpoints get their held-out
-cross-entropy and sample quality instead.
+cross-entropy and sample quality instead; uniform-state checkpoints (metadata process=uniform) their own
+NELBO bound and denoising accuracy (every position is predicted: no position is marked as noise).
 """
 from __future__ import annotations
 
@@ -41,11 +42,14 @@ def sampler_config(args, model):
 def print_likelihood(model, val) -> None:
     """NELBO (bits/char) for diffusion models, next-char cross-entropy for AR ones, beside the figure
     stored at training time (which used the full held-out split)."""
-    from ..diffusion import ar_cross_entropy, nelbo
+    from ..checkpoint import process_of
+    from ..diffusion import ar_cross_entropy, nelbo, uniform_nelbo
 
     stored = (model.meta.get("metrics") or {})
     if model.config.kind == "ar":
         res, name, key = ar_cross_entropy(model, val), "cross-entropy", "val_ce_bits_per_char"
+    elif process_of(model) == "uniform":
+        res, name, key = uniform_nelbo(model, val), "NELBO (uniform-state process)", "nelbo_bits_per_char"
     else:
         res, name, key = nelbo(model, val), "NELBO", "nelbo_bits_per_char"
     line = f"held-out {name}: {res['bits_per_char']:.4f} bits/char ({res['nats_per_char']:.4f} nats/char) " \
@@ -56,7 +60,18 @@ def print_likelihood(model, val) -> None:
 
 
 def print_accuracy(model, val, seed: int) -> None:
+    from ..checkpoint import process_of
     from ..metrics import ACCURACY_TS, accuracy_vs_t
+
+    if process_of(model) == "uniform":
+        from ..diffusion import uniform_accuracy
+
+        print("\naccuracy of argmax predictions vs noise level t (share of tokens redrawn uniformly):")
+        print("  t    all positions   positions the noise changed")
+        for t in ACCURACY_TS:
+            acc = uniform_accuracy(model, val, t, seed=seed)
+            print(f"{t:4.1f}   {acc['all']:13.3f}   {acc['changed']:27.3f}")
+        return
 
     table = accuracy_vs_t(model, val, ACCURACY_TS, seed=seed)
     print("\naccuracy of argmax predictions at masked positions vs masking ratio t:")
