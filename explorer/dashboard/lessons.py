@@ -1,0 +1,427 @@
+"""The lessons: every figure and printed result of the five teaching documents, each with the dashboard view
+that shows it live, the link that opens that view, what to notice, and where the shipped model disagrees
+with the document's claim.
+
+One source for three readers: the page's lesson mode (ui/lesson.py: a bar above the tabs, Previous / Next),
+docs/teaching.md and the README's lesson index (both written by tools/lessons_doc.py, which a test runs
+with --check). Plain data, no Panel. A figure's `query` is a link's query without the '?'; figure_url adds
+`lesson=<slug>&figure=<n>`, which the link keeps (urlstate.UrlState) so that every figure is a shareable
+link. The notice and differs lines were measured on the shipped checkpoints (Python API, 16 samples per
+setting unless they say otherwise; docs/results.md for the sweeps).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+BASE = "http://localhost:5006/"  # `python run.py`'s address: the links as the documentation shows them
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure or printed result of a lesson, and the live view that shows it."""
+
+    lesson: str  # the lesson's slug
+    index: int  # 1-based within the lesson
+    section: str  # e.g. "§4.2"
+    shows: str  # the notebook's figure / printed result, one line
+    view: str  # the live counterpart, one line (Markdown: the documentation's; the page does not show it)
+    query: str  # the main link's query, without '?'
+    notice: str  # one line: what to notice
+    differs: str = ""  # where this model disagrees with the notebook's claim, said plainly ('' = agrees)
+    variants: tuple[tuple[str, str], ...] = ()  # (label, query): more links, e.g. other t values
+    label: str = "open"  # the main link's label beside the variants' ("0.2" before "0.6" and "1.0")
+
+    @property
+    def tab(self) -> str:
+        """The tab the query opens (Explore when it names none)."""
+        return dict(parse_qsl(self.query)).get("tab", "Explore")
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One teaching document as a sequence of figures."""
+
+    slug: str
+    title: str
+    summary: str  # what it teaches, one line
+    checkpoint_note: str  # which checkpoint its links open and how it differs from the document's model
+    figures: tuple[Figure, ...]
+    document: str = ""  # the document's full title
+
+
+def _fig(section, shows, view, query, notice, differs="", *, label="open", variants=()) -> dict:
+    return dict(section=section, shows=shows, view=view, query=query, notice=notice, differs=differs,
+                label=label, variants=tuple(variants))
+
+
+def _lesson(slug, title, document, summary, checkpoint_note, rows) -> Lesson:
+    figures = tuple(Figure(lesson=slug, index=i, **row) for i, row in enumerate(rows, start=1))
+    return Lesson(slug, title, summary, checkpoint_note, figures, document)
+
+
+_P = "checkpoint=patterns&seed=42"
+_S = "checkpoint=shakespeare&seed=42"
+_GEN = _S + "&length=64"  # the generation notebook's canvas
+_Q = "&strategy=confidence&schedule=remaining"  # the notebooks' unmasking rule and order
+_SWEEP = (_P + "&tab=Sweep&sweep.schedules=remaining&sweep.steps_grid=1,2,3,5,8,12,16,24,32&sweep.samples=30"
+          "&sweep.include_ar=false&sweep.metric=pattern_quality")
+
+
+def _inspect(base: str, t: str, text: str = "") -> str:
+    query = f"{base}&tab=Inspect&inspect.t={t}"
+    return query + (f"&inspect.default_text=false&inspect.text={text}" if text else "")
+
+
+_CITIZEN = "First%20Citizen:%0ABefore%20we%20proceed%20any%20further,%20hear%20me%20speak."
+_ROMEO = "ROMEO:%0ABut,%20soft!%20what%20light%20through%20yonder%20window%20breaks%3F"
+_HAMLET = "To%20be,%20or%20not%20to%20be,%20that%20is%20the%20question"
+
+FORWARD = _lesson(
+    "forward-process", "The Forward Process", "Masked Diffusion for Text: The Forward Process",
+    "how text is corrupted: the forward process at every masking ratio t, the denoiser's predictions and its "
+    "accuracy across t",
+    "Checkpoint `patterns`: 24 positions, with its 15 symbols shown as letters A–O; the notebook uses 32 positions "
+    "and numbers 1–15.",
+    [_fig("§4.1", "print: five example pattern sequences",
+          "Model: five training sequences under the Data table (seeded); Inspect at t = 0 shows one validation "
+          "pattern", _P + "&tab=Model",
+          "Each sequence tiles one short unit of symbols (2 to 6 long here, 2 to 4 in the notebook): the "
+          "repetition is all there is to learn."),
+     _fig("§4.2", "plot: forward process at t = 0, 0.2, …, 1.0",
+          "Inspect: the text the model sees at the slider's t, one t at a time", _inspect(_P, "0.2"),
+          "Each position is masked by its own coin flip with probability t: the count varies around t × 24 and "
+          "the masks fall anywhere, never as a block.",
+          label="0.2", variants=(("0.6", _inspect(_P, "0.6")), ("1.0", _inspect(_P, "1")))),
+     _fig("§4.3", "plot: masked fraction vs t against y = t",
+          'Inspect: "Forward process: fraction masked vs t"', _inspect(_P, "0.5"),
+          "The measured fraction lies on y = t: on average the forward process masks exactly t of the positions."),
+     _fig("§4.4", "bar: BERT's fixed 15 % vs diffusion's uniform t",
+          'Inspect: "Masking ratios trained on: BERT vs diffusion"', _inspect(_P, "0.5"),
+          "BERT only ever trains at 15 % masked; a diffusion LM trains at every ratio up to 100 %, which is what "
+          "lets it start from an all-[MASK] canvas."),
+     _fig("§4.5", "print: model parameters", "Model: Architecture (0.21 M parameters, 3 layers, d 64, adaLN)",
+          _P + "&tab=Model",
+          "0.21 M parameters suffice for the pattern task; t reaches every block through adaLN (the notebook "
+          "adds it to the input instead)."),
+     _fig("§4.6", "plot: training loss (smoothed)", "Model: stored loss curves (raw, smoothed, validation)",
+          _P + "&tab=Model",
+          "The training loss falls from 2.7 to about 1.2 in 6,000 steps, steeply at first; the validation "
+          "loss ends at 0.76 nats per symbol."),
+     _fig("§5 TODO 1", "print: loss of one example at t = 0.5",
+          'Inspect: predictions caption, "loss of this example" (mean and summed nats)', _inspect(_P, "0.5"),
+          "Only masked positions count: the mean is nats per masked symbol, the sum is what the ELBO weights "
+          "by 1/t."),
+     _fig("§5 TODO 2", "print: top-3 predictions per masked position", "Inspect: candidate grid and table, k = 3",
+          _inspect(_P, "0.5") + "&inspect.k=3",
+          "Where a copy of the unit is visible, the first guess takes nearly all the probability and the second "
+          "and third get little."),
+     _fig("§6", "print: one sequence masked at t = 0.2, 0.5, 0.8, accuracy each",
+          'Inspect: "n of m masked right" at each t', _inspect(_P, "0.2"),
+          "Accuracy falls as t grows: on 256 validation patterns 99 % at t = 0.1, 85 % at 0.5, 40 % at 0.9.",
+          label="0.2", variants=(("0.5", _inspect(_P, "0.5")), ("0.8", _inspect(_P, "0.8")))),
+     _fig("§7", "plot: masked sequence with top-3 predictions, correct / wrong, t = 0.5 (seed 99)",
+          "Inspect: candidate grid under each █, mask seed 99",
+          _inspect(_P, "0.5") + "&inspect.k=3&inspect.mask_seed=99",
+          "Blue first guesses are right, vermillion ones wrong; at t = 0.5 about 85 % of masked symbols come "
+          "back right."),
+     _fig("§7", "plot: accuracy vs masking ratio",
+          'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_P, "0.5"),
+          "Higher masking, less context, lower accuracy: from 0.99 at t = 0.1 down to 0.40 at t = 0.9, as the "
+          "notebook says.")])
+
+ELBO = _lesson(
+    "training-elbo", "Training with the ELBO", "Training a Diffusion LLM: The ELBO and Beyond",
+    "training on Tiny Shakespeare with the ELBO: the data, loss curves, learning-rate schedules and predictions "
+    "at a masking ratio",
+    "Checkpoint `shakespeare`. Inspect uses validation text, or the quoted text when a link passes it (mask seed "
+    "0, as in the notebook).",
+    [_fig("§4.1", "prints: dataset size, first characters, vocabulary, encoding test, train/val split",
+          "Model: Data table (corpus, sha256, the vocabulary as characters), the corpus's size and first 200 "
+          "characters when its text is on the server, and Architecture (66 ids incl. mask, context); the train / "
+          "validation split sizes under the first characters", _S + "&tab=Model",
+          "65 characters and [MASK] make the 66 ids: the model reads and writes characters, not words."),
+     _fig("§4.2", "print: a sequence masked at t = 0.2, 0.5, 0.8",
+          "Inspect: forward process at t, with a caption counting masked vs expected", _inspect(_S, "0.2"),
+          "The caption counts the masked characters against the expected t × 256: the pattern lesson's coin "
+          "flips, on real text.",
+          label="0.2", variants=(("0.5", _inspect(_S, "0.5")), ("0.8", _inspect(_S, "0.8")))),
+     _fig("§4.3", "print: model parameters", "Model: Architecture (4.82 M parameters, layers × heads, width)",
+          _S + "&tab=Model",
+          "4.8 M parameters: a transformer of GPT's shape without the causal mask.",
+          "This checkpoint takes no time input: it was adapted from the causal shakespeare-ar, while the "
+          "notebook's model adds a time embedding (shakespeare-large has one)."),
+     _fig("§4.4", "print + plot: training and validation loss curves",
+          'Model: "loss during training" (train raw and smoothed, validation dashed) and the LR schedule used',
+          _S + "&tab=Model",
+          "Validation tracks training all the way: the loss falls from 4.4 to about 1.8 nats per character in "
+          "6,000 steps, no overfitting."),
+     _fig("§4.5", "plot: accuracy vs masking ratio",
+          'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_S, "0.5"),
+          "Low masking, high accuracy: on held-out text 78 % at t = 0.1, 50 % at 0.5, 20 % at 0.9."),
+     _fig("§4.6", "print: predictions on 3 quotes at t = 0.5 (original / masked / predicted / accuracy)",
+          'Inspect with that text: masked text, top-k candidates, "n of m right"', _inspect(_S, "0.5", _CITIZEN),
+          "About half the masked characters come back right at t = 0.5; spaces and common letters are the "
+          "easy ones.",
+          label="1", variants=(("2", _inspect(_S, "0.5", _HAMLET + ":")),
+                               ("3", _inspect(_S, "0.5", "All%20that%20glitters%20is%20not%20gold%3B%20often%20have"
+                                                        "%20you%20heard%20that%20told")))),
+     _fig("§5 TODO 1", "plot: LR schedules compared (cosine / constant / linear)",
+          'Model, "Train a small model live": choose a schedule and press **Train**, then another: each earlier '
+          "run's smoothed loss and the LR it used stay drawn beside the live one, labelled by schedule (up to "
+          "four; **Clear earlier runs** removes them)",
+          _S + "&tab=Model&model.preset=shakespeare&model.lr_schedule=cosine",
+          "Train once per schedule: the earlier runs stay drawn, so which converges fastest reads off one plot.",
+          label="cosine",
+          variants=(("linear", _S + "&tab=Model&model.preset=shakespeare&model.lr_schedule=linear"),
+                    ("constant", _S + "&tab=Model&model.preset=shakespeare&model.lr_schedule=constant"))),
+     _fig("§5 TODO 2", "bar: model confidence by position, t = 0.5",
+          'Explore: per-position confidence, view "mean at t (validation)", over the 64-position canvas (Inspect '
+          "draws it at 256)",
+          _S + "&length=64&confidence_view=mean%20at%20t%20%28validation%29&confidence_t=0.5",
+          "Confidence dips at both ends (0.27 at the first position, 0.32 at the last, about 0.5 in the middle): "
+          "an edge has context on one side only."),
+     _fig("§6", 'print: full demo on "ROMEO: But, soft! …" at t = 0.5',
+          "Inspect with that text: prediction, accuracy on masked characters", _inspect(_S, "0.5", _ROMEO),
+          "Every [MASK] is predicted at once from one model call: the accuracy is that one-shot guess, not "
+          "step-by-step generation."),
+     _fig("§7", "plot: predictions at t = 0.4, correct / wrong colouring, confidence as intensity (3 quotes)",
+          "Inspect: candidate grid (blue = correct, vermillion = wrong, paler = less probable), one quote per link",
+          _inspect(_S, "0.4", _CITIZEN),
+          "Confidence is honest here: at t = 0.5 the mean top-1 probability is 0.50 and the accuracy 0.50 on "
+          "held-out text, so pale cells are the likely mistakes.",
+          label="1", variants=(("2", _inspect(_S, "0.4", _ROMEO)),
+                               ("3", _inspect(_S, "0.4", _HAMLET + ":%20whether%20%27tis"))))])
+
+GENERATION = _lesson(
+    "generation", "Generation: Iterative Unmasking", "Generation: Iterative Unmasking — The Grand Finale",
+    "generating text step by step: temperature, number of steps, infilling, prompting, top-p and left-to-right "
+    "order",
+    "Checkpoint `shakespeare` with `length=64`, the notebook's canvas.",
+    [_fig("§4.2", "print: generated samples, 12 steps, T 1.0",
+          "Explore: the text under the heatmap, one sample per run",
+          _GEN + "&steps=12&temperature=1&strategy=confidence&schedule=remaining",
+          "Shakespeare's shape (line breaks, short words) more than his phrases: 71 % of the words are real at "
+          "12 steps."),
+     _fig("§4.3", "plot: step-by-step unmasking, 10 steps, T 0.8",
+          "Explore: trajectory heatmap (step × position), step scrubber, the text at that step",
+          _GEN + "&steps=10&temperature=0.8&strategy=confidence&schedule=remaining",
+          "Not left to right: the first step commits only spaces (six of them), then common letters, as the "
+          "notebook says."),
+     _fig("§4.4", "print: temperature 0.3 / 0.7 / 1.0 / 1.5, 3 samples each, 12 steps",
+          'Sweep: "Temperature comparison", whose defaults are these settings; press its **Run**. Compare shows '
+          "all four side by side, one sample each", _GEN + "&strategy=confidence&schedule=remaining&tab=Sweep",
+          "Lower temperature narrows the characters used (entropy 2.42 nats at T 0.3, 2.53 at T 1.0).",
+          "The notebook expects low temperature to be repetitive but coherent; here it is not more coherent: at "
+          "T 0.3 the judged perplexity is the worst (17.8, against 12.0 at T 1.0 and 10.7 at T 1.5) and 68 % of "
+          "words are real (71-76 % above it).",
+          label="Sweep",
+          variants=(("Compare", _GEN + "&steps=12&strategy=confidence&schedule=remaining&tab=Compare"
+                                "&compare.columns=temperature=0.3%7Ctemperature=0.7%7Ctemperature=1.0%7Ctemperature=1.5"),)),
+     _fig("§4.5", "print: one seed at steps 1, 2, 5, 10, 20, T 0.7",
+          "Compare: the same seed at 1, 2, 5, 10 and 20 steps (five columns; they wrap onto a second row on "
+          "screens narrower than about 1,800 px)",
+          _GEN + "&temperature=0.7&strategy=confidence&schedule=remaining&tab=Compare"
+          "&compare.columns=steps=1%7Csteps=2%7Csteps=5%7Csteps=10%7Csteps=20",
+          "More steps, better text: judged perplexity 500 at 1 step, 73 at 2, 22 at 5, 12 at 10, 7.8 at 20.",
+          "The notebook says even a few steps work; here 5 steps give 66 % real words against 91 % in held-out "
+          "text, and quality still improves at 20."),
+     _fig("§4.6", "print: infilling 4 templates, 20 steps, T 0.7",
+          "Explore with the template as the canvas (fixed text kept, █ generated)",
+          _GEN + "&steps=20&temperature=0.7" + _Q + "&template=To%20be%5B___%5D%5B___%5D%5B___%5D%5B___%5D"
+          "%E2%96%88%E2%96%88%E2%96%88%E2%96%88that%20is%20the%20question",
+          "The fixed text never changes and each blank is filled with both sides in view, which a left-to-right "
+          "model cannot do; the fills are words, not the quotation.",
+          label="1", variants=(("2", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=ROMEO:"),
+                               ("3", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=%5B___%5D%5B___%5D"
+                                "%5B___%5D%5B___%5D%5B___%5D%E2%96%88%E2%96%88%E2%96%88light"),
+                               ("4", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=First%20Citizen:"))),
+     _fig("§4.7", "print: confidence order vs forced left-to-right, T 0.7",
+          "Compare: confidence order over 12 steps vs `left_to_right` over 64 steps (one position per step), side "
+          "by side",
+          _GEN + "&temperature=0.7&schedule=remaining&tab=Compare"
+          "&compare.columns=strategy=confidence,steps=12%7Cstrategy=left_to_right,steps=64",
+          "Count the model calls before comparing: 12 for confidence order, 64 for left to right.",
+          "The notebook expects confidence order to beat left to right; here left to right reads better, at "
+          "5.3 times the model calls: judged perplexity 4.6 against 12.1, 87 % real words against 76 %. At the "
+          "same 12 calls left to right is far worse (141)."),
+     _fig("§5 TODO 1", "code: top-p (nucleus) check, p = 0.9",
+          "Inspect: top-p figure at a masked position (the tokens kept, renormalised); sidebar Top-p applies it to "
+          "sampling (partial: a real position, not the toy 5-token distribution)",
+          _S + "&tab=Inspect&inspect.nucleus_p=0.9",
+          "Top-p keeps the fewest most likely characters whose probability reaches p and renormalises them: a "
+          "confident position keeps one or two."),
+     _fig("§5 TODO 2", 'code: prompted generation "ROMEO:\\n", "To be, ", "First C", 15 steps, T 0.7',
+          "Explore with the prompt as template (trailing space / newline is trimmed)",
+          _GEN + "&steps=15&temperature=0.7" + _Q + "&template=ROMEO:",
+          "The prompt stays fixed at the start and the model continues in its voice: after a name comes a line "
+          "break and a speech.",
+          label="1", variants=(("2", _GEN + "&steps=15&temperature=0.7" + _Q + "&template=To%20be,"),
+                               ("3", _GEN + "&steps=15&temperature=0.7" + _Q + "&template=First%20C"))),
+     _fig("§6", "print: generation showcase, 8 samples, 15 steps, T 0.7", "Explore: one sample per run",
+          _GEN + "&steps=15&temperature=0.7" + _Q,
+          "One sample per run: New seed in the sidebar draws the next, and the same seed always gives the same "
+          "text."),
+     _fig("§7", "plot: the grand visualisation, seed 7, 12 steps, T 0.7, newly revealed highlighted",
+          "Explore: heatmap and scrubber; the text marks the characters committed at the selected step",
+          "checkpoint=shakespeare&seed=7&length=64&steps=12&temperature=0.7" + _Q,
+          "Scrub through the steps: spaces and common letters are committed first, the rarer letters that make "
+          "the words last.")])
+
+STRATEGIES = _lesson(
+    "sampling-strategies", "Sampling Strategies & Speed Tradeoffs",
+    "Sampling Strategies & Speed Tradeoffs in Diffusion LLMs",
+    "which positions to unmask first, and what quality each strategy buys at each step count and speed",
+    "Checkpoint `patterns`: 24 positions, as in the notebook. Quality links pick `pattern_quality`, the notebook's "
+    "measure (the default `auto` requires a period of at least 2).",
+    [_fig("§4.3", "print: quality of confidence / random / single-shot, 10 steps, 20 samples each",
+          "Sweep: summary table, mean ± std per strategy at 1 and 10 steps. The row at 1 step, T 0 is the argmax "
+          "single shot",
+          _P + "&tab=Sweep&sweep.schedules=remaining&sweep.steps_grid=1,10&sweep.temperatures=1,0&sweep.samples=20"
+          "&sweep.include_ar=false&sweep.metric=pattern_quality",
+          "The single shot commits all 24 positions from one call and scores lowest; at 10 steps confidence "
+          "order scores above random.",
+          "Part of confidence order's lead is collapse: at 8-12 steps 6-12 of 30 of its samples are one symbol "
+          "repeated, which the notebook's measure scores 1.0; by the period-2 quality the two orders are close "
+          "(0.58-0.73 against 0.64-0.71)."),
+     _fig("§5", "print: step-count sweep, steps 1–32, 30 samples, confidence and random",
+          "Sweep: summary table under the plots (quality mean ± std, NFE, tokens/s per step count)", _SWEEP,
+          "Quality rises steeply up to about 5 steps; after that random order flattens near 0.74 and confidence "
+          "order keeps rising to 1.000.",
+          "From 16 steps every confidence-order sample is one symbol repeated (30 of 30): 1.000 by the notebook's "
+          "measure, 0 by the period-2 quality."),
+     _fig("§6", "plot: quality vs number of steps, ±1 std bands, sweet spot",
+          "Sweep: quality plot with bands and ★ sweet spot (the fewest steps reaching 90 % of the best)", _SWEEP,
+          "The ★ marks the fewest steps reaching 90 % of the best: 8 for confidence order and 12 for random by "
+          "the notebook's measure, inside its 5-15.",
+          "Past its sweet spot confidence order does not plateau, it collapses: by the period-2 quality 0.783 at "
+          "5 steps, 0.584 at 12, 0 from 16."),
+     _fig("§6", "print: speed benchmark, tokens/s per step count",
+          "Sweep: speed plot (tokens/s vs steps), beside the quality plot", _SWEEP,
+          "Tokens/s falls about as 1/steps (a log axis): each step is one model call over the whole canvas, as "
+          "the notebook says."),
+     _fig("§6", "plot: the quality–speed tradeoff (quality and tokens/s on twin axes)",
+          "Explore: the quality vs steps plot, with tokens/s on a second axis. It is computed after the run, or "
+          "press **Compute** (fixed grid: 1, 2, 4, 8, 16 steps)",
+          _P + "&steps=10&schedule=remaining&strategy=confidence&temperature=1.0&sweep_strategies=confidence"
+          "&sweep_samples=30&sweep_metric=pattern_quality",
+          "Read the two axes together: past the sweet spot each doubling of steps halves the speed and buys "
+          "little quality."),
+     _fig("§7", "imshow: unmasking trajectories, confidence vs random, 12 steps",
+          "Compare: the two trajectory heatmaps side by side, with final texts and pattern quality",
+          _P + "&steps=12&schedule=remaining&temperature=1.0&tab=Compare&compare.preset=strategies",
+          "Confidence order commits the positions it is surest of first; random order ignores the scores and "
+          "commits anywhere.",
+          "Confidence order tends to a single repeated symbol on this model (12 of 30 samples at 12 steps), which "
+          "the notebook's quality scores as a perfect pattern; Compare marks such a sample collapsed."),
+     _fig("§8", "imshow: quality grid, 6 samples × steps 1, 3, 5, 10, 20",
+          'Sweep: "Quality grid" (the same seeds at each step count, a score per cell). Press its **Run**; set Grid '
+          "rows to 6 (default 4)",
+          _P + "&schedule=remaining&temperature=1.0&tab=Sweep&sweep.strategies=confidence&sweep.include_ar=false"
+          "&sweep.metric=pattern_quality",
+          "Read down a column: the same seeds at more steps, and at 1 step no row is a pattern yet.",
+          "The notebook expects recognisable patterns from 5 steps on; here 5 steps is confidence order's best "
+          "(period-2 quality 0.783), and at 10 and 20 steps more and more rows are one symbol.")])
+
+GUIDE = _lesson(
+    "build-a-diffusion-lm", "Let's Build a Diffusion LM",
+    "Let's Build a Diffusion Language Model: From Scratch, In Code, Spelled Out",
+    "the long-form guide: the whole model from the data to adaLN time conditioning, training, sampling, "
+    "perplexity and infilling",
+    "Checkpoint `shakespeare`: 4.8 M parameters, no time conditioning, the quickest on a CPU. The guide's own "
+    "size, 12 M parameters with adaLN time conditioning, is `shakespeare-large` (trained from scratch in 4 "
+    "minutes on an H200; better text, about twice the CPU time per step): the rows on the time embedding and the "
+    "parameter count open it. The guide samples by argmax, which is `temperature=0` here.",
+    [_fig("§2.2–2.4", "prints: text length, first characters, vocabulary and [MASK] id, batch shape",
+          "Model: Data table (vocabulary as characters, corpus size, split and first 200 characters when the text "
+          "is on the server), Architecture, and the batch shape (batch × context) under Training",
+          _S + "&tab=Model",
+          "Everything is characters: 65 of them plus [MASK], read in windows of 256."),
+     _fig("§3.1", 'print: "To be, or not to be, that is the question" masked at t = 0 … 1.0',
+          "Inspect with that text, one t per view", _inspect(_S, "0.2", _HAMLET),
+          "The same line at growing t: at 0.8 only a few letters are left, and the guesses lean on what the "
+          "model knows of English.",
+          label="0.2", variants=(("0.4", _inspect(_S, "0.4", _HAMLET)), ("0.8", _inspect(_S, "0.8", _HAMLET)))),
+     _fig("§6.2", "imshow: sinusoidal time embedding, t × 64 dims",
+          "Model: time-embedding heatmap of `shakespeare-large` (adaLN; drawn at its width, 352 dims)",
+          "checkpoint=shakespeare-large&seed=42&tab=Model",
+          "Each dimension is a sine or cosine of t at its own frequency: nearby t give nearby vectors, so every "
+          "block can tell how much is masked."),
+     _fig("§6.6", 'print: "Model has 12.45M parameters"',
+          "Model: Architecture → parameters: 12.29 M for `shakespeare-large` (6 layers, d 352, 8 heads, adaLN: the "
+          "guide's 12.45 M is the same size from a different block layout)",
+          "checkpoint=shakespeare-large&seed=42&tab=Model",
+          "12.29 M parameters: the guide's size, with adaLN time conditioning in every block."),
+     _fig("§7.2", "plot: training loss, raw and smoothed", "Model: stored curves (raw faint, smoothed bold, validation)",
+          _S + "&tab=Model",
+          "The raw loss is noisy from batch to batch (each draws its own t); the smoothed curve shows the trend.",
+          "The guide expects 1.2-1.5 at convergence; this checkpoint's validation loss ends at 1.83 nats per "
+          "character."),
+     _fig("§8.1", "print: samples of 100 characters, 50 steps, T 0.8", "Explore: one sample per run",
+          "checkpoint=shakespeare&seed=42&length=100&steps=50&temperature=0.8" + _Q,
+          "One sample per run: New seed draws the next.",
+          "The guide finds confidence order works well; here its text leans on the commonest words (\"the more "
+          "the\"), and random order, the checkpoint's own default, reads closer to real text."),
+     _fig("§8.2", "print: reverse process t = 1 → 0, 60 characters, 20 steps",
+          "Explore: heatmap, scrubber and the text at each step (argmax)",
+          "checkpoint=shakespeare&seed=42&length=60&steps=20&temperature=0" + _Q,
+          "Spaces and common letters appear first and the words form around them, as the guide says.",
+          "Argmax with confidence order repeats itself on this model: \"have to your your you  have you\", where "
+          "the guide's expected output reads as a sentence."),
+     _fig("§9.1", "print: test perplexity",
+          "Header and Model: held-out NELBO in nats/char and the perplexity bound exp(NELBO) in the header. "
+          "Partial: not the guide's 5-t average", _S + "&tab=Model",
+          "The header gives the held-out NELBO, 1.868 nats per character, and its perplexity bound, 6.47.",
+          "The guide expects a character perplexity of about 3-4; this model's bound is 6.47 (and the guide's "
+          "figure averages five masking ratios, which is not the ELBO)."),
+     _fig("§9.2", "print: prompt completions (4 prompts + 60 characters, 30 steps, argmax)",
+          "Explore with the prompt as template, Length = prompt + 60",
+          "checkpoint=shakespeare&seed=42&length=66&steps=30&temperature=0" + _Q + "&template=ROMEO:",
+          "The prompt stays fixed and 60 characters are generated after it in 30 steps.",
+          "Argmax completions loop on common words: ROMEO: goes on \"Now, look you yot  you, you yot  have you  "
+          "have you\".",
+          label="1",
+          variants=(("2", "checkpoint=shakespeare&seed=42&length=78&steps=30&temperature=0" + _Q
+                     + "&template=To%20be%20or%20not%20to%20be"),
+                    ("3", "checkpoint=shakespeare&seed=42&length=85&steps=30&temperature=0" + _Q
+                     + "&template=What%20light%20through%20yonder"),
+                    ("4", "checkpoint=shakespeare&seed=42&length=88&steps=30&temperature=0" + _Q
+                     + "&template=Friends,%20Romans,%20countrymen,"))),
+     _fig("§9.3", "print: infilling `[___]` blanks (3 examples, 30 steps, argmax)",
+          "Explore with the template, Length = the template's length (the **Fill only the blanks** button under "
+          "the template sets it), so that only the blanks are filled",
+          "checkpoint=shakespeare&seed=42&length=24&steps=30&temperature=0" + _Q
+          + "&template=To%20%5B___%5D%20or%20not%20to%20%5B___%5D",
+          "Only the blanks change, each filled with the text on both sides in view; the fills fit the grammar "
+          "more than the quotation.",
+          label="1",
+          variants=(("2", "checkpoint=shakespeare&seed=42&length=51&steps=30&temperature=0" + _Q
+                     + "&template=ROMEO:%20O,%20she%20doth%20%5B___%5D%20the%20torches%20to%20burn%20%5B___%5D!"),
+                    ("3", "checkpoint=shakespeare&seed=42&length=29&steps=30&temperature=0" + _Q
+                     + "&template=Now%20is%20the%20%5B___%5D%20of%20our%20%5B___%5D")))])
+
+LESSONS: tuple[Lesson, ...] = (FORWARD, ELBO, GENERATION, STRATEGIES, GUIDE)
+
+
+def lesson(slug: str) -> Lesson:
+    """The lesson called `slug`; ValueError listing the slugs when there is none."""
+    for item in LESSONS:
+        if item.slug == slug:
+            return item
+    raise ValueError(f"{slug!r} is not a lesson (one of: {', '.join(item.slug for item in LESSONS)})")
+
+
+def all_figures() -> list[Figure]:
+    """Every figure of every lesson, in the lessons' order."""
+    return [fig for item in LESSONS for fig in item.figures]
+
+
+def query_url(fig: Figure, query: str, base: str = BASE, presentation: bool = False) -> str:
+    """`query` (the figure's or one of its variants') as a link that opens lesson mode at `fig`."""
+    url = f"{base}?{query}&lesson={fig.lesson}&figure={fig.index}"
+    return url + "&presentation=true" if presentation else url
+
+
+def figure_url(fig: Figure, base: str = BASE, presentation: bool = False) -> str:
+    """The figure's main link: base + '?' + query + '&lesson=<slug>&figure=<n>' (+ '&presentation=true')."""
+    return query_url(fig, fig.query, base, presentation)

@@ -1,0 +1,151 @@
+"""Lesson mode: the bar a lesson link (`lesson=<slug>&figure=<n>`, lessons.py) shows above the tabs, and the
+header's Lessons menu that leads to the five lessons.
+
+The bar names the lesson, "figure n of N", the figure's section and what it shows, what to notice and,
+marked "Differs", where the shipped model disagrees with the document. Previous / Next are plain links to
+the neighbouring figure's link (every figure stays a shareable link, and the page it opens applies the
+link as any other), and so are the Left / Right arrow keys, except while a text box, a list or a slider
+has the focus. Two lines at most, so the figure below stays in the first screen on a projector.
+Every text goes through ui.safe.literal, the lessons' own words included.
+"""
+from __future__ import annotations
+
+import json
+
+import panel as pn
+
+from ..lessons import LESSONS, Figure, Lesson, figure_url, lesson
+from .palette import ACCENT, FONT
+from .safe import literal
+
+BAR_CLASS, MENU_CLASS = "lesson-bar", "lessons-menu"
+BAR_CSS = f"""
+.bar {{ border-left: 4px solid {ACCENT}; background: #eef5fb; padding: 4px 10px; line-height: 1.35; }}
+.line {{ display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 10px; }}
+.shows {{ flex: 1 1 20em; }}
+.nav {{ display: flex; gap: 6px; align-items: baseline; }}
+.nav a, .nav span {{ padding: 0 8px; border: 1px solid {ACCENT}; border-radius: 4px; text-decoration: none;
+  color: {ACCENT}; white-space: nowrap; }}
+.nav span {{ opacity: 0.35; }}
+.nav a:hover {{ background: {ACCENT}; color: white; }}
+.notice {{ margin-top: 2px; }}
+.differs {{ display: inline; color: #8a3b00; }}
+.differs summary {{ display: inline; color: white; background: #D55E00; padding: 0 6px; border-radius: 3px; }}
+.differs summary::after {{ content: " ▸"; }}
+.differs[open] summary {{ margin-right: 6px; }}
+.differs[open] summary::after {{ content: " ▾"; }}
+details {{ position: relative; }}
+summary {{ cursor: pointer; color: {ACCENT}; white-space: nowrap; list-style: none; }}
+summary::-webkit-details-marker {{ display: none; }}
+details ol, details ul {{ position: absolute; right: 0; z-index: 20; background: white; border: 1px solid #ccc;
+  box-shadow: 0 2px 8px rgba(0,0,0,.2); margin: 2px 0; padding: 6px 10px 6px 28px; width: max-content;
+  max-width: 70vw; max-height: 60vh; overflow-y: auto; }}
+li.current {{ font-weight: bold; }}
+"""
+MENU_CSS = """
+details { position: relative; display: inline-block; }
+summary { cursor: pointer; color: white; font-weight: bold; list-style: none; padding: 2px 10px;
+  border: 1px solid rgba(255,255,255,.7); border-radius: 4px; white-space: nowrap; }
+ul { position: absolute; right: 0; z-index: 1000; background: white; border: 1px solid #ccc; margin: 4px 0;
+  padding: 6px 12px 6px 12px; list-style: none; width: max-content; box-shadow: 0 2px 8px rgba(0,0,0,.25); }
+li { margin: 3px 0; } a { color: #0072B2; } .what { color: #555; font-size: 0.85em; }
+"""
+
+# The arrow keys follow Previous / Next unless the key belongs to something else: a text box, a list, a
+# slider's handle, an editable element, or a key with a modifier. The handler is replaced, not added,
+# when the bar is drawn again (a presentation toggle).
+KEYS_JS = """<script>(function () {
+  const prev = PREV, next = NEXT;
+  if (window.mdlmLessonKeys) document.removeEventListener("keydown", window.mdlmLessonKeys);
+  window.mdlmLessonKeys = function (e) {
+    if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const el = (e.composedPath && e.composedPath()[0]) || e.target;
+    const tag = ((el && el.tagName) || "").toUpperCase();
+    if (["INPUT", "SELECT", "TEXTAREA"].includes(tag) || (el && el.isContentEditable)) return;
+    if (el && el.getAttribute && (el.getAttribute("role") === "slider" || el.closest && el.closest(".noUi-target"))) return;
+    const to = e.key === "ArrowRight" ? next : e.key === "ArrowLeft" ? prev : null;
+    if (to) { e.preventDefault(); window.location.href = to; }
+  };
+  document.addEventListener("keydown", window.mdlmLessonKeys);
+})();</script>"""
+
+
+def _href(fig: Figure | None, presentation: bool) -> str | None:
+    """The figure's link relative to the page (its own path, any server prefix kept)."""
+    return None if fig is None else figure_url(fig, base="", presentation=presentation)
+
+
+def _nav(label: str, href: str | None, css: str) -> str:
+    if href is None:
+        return f'<span class="{css}" aria-disabled="true">{literal(label)}</span>'
+    return f'<a class="{css}" href="{literal(href)}">{literal(label)}</a>'
+
+
+def _index(item: Lesson, current: int, presentation: bool) -> str:
+    """This lesson's figures and the other lessons, each a link: the lesson index, one click away."""
+    figs = "".join(f'<li{" class=current" if fig.index == current else ""}><a href="{literal(_href(fig, presentation))}">'
+                   f"{literal(fig.section)} {literal(fig.shows)}</a></li>" for fig in item.figures)
+    others = "".join(f'<li><a href="{literal(_href(other.figures[0], presentation))}">{literal(other.title)}</a></li>'
+                     for other in LESSONS if other is not item)
+    return (f'<details class="lesson-index"><summary>Index ▾</summary><ol>{figs}'
+            f'<li style="list-style: none; margin-top: 6px"><b>Other lessons</b><ul style="position: static; '
+            f'box-shadow: none; border: 0; padding-left: 14px">{others}</ul></li></ol></details>')
+
+
+def bar_html(slug: str, index: int, presentation: bool = False) -> str:
+    """The lesson bar of figure `index` (1-based; 0: the lesson before its first figure) of lesson `slug`
+    (HTML; every text escaped). `presentation` keeps the projector's type in the links it makes."""
+    item = lesson(slug)
+    n = len(item.figures)
+    fig = item.figures[index - 1] if index else None
+    prev = _href(item.figures[index - 2], presentation) if index > 1 else None
+    nxt = _href(item.figures[index], presentation) if index < n else None
+    where = f"figure {index} of {n}" if fig else f"{n} figures"
+    shows = f"{fig.section} {fig.shows}" if fig else item.summary
+    line = (f'<div class="line"><b class="title">{literal(item.title)}</b><span class="count">{literal(where)}</span>'
+            f'<span class="shows">{literal(shows)}</span><span class="nav">{_nav("◀ Previous", prev, "lesson-prev")}'
+            f'{_nav("Next ▶" if fig else "Start ▶", nxt, "lesson-next")}</span>{_index(item, index, presentation)}</div>')
+    notice = ""
+    if fig is not None:
+        # open at a desk; on a projector one click away, so that the bar keeps to two lines there
+        differs = (f' <details class="differs"{"" if presentation else " open"}><summary>Differs from the notebook'
+                   f'</summary>{literal(fig.differs)}</details>' if fig.differs else "")
+        notice = f'<div class="notice"><b>Notice:</b> {literal(fig.notice)}{differs}</div>'
+    keys = KEYS_JS.replace("PREV", _js(prev)).replace("NEXT", _js(nxt))
+    return f'<div class="bar" data-lesson="{literal(slug)}" data-figure="{int(index)}">{line}{notice}</div>{keys}'
+
+
+def _js(value: str | None) -> str:
+    """A JS literal of `value` that cannot close the <script> it sits in."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def lesson_bar(url, session) -> pn.pane.HTML:
+    """The bar of the lesson the link opened (`url`: the page's UrlState), hidden when it opened none;
+    drawn again at the session's type size when presentation mode is toggled."""
+    pane = pn.pane.HTML("", css_classes=[BAR_CLASS], stylesheets=[BAR_CSS], sizing_mode="stretch_width",
+                        visible=bool(url.lesson), margin=(0, 10, 4, 10))
+
+    def draw(*events):
+        if url.lesson:
+            pane.object = bar_html(url.lesson, url.figure, session.presentation)
+            pane.styles = {"font-size": FONT[session.presentation]["base"]}
+
+    draw()
+    session.param.watch(draw, "presentation")
+    return pane
+
+
+def menu_html(presentation: bool = False) -> str:
+    """The header's Lessons menu: each lesson's title, what it teaches, linked to its first figure."""
+    items = "".join(f'<li><a href="{literal(_href(item.figures[0], presentation))}">{literal(item.title)}</a>'
+                    f'<div class="what">{literal(item.summary)}</div></li>' for item in LESSONS)
+    return f'<details><summary>Lessons ▾</summary><ul>{items}</ul></details>'
+
+
+def lessons_menu(session) -> pn.pane.HTML:
+    """The header's entry to the lessons (menu_html), kept at the session's presentation setting."""
+    pane = pn.pane.HTML(menu_html(session.presentation), css_classes=[MENU_CLASS], stylesheets=[MENU_CSS],
+                        margin=(0, 10), align="center")
+    session.param.watch(lambda event: setattr(pane, "object", menu_html(event.new)), "presentation")
+    return pane
