@@ -20,6 +20,7 @@ from explorer.dashboard.ui.base import notice, show_notice, watch_presentation
 from explorer.dashboard.ui.connection import watch_connection
 from explorer.dashboard.ui.header import HeaderView
 from explorer.dashboard.ui.internals import session_document
+from explorer.dashboard.ui.lesson import lesson_bar, lessons_menu
 from explorer.dashboard.ui.palette import ACCENT
 from explorer.dashboard.urlstate import UrlState, query_args
 
@@ -175,8 +176,10 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     watch_presentation(state, panes=[tabs])  # every tab's widgets and the tab titles at the type size
     url = link_url(state, tabs)
     template = pn.template.BootstrapTemplate(
-        title=TITLE, sidebar=[ControlsView(state=state.tabs["Explore"])], main=[url_notice(url), tabs],
-        header=[HeaderView(state=state)], header_background=ACCENT, sidebar_width=340, raw_css=[APP_CSS],
+        title=TITLE, sidebar=[ControlsView(state=state.tabs["Explore"])],
+        main=[url_notice(url), lesson_bar(url, state), tabs],  # a lesson link's bar above the tabs (ui/lesson.py)
+        header=[HeaderView(state=state), lessons_menu(state)], header_background=ACCENT, sidebar_width=340,
+        raw_css=[APP_CSS],
         # on a projector the figure is the point: the knobs wait behind the header's toggle (one click),
         # else they filled the first screen and took a third of a 1024-pixel width from the figure
         collapsed_sidebar=state.presentation,

@@ -1,8 +1,9 @@
 """Shareable links: the knobs and the active tab live in the URL query, so opening a link reproduces
 the view (same checkpoint, seed and knobs => the same trajectory).
 
-Keys: the sidebar's knobs by name (`steps=8&strategy=margin`), `tab=Inspect`, and each tab's
-`URL_PARAMS` as `<tab>.<param>` (`inspect.t=0.3`). A link is untrusted input: every value is parsed
+Keys: the sidebar's knobs by name (`steps=8&strategy=margin`), `tab=Inspect`, each tab's
+`URL_PARAMS` as `<tab>.<param>` (`inspect.t=0.3`), and `lesson=<slug>&figure=<n>` (lessons.py), which open
+lesson mode and stay in the link. A link is untrusted input: every value is parsed
 by its parameter's type and checked against its bounds / choices (param's own validation); an
 unknown key or a bad value is never applied, and all of them are named in one notice. Values that
 depend on the model (length <= context, top-k < vocabulary, the template's alphabet) are checked again
@@ -19,6 +20,7 @@ from urllib.parse import urlencode
 import param
 
 from ..names import SCHEDULE_ALIASES
+from .lessons import LESSONS
 from .session import KNOBS, start_canvas
 from .ui.internals import validate
 
@@ -30,6 +32,7 @@ URL_KNOBS = (*KNOBS, "presentation")
 UNPREFIXED_TAB = "Explore"
 ALWAYS = ("checkpoint", "seed")  # written even at their defaults: a link should not depend on the server's
 HANDLED_ELSEWHERE = ("checkpoint",)  # read by app.served_args (only names in checkpoints/ are opened)
+LESSON_KEYS = ("lesson", "figure")  # lesson mode (UrlState._lesson_problems): the lesson and figure a link opens
 MAX_CHARS = 2000  # a longer value is an accident or an attack, not a setting
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 _INT = re.compile(r"[+-]?\d+")
@@ -147,6 +150,9 @@ class UrlState(param.Parameterized):
     tab = param.String("Explore", doc="Title of the active tab")
     # plain text quoting the link (anyone's text): shown only in a notice, which never reads it as markup
     notice = param.String("", doc="What the link asked for that was not applied ('' = nothing), plain text")
+    lesson = param.String("", doc="The slug of the lesson the link opens ('' = no lesson mode), a valid one only")
+    figure = param.Integer(0, bounds=(0, None), doc="The lesson's figure the link opens (1-based; 0 = the lesson "
+                                                    "without a figure)")
 
     def __init__(self, state, titles=("Explore",), **params):
         super().__init__(**params)
@@ -176,9 +182,9 @@ class UrlState(param.Parameterized):
     def apply(self, args: dict[str, str]) -> None:
         """Apply every valid value of the link (before the model is loaded); model-dependent ones are
         kept for `check_model` too. Invalid ones are named in `notice`, never applied."""
-        targets, problems = self.targets(), []
+        targets, problems = self.targets(), self._lesson_problems(args)
         for key, text in args.items():
-            if key in HANDLED_ELSEWHERE:
+            if key in HANDLED_ELSEWHERE or key in LESSON_KEYS:
                 continue
             try:
                 if key == "tab":
@@ -193,6 +199,30 @@ class UrlState(param.Parameterized):
                 problems.append(f"{_shown(key)}={_shown(text)} ({e})")
         self._problems = problems
         self._say()
+
+    def _lesson_problems(self, args: dict[str, str]) -> list[str]:
+        """Set `lesson` and `figure` from the link when both are valid (a lesson alone: figure 0); the
+        problems of those that are not, for the notice."""
+        slugs = {item.slug: item for item in LESSONS}
+        text, figure = args.get("lesson"), args.get("figure")
+        self.lesson, self.figure = "", 0
+        if text is None:
+            return [] if figure is None else [f"figure={_shown(figure)} (a figure needs a lesson=)"]
+        if text not in slugs:
+            why = f"lesson={_shown(text)} (not a lesson: {', '.join(slugs)})"
+            return [why] + ([] if figure is None else [f"figure={_shown(figure)} (no lesson to show it in)"])
+        n = len(slugs[text].figures)
+        self.lesson = text
+        if figure is None:
+            return []
+        try:
+            index = _number(figure, integer=True) if len(figure) <= 12 else -1
+        except ValueError as e:
+            return [f"figure={_shown(figure)} ({e})"]
+        if not 1 <= index <= n:
+            return [f"figure={_shown(figure)} (not a figure of {text}: 1 to {n})"]
+        self.figure = index
+        return []
 
     def _why_unknown(self, key: str) -> str:
         tab = key.split(".", 1)[0] if "." in key else None
@@ -268,6 +298,10 @@ class UrlState(param.Parameterized):
             value = getattr(obj, name)
             if key in ALWAYS or value != self._default(obj, name):
                 out[key] = format_value(obj.param[name], value)
+        if self.lesson:  # the page stays in lesson mode: a reload or a copied link shows the same bar
+            out["lesson"] = self.lesson
+            if self.figure:
+                out["figure"] = str(self.figure)
         return out
 
     def search(self) -> str:

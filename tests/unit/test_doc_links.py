@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from explorer.checkpoint import read_metadata, resolve_checkpoint
+from explorer.dashboard.lessons import lesson
 from explorer.dashboard.session import Session
 from explorer.dashboard.tabs.compare.state import CompareState, parse_overrides, split_columns
 from explorer.dashboard.tabs.explore.state import ExploreState
@@ -70,8 +71,11 @@ def test_a_documented_link_is_valid(url):
     meta = read_metadata(resolve_checkpoint(args.get("checkpoint", "shakespeare")))
     vocab, context = meta["tokenizer"]["chars"], meta["model_config"]["block_size"]
     known, values = targets(), {}
+    if "lesson" in args:  # lesson mode: a lesson of lessons.py and one of its figures
+        figures = lesson(args["lesson"]).figures
+        assert 1 <= int(args.get("figure", "1")) <= len(figures)
     for key, text in args.items():
-        if key == "checkpoint":
+        if key in ("checkpoint", "lesson", "figure"):
             continue
         if key == "tab":
             assert text in TABS
