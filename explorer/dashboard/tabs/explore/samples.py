@@ -47,6 +47,8 @@ class SamplesView(StateView):
         self.notice = notice("warning")
         self.status = pn.pane.HTML("", sizing_mode="stretch_width")
         self.texts = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["explore-samples"])
+        self.body = pn.Column(pn.Row(self.n, self.prompts, sizing_mode="stretch_width"), self.notice, self.status,
+                              self.texts, sizing_mode="stretch_width", css_classes=["explore-samples-view"])
         self._render()
         self.on(self.state.samples_task, ["result", "status", "error", "running"], self._render)
         self.on(self.state, ["samples_notice", "samples", "prompts"], self._render)
@@ -62,7 +64,12 @@ class SamplesView(StateView):
         result = task.result if state.several_on() else None
         self.texts.object = ("" if result is None else
                              samples_html(result, FONT[session.presentation], session.seed, session.template.strip()))
+        # projector mode: the several samples a link asked for are the figure, first in their column
+        # (CSS order, as ui.base.figure_first: the same Bokeh models, nothing re-rendered)
+        first = session.presentation and state.several_on()
+        rest = {k: v for k, v in self.body.styles.items() if k != "order"}
+        if (self.body.styles.get("order") == "-1") != first:
+            self.body.styles = {**rest, "order": "-1"} if first else rest
 
     def __panel__(self):
-        return pn.Column(pn.Row(self.n, self.prompts, sizing_mode="stretch_width"), self.notice, self.status,
-                         self.texts, sizing_mode="stretch_width", css_classes=["explore-samples-view"])
+        return self.body
