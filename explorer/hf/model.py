@@ -184,6 +184,8 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
     tok = _load_tokenizer(source, options)
     if family == "causal":
         return _judge(source, options, cfg, files, tok, device, dtype)
+    if family == "diffusion_gemma":
+        return _block_model(source, options, cfg, files, tok, device, dtype)
     mask_id = _mask_id(family, cfg, tok, options, source)
     net = _load_net(family, source, options, dtype)
     vocab = _vocab_size(net, cfg)
@@ -206,6 +208,29 @@ def _judge(source: HFSource, options: HFOptions, cfg: dict, files, tok, device, 
     model = HFCausalJudge(net, HFJudgeConfig(vocab, _context(cfg))).to(device).eval()
     model.tokenizer = HFTokenizer(tok, -1, vocab)
     return _attach(model, source, cfg, files)
+
+
+def _block_model(source: HFSource, options: HFOptions, cfg: dict, files, tok, device, dtype) -> nn.Module:
+    """A DiffusionGemma-style model (explorer.hf.block): transformers' own class, by its config."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from .block import HFBlockConfig, HFBlockDenoiser, recommended_knobs, text_config
+
+    net = _from_pretrained(DiffusionGemmaForBlockDiffusion, source, options, dtype=dtype)
+    inner = text_config(cfg)
+    vocab = int(net.config.get_text_config().vocab_size)
+    # no [MASK] in a uniform-state model: the id only marks positions whose block has not started
+    placeholder = next(i for i in (options.mask_id, getattr(tok, "mask_token_id", None), inner.get("pad_token_id"), 0)
+                       if isinstance(i, int) and 0 <= i < vocab)
+    bos = next((i for i in (inner.get("bos_token_id"), getattr(tok, "bos_token_id", None), placeholder)
+                if isinstance(i, int) and 0 <= i < vocab))
+    canvas = int(cfg.get("canvas_length") or 256)
+    config = HFBlockConfig(vocab, placeholder, _context(inner), "diffusion_gemma", canvas, bos)
+    model = HFBlockDenoiser(net, config).to(device).eval()
+    model.tokenizer = HFTokenizer(tok, placeholder, vocab)
+    model = _attach(model, source, cfg, files)
+    model.meta["sampler_defaults"] = recommended_knobs(files)
+    return model
 
 
 def _attach(model, source: HFSource, cfg: dict, files) -> nn.Module:

@@ -124,17 +124,25 @@ def check_sizes(cfg: dict, source: HFSource) -> None:
         cfg: the parsed config.json.
         source: where it came from (named in the message).
     """
+    inner = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}  # DiffusionGemma's sizes
     for key, limit in SIZE_LIMITS.items():
-        value = cfg.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit):
-            raise CheckpointError(f"{source.spec}: config.json's {key} must be an integer in [1, {limit}], "
-                                  f"got {value!r}")
+        for value in (cfg.get(key), inner.get(key)):
+            _check_size(key, value, limit, source)
+
+
+def _check_size(key: str, value, limit: int, source: HFSource) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit):
+        raise CheckpointError(f"{source.spec}: config.json's {key} must be an integer in [1, {limit}], "
+                              f"got {value!r}")
 
 
 def detect_family(cfg: dict, source: HFSource) -> str:
-    """mlm (BERT-family masked LMs), llada, dream or causal (a judge), from model_type and architectures."""
+    """mlm (BERT-family masked LMs), llada, dream, diffusion_gemma or causal (a judge), from model_type and
+    architectures."""
     model_type = str(cfg.get("model_type", "")).lower()
     archs = [str(a) for a in cfg.get("architectures") or []]
+    if model_type == "diffusion_gemma" or any("DiffusionGemma" in a for a in archs):
+        return "diffusion_gemma"
     if "dream" in model_type or any("Dream" in a for a in archs):
         return "dream"
     if "llada" in model_type or any("LLaDA" in a for a in archs):

@@ -132,3 +132,23 @@ def gpt2_dir(out: Path, seed: int = 0) -> Path:
                      bos_token_id=tok.cls_token_id, eos_token_id=tok.eos_token_id)
     GPT2LMHeadModel(cfg).save_pretrained(out)
     return out
+
+
+def diffusion_gemma_dir(out: Path, seed: int = 0, canvas_length: int = 8, context: int = 128) -> Path:
+    """A tiny random DiffusionGemma (transformers' own classes: an encoder writing the cache of what
+    precedes a block, a bidirectional decoder over the block with self-conditioning, a 2-expert MoE and a
+    one-layer vision tower) with the WordPiece tokenizer above, as save_pretrained writes it."""
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+
+    tok = tiny_tokenizer(out)
+    text = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=16, global_head_dim=16,
+                max_position_embeddings=context, sliding_window=16, num_experts=2, top_k_experts=1,
+                moe_intermediate_size=32, layer_types=["sliding_attention", "full_attention"],
+                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.cls_token_id)
+    vision = dict(model_type="gemma4_vision", hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, num_key_value_heads=2, head_dim=8, position_embedding_size=64, patch_size=4)
+    torch.manual_seed(seed)
+    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=canvas_length)
+    DiffusionGemmaForBlockDiffusion(cfg).save_pretrained(out)
+    return out

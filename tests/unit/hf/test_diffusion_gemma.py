@@ -1,0 +1,114 @@
+"""DiffusionGemma-style (uniform-state, block diffusion) models through the real loader and the project's
+own sampler: a tiny random DiffusionGemma written with save_pretrained to a temp dir, loaded by its
+config (no remote code), sampled, and held token for token to transformers' own `generate`."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers.models.diffusion_gemma")
+
+from explorer import load_checkpoint  # noqa: E402
+from explorer.sampling import SamplerConfig, plan_run, sample  # noqa: E402
+from explorer.sampling.uniform import model_process  # noqa: E402
+
+from tests.support.hf import diffusion_gemma_dir  # noqa: E402
+
+CANVAS = 8  # the tiny model's block (DiffusionGemma's canvas_length)
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory):
+    return load_checkpoint(str(diffusion_gemma_dir(tmp_path_factory.mktemp("dgemma"), canvas_length=CANVAS)))
+
+
+def test_loads_by_its_config_as_a_uniform_state_model(gemma):
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    assert isinstance(gemma.net, DiffusionGemmaForBlockDiffusion)
+    assert model_process(gemma) == "uniform" and gemma.config.process == "uniform"
+    assert gemma.config.cached and gemma.config.canvas_length == CANVAS and gemma.config.kind == "diffusion"
+    assert gemma.meta["family"] == "diffusion_gemma" and gemma.meta["model_config"]["process"] == "uniform"
+    # the model ships no generation settings: DiffusionGemma's defaults, as the project's knobs
+    assert gemma.meta["sampler_defaults"] == {"steps": 48, "entropy_bound": 0.1, "temperature": 0.8,
+                                              "temperature_end": 0.4, "stable_steps": 1, "stop_entropy": 0.005}
+    x = torch.randint(0, gemma.config.vocab_size, (2, CANVAS))
+    logits = gemma(x, torch.ones(2))  # the plain contract: one block after the BOS token
+    assert logits.shape == (2, CANVAS, gemma.config.vocab_size) and logits.dtype == torch.float32
+
+
+def test_the_cache_is_encoded_once_and_matches_the_whole_prefix(gemma):
+    """Appending in two pieces or at once gives the decoder the same context."""
+    prefix = torch.tensor([[7, 8, 9, 10, 11, 12]])
+    block = torch.tensor([[20, 21, 22, 23, 24, 25, 26, 27]])
+    whole, split = gemma.new_cache(), gemma.new_cache()
+    whole.append(prefix)
+    split.append(prefix[:, :4])
+    gemma(block, None, cache=split)
+    split.append(prefix[:, 4:])
+    a, b = gemma(block, None, cache=whole), gemma(block, None, cache=split)
+    assert whole.pending is None and whole.length == split.length == 6
+    torch.testing.assert_close(a, b)
+
+
+def _generate(gemma, prompt: list[int], rows: int, seed: int, new: int, cfg: SamplerConfig):
+    """transformers' own DiffusionGemma generate with the same knobs, after torch.manual_seed(seed)."""
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import EntropyBoundSamplerConfig
+
+    stop = (dict(confidence_threshold=cfg.stop_entropy, stability_threshold=cfg.stable_steps)
+            if cfg.stop_entropy is not None else dict(confidence_threshold=None, stability_threshold=None))
+    torch.manual_seed(seed)
+    out = gemma.net.generate(torch.tensor([prompt] * rows), max_new_tokens=new, max_denoising_steps=cfg.steps,
+                             t_max=cfg.temperature, t_min=cfg.temperature_end,
+                             sampler_config=EntropyBoundSamplerConfig(entropy_bound=cfg.entropy_bound), **stop)
+    return out.sequences.numpy(), out.tokens_per_forward.numpy()
+
+
+CASES = [  # seed, rows, steps, entropy_bound, stop_entropy, stable_steps
+    (0, 1, 48, 0.1, 0.005, 1),  # DiffusionGemma's defaults (a random model never stops early)
+    (0, 3, 12, 0.5, 4.0, 1),  # a loose stop: blocks end early, rows at different steps
+    (5, 2, 10, 2.0, 4.2, 2),
+    (7, 4, 6, 0.1, None, 1),  # no stop rule: every step
+    (0, 3, 12, 0.5, 4.36, 0),  # confidence alone: rows of a block stop at different steps
+]
+
+
+@pytest.mark.parametrize("seed,rows,steps,bound,stop,stable", CASES)
+def test_reproduces_transformers_generate_token_for_token(gemma, seed, rows, steps, bound, stop, stable):
+    """The same seed gives generate's tokens: the project draws generate's random numbers (torch.randint
+    for a block's start and each re-noising, torch.multinomial for the denoised canvas, in its order and
+    shapes) from its own CPU generator seeded as generate's global one (explorer/sampling/uniform.py)."""
+    cfg = SamplerConfig(steps=steps, temperature=0.8, temperature_end=0.4, entropy_bound=bound, seed=seed,
+                        stop_entropy=stop, stable_steps=stable)
+    prompt = [7, 8, 9]
+    plan = plan_run(gemma, cfg, template=gemma.tokenizer.decode(prompt) + "█" * (2 * CANVAS))
+    assert plan.canvas.tokens[plan.canvas.fixed].tolist() == prompt and plan.blocks.max() == 1
+    tr = sample(gemma, cfg, plan=plan, batch_size=rows)
+    want, per_forward = _generate(gemma, prompt, rows, seed, 2 * CANVAS, cfg)
+    np.testing.assert_array_equal(tr.final, want)
+    # as many decoder calls: generate's tokens per forward is 16 / the steps each row took (a row's steps
+    # are those with an event in it: every live position is accepted or re-noised, or settles)
+    stepped = (tr.committed | tr.remasked | tr.settled)[:, :, 3:].any(axis=2).sum(axis=0)  # (rows,)
+    np.testing.assert_allclose(per_forward, 2 * CANVAS / stepped, rtol=1e-6)
+    assert tr.nfe == stepped.max()
+
+
+def test_rows_that_stop_early_are_held_while_the_others_step(gemma):
+    """The case where rows of one block settle at different steps (generate holds a finished row)."""
+    # a random model's entropy barely falls (about ln 80): the stop is set where the rows cross it
+    cfg = SamplerConfig(steps=12, temperature=0.8, temperature_end=0.4, entropy_bound=0.5, seed=0,
+                        stop_entropy=4.36, stable_steps=0)
+    tr = sample(gemma, cfg, template=gemma.tokenizer.decode([7, 8, 9]) + "█" * (2 * CANVAS), batch_size=3)
+    first_block = [int(np.flatnonzero(tr.settled[:, r, 3]).min()) for r in range(3)]
+    assert len(set(first_block)) > 1, first_block
+    assert (tr.settled.sum(axis=0)[:, 3:] == 1).all()  # every generated position settles once
+    for r, s in enumerate(first_block):  # held: nothing is accepted or re-noised in a settled row
+        later = slice(s + 1, None)
+        assert not tr.committed[later, r, 3:3 + CANVAS].any() and not tr.remasked[later, r, 3:3 + CANVAS].any()
+        assert (tr.tokens[s + 1:, r, 3:3 + CANVAS] == tr.final[r, 3:3 + CANVAS]).all()
+
+
+def test_a_cached_model_continues_a_prompt_only(gemma):
+    with pytest.raises(ValueError, match="continue"):
+        plan_run(gemma, SamplerConfig(steps=4), template="██ b d ██")
