@@ -65,9 +65,10 @@ def document_dispatcher(doc) -> Dispatch:
     woken with IOLoop.add_callback (thread-safe, never held) to drain it under the document's lock."""
     from tornado.ioloop import IOLoop
 
-    from ..ui.internals import mend_panel_write_queue
+    from ..ui.internals import mend_panel_socket_writes, mend_panel_write_queue
 
     mend_panel_write_queue()  # patches can otherwise stay unsent under load (see there)
+    mend_panel_socket_writes()  # a page closed mid-message otherwise logs a traceback (see there)
     loop = IOLoop.current(instance=False)  # the loop running here, the session's; None off it
     if loop is None:
         return _next_tick_dispatcher(doc)

@@ -5,6 +5,7 @@ Kept together so an upgrade of Panel, param or Bokeh has one file to check (the 
 from __future__ import annotations
 
 import functools
+import json
 
 
 def no_debounce(widget) -> None:
@@ -141,3 +142,45 @@ def mend_panel_write_queue() -> None:
 
     dispatch_msgs.mended = True
     document._dispatch_msgs = dispatch_msgs  # Panel looks the name up at each call (schedule_write_events)
+
+
+def mend_panel_socket_writes() -> None:
+    """Panel writes a patch to a page's websocket as several frames (panel.io.document.dispatch_tornado:
+    header, metadata, content, then each binary buffer), each write a future awaited later. When the
+    page closes mid-message, a frame's write finds the stream closed and closes the connection, and the
+    next frame's write raises WebSocketClosedError at once: the futures already made were dropped with
+    the exception, never awaited, and each one that failed logged "Task exception was never retrieved"
+    with a WebSocketClosedError traceback (a tab closed while a run streamed its heatmap). Here the
+    frames stop at the first write the closed connection refuses, and the futures made so far are
+    returned, to be awaited as Panel awaits them (a closed socket: one warning, no traceback).
+    Idempotent."""
+    from panel.io import document
+    from tornado.websocket import WebSocketHandler
+
+    if getattr(document.dispatch_tornado, "mended", False):
+        return
+
+    def closed(socket) -> bool:
+        connection = getattr(socket, "ws_connection", None)
+        return connection is None or connection.is_closing()
+
+    def dispatch_tornado(conn, events=None, msg=None):
+        socket = conn._socket
+        if closed(socket):
+            return []
+        if msg is None:
+            if not events:
+                return []
+            msg = conn.protocol.create("PATCH-DOC", events)
+        frames = [(msg.header_json, False), (msg.metadata_json, False), (msg.content_json, False)]
+        for buffer in msg._buffers:
+            frames += [(json.dumps(buffer.ref), False), (buffer.to_bytes(), True)]
+        futures = []
+        for frame, binary in frames:
+            if closed(socket):  # the page went away mid-message: the rest cannot reach it
+                break
+            futures.append(WebSocketHandler.write_message(socket, frame, binary=binary))
+        return futures
+
+    dispatch_tornado.mended = True
+    document.dispatch_tornado = dispatch_tornado  # looked up at each call (write_events, _dispatch_msgs)

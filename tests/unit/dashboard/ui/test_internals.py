@@ -1,5 +1,6 @@
-"""Panel's write queue as the dashboard mends it (ui/internals.mend_panel_write_queue): patches queued
-while an earlier batch finishes are still sent, in order."""
+"""Panel's socket writes as the dashboard mends them (ui/internals.py): patches queued while an earlier
+batch finishes are still sent, in order (mend_panel_write_queue), and a page closed mid-message leaves
+no write unawaited (mend_panel_socket_writes)."""
 from __future__ import annotations
 
 
@@ -42,3 +43,48 @@ def test_patches_queued_while_an_earlier_batch_finishes_are_still_sent():
         panel_document._WRITE_MSGS.pop(doc, None)
         panel_document._WRITE_BLOCK.pop(doc, None)
     assert sent == ["first", "second"]
+
+
+def test_a_page_closed_mid_message_leaves_no_write_unawaited():
+    """Panel's socket writes (ui/internals.mend_panel_socket_writes): a patch goes out as several frames.
+    When the page closes mid-message, the next frame's write raises WebSocketClosedError at once, and
+    Panel dropped the futures of the frames already written with it: each failed unawaited and logged
+    "Task exception was never retrieved" (a tab closed while a run streamed). Every future made must
+    be returned (to be awaited), and no write raise."""
+    import asyncio
+
+    from bokeh.document import Document
+    from bokeh.protocol import Protocol
+    from panel.io import document as panel_document
+    from tornado.websocket import WebSocketHandler
+
+    from explorer.dashboard.ui.internals import mend_panel_socket_writes
+
+    mend_panel_socket_writes()
+
+    async def close_mid_message():
+        loop = asyncio.get_running_loop()
+
+        class Stream:  # closes after its second frame, as a page's socket does when the tab closes
+            def __init__(self):
+                self.frames = []
+
+            def is_closing(self):
+                return len(self.frames) >= 2
+
+            def write_message(self, message, binary=False):
+                self.frames.append(message)
+                return loop.create_future()
+
+        class Socket(WebSocketHandler):
+            def __init__(self):  # no request: only the writes are exercised
+                self.ws_connection = Stream()
+
+        class Connection:
+            _socket, protocol = Socket(), Protocol()
+
+        msg = Connection.protocol.create("PULL-DOC-REPLY", "id", Document())
+        return panel_document.dispatch_tornado(Connection(), msg=msg), Connection._socket.ws_connection.frames
+
+    futures, frames = asyncio.run(close_mid_message())
+    assert len(frames) == 2 and len(futures) == 2  # the two frames written, none after the close
