@@ -1,4 +1,4 @@
-"""Command-line entry: `python run.py [serve|train|sample|sweep|evaluate] ...`.
+"""Command-line entry: `python run.py [serve|train|sample|sweep|evaluate|rehearse] ...`.
 
 Each subcommand lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
 modules are imported lazily so `python run.py --help` stays fast. With no subcommand, `serve`
@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "sample": "Generate text from a checkpoint with any sampler knobs.",
     "sweep": "Quality and speed vs steps / strategy, as a CSV table and a plot.",
     "evaluate": "NELBO, accuracy vs masking ratio and sample quality of a checkpoint.",
+    "rehearse": "Open every lesson figure's link in Chromium, twice and three at once, and report each.",
 }
 
 
