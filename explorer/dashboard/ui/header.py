@@ -79,8 +79,8 @@ def tab_settled(name: str, tab, session) -> bool:
     if name == "Compare":
         return bool(tab.error) or (bool(tab.results) and all(r is not None for r in tab.results))
     if name == "Sweep":
-        main = tab.main
-        return main.result is not None or bool(main.error or tab.note or main.estimate.startswith("not started"))
+        main, diffusion = tab.main, session.model.config.kind == "diffusion"  # (its note says why not)
+        return main.result is not None or not diffusion or bool(main.error or main.estimate.startswith("not started"))
     return True
 
 
@@ -90,7 +90,7 @@ def settled_tabs(session) -> tuple[str, ...]:
 
 
 # What tab_settled reads: a tab state's and its Tasks' parameters that change when work starts or ends
-_TAB_PARAMS = ("running", "trajectory", "active", "error", "notice", "note")
+_TAB_PARAMS = ("running", "trajectory", "active", "error", "notice")
 _TASK_PARAMS = ("running", "result", "error", "estimate")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from explorer.dashboard.app import create_app
 from explorer.dashboard.session import Session
-from explorer.dashboard.ui.header import header_html
+from explorer.dashboard.ui.header import header_html, tab_settled
 from tests.support.dashboard import explore, wait_for
 
 
@@ -92,6 +92,9 @@ def test_a_tab_shown_is_settled_once_its_result_is_in(checkpoints):
     header = header_pane(app)
     dispatch(state.load)
     wait_for(lambda: state.model is not None, timeout=60)
+    sweep = state.tabs["Sweep"]
+    sweep.note = "No AR checkpoint with this model's alphabet in checkpoints/: no AR baseline."
+    assert not tab_settled("Sweep", sweep, state)  # a note is no result: the sweep is still to run
     tabs = find_tabs(app)
     dispatch(lambda: setattr(tabs, "active", list(state.tabs).index("Compare")))
     compare = state.tabs["Compare"]
@@ -99,4 +102,5 @@ def test_a_tab_shown_is_settled_once_its_result_is_in(checkpoints):
     dispatch.wait_idle()
     dispatch.wait_idle()
     assert "Compare" in settled(header) and "Explore" not in settled(header)  # Explore ran nothing
+    assert "Sweep" not in settled(header)
     state.close()
