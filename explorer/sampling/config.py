@@ -41,8 +41,9 @@ class SamplerConfig:
 
     @property
     def adaptive(self) -> bool:
-        """True when the step count is not fixed: threshold or factor decoding runs until decoded."""
-        return self.threshold is not None or self.factor is not None
+        """True when the step count is not fixed: threshold, factor or entropy-bound decoding runs until
+        decoded."""
+        return self.threshold is not None or self.factor is not None or self.entropy_bound is not None
 
     def __post_init__(self):
         for name, knob in _knobs.KNOBS.items():
@@ -63,14 +64,16 @@ class SamplerConfig:
         if self.remask_t_off > self.remask_t_on:
             raise ValueError(f"remask window needs remask_t_off <= remask_t_on, got "
                              f"[{self.remask_t_off}, {self.remask_t_on}]")
-        if self.factor is not None and self.threshold is not None:
-            raise ValueError("choose one of threshold and factor (both decide how many positions commit per step)")
-        if self.remask > 0 and self.factor is not None:
-            raise ValueError(f"remask must be 0 when factor is set (no step schedule to absorb re-masked "
+        rules = [k for k in ("threshold", "factor", "entropy_bound") if getattr(self, k) is not None]
+        if len(rules) > 1:
+            raise ValueError(f"choose one of threshold, factor and entropy_bound (each decides how many positions "
+                             f"commit per step), got {' and '.join(rules)}")
+        if self.remask > 0 and self.adaptive:
+            raise ValueError(f"remask must be 0 when {rules[0]} is set (no step schedule to absorb re-masked "
                              f"positions), got remask={self.remask}")
         if self.alg_temp > 0 and self.adaptive:
             raise ValueError("alg_temp draws how many the schedule asks for; it does not combine with "
-                             "threshold or factor decoding")
+                             "threshold, factor or entropy-bound decoding")
 
     def to_dict(self) -> dict:
         return asdict(self)

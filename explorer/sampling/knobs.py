@@ -7,8 +7,8 @@ knobs merged runs may differ in (merged.py).
 A leaf: it imports only the valid name lists (explorer/names.py). To add a knob, add a Knob to KNOBS
 and teach the sampler to read it; docs/design.md ("Knobs") says more.
 
-"Off" has one representation per side: the config keeps `off` (None for threshold and factor: "no
-threshold rule"), and a widget that cannot show None shows `ui_off` (0) instead. `to_ui` and `from_ui`
+"Off" has one representation per side: the config keeps `off` (None for threshold, factor and
+entropy_bound: "no such rule"), and a widget that cannot show None shows `ui_off` (0) instead. `to_ui` and `from_ui`
 convert both ways, in this one place.
 """
 from __future__ import annotations
@@ -220,7 +220,15 @@ KNOBS: dict[str, Knob] = registry(
          ui_range=(0.0, 5.0), step=0.05, real_model=True),
     Knob("factor", float, None, "Fast-dLLM's factor rule: commit the n best positions while the n-th scores "
          ">= 1 - factor/(n+1) (replaces the schedule, like threshold)", lo=0, hi=100, lo_open=True, none=True,
-         off=None, ui_off=0.0, label="Factor (Fast-dLLM)", ui_range=(0.0, 10.0), step=0.25, real_model=True),
+         off=None, ui_off=0.0, label="Factor (Fast-dLLM)", ui_range=(0.0, 10.0), step=0.25, real_model=True,
+         sweep=True),
+    Knob("entropy_bound", float, None, "EB-sampler: in the strategy's order, commit the most positions whose "
+         "entropies (nats) sum to at most this plus the largest of them (replaces the schedule, like threshold)",
+         lo=0, hi=100, lo_open=True, none=True, off=None, ui_off=0.0, label="Entropy bound (EB)",
+         ui_range=(0.0, 5.0), step=0.05, sweep=True),
+    Knob("edit_threshold", float, 0.0, "Token editing (LLaDA2.1): replace a committed token of the current "
+         "block by the model's most likely token when that one's probability exceeds this", lo=0, hi=1,
+         off=0.0, label="Edit threshold", step=0.05, merge="share", sweep=True),
 )
 
 

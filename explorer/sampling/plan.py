@@ -15,7 +15,8 @@ shows first is what the run starts from, never a re-derivation of it.
 Rows are exact for schedule decoding (sum of the blocks' steps, + 1) and for the AR baseline (one step
 per generated position). Threshold / factor decoding runs until every block is decoded: there the plan
 holds a guess (`rows_exact` False) and `max_steps`, a bound it never passes (every step commits at
-least one position and nothing is re-masked: SamplerConfig refuses remask with either).
+least one position and nothing is re-masked: SamplerConfig refuses remask with either; token editing adds
+at most step.EDIT_POST_STEPS + 1 steps per block).
 
 For a causal (AR) model the canvas is the AR canvas: a prompt as a fixed prefix, or with no prompt a
 start token at position 0 ("\\n" where the vocabulary has it, else one drawn from the config's seed:
@@ -31,6 +32,7 @@ import torch
 
 from .config import SamplerConfig
 from .schedules import split_steps
+from .step import EDIT_POST_STEPS
 from .template import Canvas, as_chat, blank_canvas, parse_template
 
 GUESSED_STEPS = 32  # threshold decoding's rows are unknown: the views start sized for this many steps
@@ -174,7 +176,9 @@ def plan_run(model, config: SamplerConfig, *, length: int | None = None, templat
     blocks = plan_blocks(canvas.fixed, config.block_length)
     if config.adaptive:
         n = canvas.n_generate
-        return RunPlan(kind, config, canvas, blocks, None, min(n, GUESSED_STEPS) + 1, False, n)
+        # token editing adds a decoded block's post steps (step.EDIT_POST_STEPS + 1 at most)
+        most = n + (int(blocks.max()) + 1) * (EDIT_POST_STEPS + 1) * (config.edit_threshold > 0)
+        return RunPlan(kind, config, canvas, blocks, None, min(n, GUESSED_STEPS) + 1, False, most)
     steps = tuple(split_steps(config.steps, int(blocks.max()) + 1))
     return RunPlan(kind, config, canvas, blocks, steps, sum(steps) + 1, True, sum(steps))
 

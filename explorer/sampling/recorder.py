@@ -40,17 +40,20 @@ class Recorder:
         self.t: list[float] = []
         self.temperatures: list[float] = []
         self.called: list[bool] = []
-        self.per_row: dict[str, list[np.ndarray]] = {"row_t": [], "row_temperature": [], "row_active": []}
+        self.per_row: dict[str, list[np.ndarray]] = {"row_t": [], "row_temperature": [], "row_active": [],
+                                                        "row_called": []}
         self.rows: dict[str, list[np.ndarray]] = {k: [] for k in
                                                   ("tokens", "scores", "proposals", "confidence", "committed",
-                                                            "remasked")}
+                                                            "remasked", "edited")}
         if record:
             self.rows["tokens"].append(_np(x0))
 
     def add(self, index: int, x, proposals, scores, confidence, committed, remasked, *,
-            t: float, temperature: float, called: bool, seconds: float, per_row: dict | None = None) -> None:
+            t: float, temperature: float, called: bool, seconds: float, per_row: dict | None = None,
+            edited=None) -> None:
         """Store one step; call on_step; raise SamplingCancelled if it returns False or should_stop().
-        per_row: row_t, row_temperature, row_active (B,) arrays of a run with one generator per row."""
+        per_row: row_t, row_temperature, row_active, row_called (B,) arrays of a run with one generator per row.
+        edited: the (B, L) positions token editing replaced, None where it is off (no copy: all False)."""
         self.seconds.append(seconds)
         self.t.append(t)
         self.temperatures.append(temperature)
@@ -63,6 +66,7 @@ class Recorder:
             return
         rec = StepRecord(index=index, tokens=_np(x), scores=_np(scores), proposals=_np(proposals),
                          confidence=_np(confidence), committed=_np(committed), remasked=_np(remasked),
+                         edited=np.zeros(x.shape, dtype=bool) if edited is None else _np(edited),
                          t=t, temperature=temperature, called_model=called, seconds=seconds, **(per_row or {}))
         if self.record:
             for key in self.rows:
@@ -84,12 +88,14 @@ class Recorder:
         if self.per_row["row_t"]:  # one generator per row: each row's own t, temperature, step count
             row_arrays = dict(row_t=np.stack(self.per_row["row_t"]).astype(np.float32),
                               row_temperatures=np.stack(self.per_row["row_temperature"]).astype(np.float32),
-                              row_steps=np.stack(self.per_row["row_active"]).sum(axis=0).astype(np.int64))
+                              row_steps=np.stack(self.per_row["row_active"]).sum(axis=0).astype(np.int64),
+                              row_called=np.stack(self.per_row["row_called"]))
         return Trajectory(
             tokens=self._stack("tokens", BL, np.int64), scores=self._stack("scores", BL, np.float32),
             proposals=self._stack("proposals", BL, np.int64),
             confidence=self._stack("confidence", BL, np.float32),
             committed=self._stack("committed", BL, bool), remasked=self._stack("remasked", BL, bool),
+            edited=self._stack("edited", BL, bool),
             committed_at=_np(committed_at).astype(np.int64), commit_confidence=_np(commit_confidence),
             fixed=np.broadcast_to(fixed, BL).copy(), final=final.astype(np.int64), nfe=nfe,
             step_seconds=np.array(self.seconds, dtype=np.float64), seconds=self.clock() - self.start,

@@ -18,12 +18,22 @@ One step, in numbered rules (rule 5, the blocks, is described after the list):
      Dream's alg_temp (the k positions drawn from softmax(score / alg_temp), Gumbel-top-k), and
      Fast-dLLM's factor rule beside the threshold rule (commit the n best while the n-th scores
      >= 1 - factor / (n + 1)).
+ 11. entropy_bound (EB-sampler, Ben-Hamu et al. 2025), a third rule beside threshold and factor: in the
+     strategy's order, commit the longest run of positions whose entropies sum to at most the bound plus
+     the largest of them (at least one).
+ 12. edit_threshold (token editing, LLaDA2.1; diffusers' BlockRefinementScheduler): at every step a token
+     of the current block committed at an earlier step is replaced by the model's most likely token when
+     that one differs and its probability exceeds the threshold (from the step's logits: no extra call).
+     Under a schedule the block keeps its steps; under threshold / factor / entropy-bound decoding a
+     filled block takes one more step, and more while they edit (at most step.EDIT_POST_STEPS + 1), as
+     diffusers' LLaDA2 loop does.
 
 Blocks (rule 5) partition the positions to generate, in order, into runs of `block_length` (the last
 run may be shorter: any block_length works). For a prompt this is LLaDA's semi-AR layout; for an
 infill template it fills the gaps left to right. The steps are split as evenly as possible across
 blocks, the first blocks taking the remainder, and every block gets at least one step.
-With a threshold the step count is not fixed: each block runs until it is fully decoded.
+With a threshold (factor, entropy bound) the step count is not fixed: each block runs until it is fully
+decoded (and, with editing, until its edits stop).
 
 One generator per row (`generator=[g0, g1, ...]`): row i of the batch is exactly the run of row i alone
 with generator gi (batch invariance of the model's own arithmetic aside: see test_batched_rows.py). Every
@@ -44,7 +54,8 @@ Host syncs (on a GPU each read of a device tensor by the host waits for the devi
 those waits, not the kernels, set a step's time): a step reads the device once (_read_step: t, whether
 the canvas changed, which groups step and how many positions each draws for), whatever record is;
 record=True adds the step's record, RECORD_COPIES copies to the host; one generator per row adds one
-copy of the rows' own t; threshold decoding, a few scalar reads to move rows to their next block.
+copy of the rows' own t; threshold decoding, a few scalar reads to move rows to their next block; token
+editing, one more copy in a recorded step (the edits).
 sample()'s driver adds one per model call of several rows (call_model: are they one canvas?). A merged
 walk (merged.py) reads once a step. tests/unit/sampling/test_host_syncs.py counts them on the CPU.
 
@@ -114,8 +125,10 @@ class _Run:
 
     def __post_init__(self):
         self.part = Part(0, self.batch.B)
-        self.changed = torch.zeros((), dtype=torch.bool, device=self.batch.device)  # did the last step change x
+        self.changed = torch.zeros(self.batch.B, dtype=torch.bool, device=self.batch.device)  # (B,) rows the last step changed
+        self.stale = [True] * len(self.batch.groups)  # per group: changed since the model was last called for it
         self.total_steps = None if self.plan.steps is None else sum(self.plan.steps)
+        self.edited = None  # (B, L) what the last step edited (token editing), else None
 
 
 @contextmanager
@@ -171,71 +184,93 @@ def _group_temperatures(run: _Run, st: step.State, masked: torch.Tensor) -> list
     return [step.temperature(cfg, st.step, None, masked[g.a:g.b], n) for g in run.batch.groups]
 
 
-def _read_step(run: _Run, masked: torch.Tensor, todo: torch.Tensor):
+def _read_step(run: _Run, masked: torch.Tensor, todo: torch.Tensor, post: torch.Tensor | None = None):
     """What the host needs of a step, read from the device at once (on a GPU each read waits for it:
     read one by one these were four or five waits a step): the canvas' masked fraction t (recorded,
     exactly masked.float().mean()), whether the last step changed the canvas (then the model is
     called again), which groups have something to commit (alone, the others would skip the step) and
     each group's masked positions (so the proposals' entries are found without another wait).
-    Returns (t, the stepping groups, each group's masked count)."""
+    post (B,): the rows whose filled block takes a step for its edits alone (token editing).
+    Returns (t, the stepping groups, each group's masked count, the groups that edit: stepping or post)."""
     groups = run.batch.groups
     if run.batch.one:
-        has, counts = todo.any()[None], masked.sum()[None]  # (1,) each
+        has, counts, changed = todo.any()[None], masked.sum()[None], run.changed.any()[None]  # (1,) each
+        post = None if post is None else post.any()[None]
     else:  # one group per row
-        has, counts = todo.any(dim=1), masked.sum(dim=1)  # (B,) each
+        has, counts, changed = todo.any(dim=1), masked.sum(dim=1), run.changed  # (B,) each
     # float64 holds the float32 mean and every count exactly
-    host = torch.cat([masked.float().mean()[None].double(), run.changed[None].double(), has.double(),
-                      counts.double()]).tolist()
+    host = torch.cat([masked.float().mean()[None].double(), changed.double(), has.double(), counts.double(),
+                      *([] if post is None else [post.double()])]).tolist()
     G = len(groups)
-    run.part.stale = run.part.stale or host[1] > 0
-    stepping = [g for g, h in zip(groups, host[2:2 + G]) if h > 0]
-    return host[0], stepping, [int(n) if h > 0 else 0 for n, h in zip(host[2 + G:], host[2:2 + G])]
+    changed, has, counts = host[1:1 + G], host[1 + G:1 + 2 * G], host[1 + 2 * G:1 + 3 * G]
+    run.part.stale = run.part.stale or any(c > 0 for c in changed)
+    run.stale = [s or c > 0 for s, c in zip(run.stale, changed)]
+    stepping = [g for g, h in zip(groups, has) if h > 0]
+    counts = [int(n) if h > 0 else 0 for n, h in zip(counts, has)]
+    editing = stepping if post is None else [g for g, h, p in zip(groups, has, host[1 + 3 * G:]) if h > 0 or p > 0]
+    return host[0], stepping, counts, editing
 
 
 def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s: int, S: int | None, read):
     """Proposals, scores, confidence and the commit mask of one step (step.py); the model is not
-    called and nothing is drawn when nothing of the block is left to commit. read: _read_step's."""
-    masked, stepping, counts = read
-    if not stepping:
-        nan = torch.full(st.x.shape, NAN, device=st.x.device)
+    called and nothing is drawn when nothing of the block is left to commit (or, token editing, to
+    edit: a filled block's step draws nothing). read: _read_step's."""
+    masked, stepping, counts, editing = read
+    nan = torch.full(st.x.shape, NAN, device=st.x.device)
+    if not editing:  # editing includes stepping
         return st.x, nan, nan, torch.zeros_like(todo), False
     called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock)
+    if not stepping:
+        return st.x, nan, nan, torch.zeros_like(todo), bool(called)
     proposals, scores, conf = step.propose(run.batch, st, masked, stepping, temperatures, counts)
-    chosen = step.choose(run.batch, todo, scores, stepping, s, S, st.block_start_masked)
+    chosen = step.choose(run.batch, todo, scores, stepping, s, S, st.block_start_masked, st.entropy)
     return proposals, scores, conf, chosen, bool(called)
 
 
-def _step(run: _Run, st: step.State, block: torch.Tensor, s: int, S: int | None, active=None) -> None:
+def _step(run: _Run, st: step.State, block: torch.Tensor, s: int, S: int | None, active=None, post=None) -> None:
     """One step; `block` is (L,) or, threshold rows walking their own blocks, (B, L); `active` (B,)
-    marks the rows that are not done yet (one generator per row only)."""
+    marks the rows that are not done yet (one generator per row only); `post` (B,) the rows whose
+    filled block steps for its edits (token editing under threshold decoding)."""
     start = run.clock()
     masked = st.x == run.batch.mask_id  # (B, L)
     todo = masked & block
-    t_mean, stepping, counts = _read_step(run, masked, todo)
+    t_mean, stepping, counts, editing = _read_step(run, masked, todo, post)
     temperatures = _group_temperatures(run, st, masked)
     temperature = temperatures[0] if run.batch.one else step.temperature(
         run.config, st.step, run.total_steps, masked, run.plan.n_generate)  # what the batch records
-    per_row = _per_row_facts(run, masked, temperatures, active) if run.per_row else None
     proposals, scores, conf, chosen, called = yield from _decide(run, st, todo, temperatures, s, S,
-                                                                 (masked, stepping, counts))
+                                                                 (masked, stepping, counts, editing))
+    per_row = _per_row_facts(run, masked, temperatures, active, called, editing) if run.per_row else None
     step.commit(st, chosen, proposals, conf, st.step)
+    changed = chosen
+    run.edited = None
+    if run.config.edit_threshold > 0 and editing:
+        run.edited = step.edit(run.batch, st, block, masked, editing, st.step)
+        changed = changed | run.edited
     remask = torch.zeros_like(chosen)
     if run.config.remask > 0 and S is not None and s < S - 1:  # never at a block's last step
         remask = step.revise(run.batch, st, block)
-    run.changed = (chosen | remask).any()  # read with the next step's statistics (_read_step)
+    run.changed = (changed | remask).any(dim=1)  # (B,) read with the next step's statistics (_read_step)
     run.recorder.add(st.step, st.x, proposals, scores, conf, chosen, remask, t=t_mean,
                      temperature=temperature, called=called, seconds=run.clock() - start,
-                     per_row=per_row)
+                     per_row=per_row, edited=run.edited)
     st.step += 1
 
 
-def _per_row_facts(run: _Run, masked: torch.Tensor, temperatures: list[float], active) -> dict:
-    """Each row's t and temperature, computed exactly as a run of the row alone computes them, and
-    whether the row is still running."""
+def _per_row_facts(run: _Run, masked: torch.Tensor, temperatures: list[float], active, called: bool,
+                   editing: list) -> dict:
+    """Each row's t and temperature, computed exactly as a run of the row alone computes them, whether
+    the row is still running, and whether its run alone called the model at this step: it steps and its
+    canvas changed since its last call (the batch's call may be for the other rows: after a post step
+    that edited nothing, token editing, a row alone reuses its logits)."""
     B = masked.shape[0]
+    stepped = {id(g) for g in editing}
+    row_called = [called and run.stale[i] and id(g) in stepped for i, g in enumerate(run.batch.groups)]
+    run.stale = [s and not c for s, c in zip(run.stale, row_called)]
     return {"row_t": step.group_means(masked, run.batch.groups).cpu().numpy().astype(np.float32),
             "row_temperature": np.array(temperatures, dtype=np.float64),
-            "row_active": np.ones(B, dtype=bool) if active is None else active.cpu().numpy()}
+            "row_active": np.ones(B, dtype=bool) if active is None else active.cpu().numpy(),
+            "row_called": np.array(row_called, dtype=bool)}
 
 
 def _run_block(run: _Run, st: step.State, block: torch.Tensor, S: int) -> None:
@@ -246,26 +281,41 @@ def _run_block(run: _Run, st: step.State, block: torch.Tensor, S: int) -> None:
 
 
 def _run_until_decoded(run: _Run, st: step.State, block_ids: torch.Tensor, n_blocks: int) -> None:
-    """Threshold / factor decoding: each group walks its own blocks, a block until the group has
-    decoded it, exactly as it would alone; a finished group waits for the others (its padding steps
-    are marked inactive)."""
-    mask_id, B = run.batch.mask_id, st.x.shape[0]
-    cur = torch.zeros(B, dtype=torch.long, device=st.x.device)  # (B,) each row's block
+    """Threshold / factor / entropy-bound decoding: each group walks its own blocks, a block until the
+    group has decoded it, exactly as it would alone; a finished group waits for the others (its padding
+    steps are marked inactive). With token editing a decoded block takes post steps (for its edits
+    alone) as diffusers' check_block_should_continue says: one, then more while the last one edited, at
+    most step.EDIT_POST_STEPS + 1 (a group's post steps are those that began with its block filled)."""
+    mask_id, B, dev = run.batch.mask_id, st.x.shape[0], st.x.device
+    editing = run.config.edit_threshold > 0
+    cur = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) each row's block
+    post = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) post steps each row took in its block
+    edits = torch.zeros(B, dtype=torch.bool, device=dev)  # (B,) whether the row's last step edited
     while True:
         masked = st.x == mask_id
-        while True:  # move groups whose block is decoded on to their next block
+        while True:  # move groups whose block is decoded (and, editing, done with its edits) on to the next
             left = (masked & (block_ids[None, :] == cur[:, None])).any(dim=1)  # (B,)
+            if editing:
+                left |= ((post == 0) | edits & (post <= step.EDIT_POST_STEPS)) & (cur < n_blocks)
             if run.batch.one:  # the rows of one group move together
                 left = left.any().expand(B)
             move = ~left & (cur < n_blocks)
             if not bool(move.any()):
                 break
-            cur = cur + move.long()
+            cur, post, edits = cur + move.long(), post.masked_fill(move, 0), edits & ~move
         active = cur < n_blocks
         if not bool(active.any()):
             return
         block = block_ids == cur[0] if run.batch.one else block_ids[None, :] == cur[:, None]  # (L,) or (B, L)
-        yield from _step(run, st, block, 0, None, active if run.per_row else None)
+        filled = None
+        if editing:
+            filled = active & ~(masked & block).any(dim=1)  # (B,) rows whose step is a post step
+            filled = filled.all().expand(B) if run.batch.one else filled  # one group's: every row filled
+        yield from _step(run, st, block, 0, None, active if run.per_row else None, filled)
+        if editing:
+            post = post + filled.long()
+            edits = torch.zeros_like(edits) if run.edited is None else run.edited.any(dim=1)
+            edits = edits.any().expand(B) if run.batch.one else edits
 
 
 def as_config(config) -> SamplerConfig:

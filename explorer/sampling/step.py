@@ -12,9 +12,10 @@ A step is, in order (the rules are sampler.py's):
            guidance); a part is rows whose model call is one (a run's batch, or one merged run);
   propose  draw a proposal at every masked position of the groups that step, score it with the
            group's strategy, and take its untempered probability (rules 2, 3, 10: EOS rules);
-  choose   which of them commit: the schedule's k best, or the threshold / factor rule, after Dream's
-           Gumbel noise (rules 4, 6, 10);
-  commit   write them into the canvas; revise sends decoded ones back to [MASK] (rule 7).
+  choose   which of them commit: the schedule's k best, or the threshold / factor / entropy-bound rule,
+           after Dream's Gumbel noise (rules 4, 6, 10, 11);
+  commit   write them into the canvas; edit replaces committed tokens the model now rejects (rule 12);
+           revise sends decoded ones back to [MASK] (rule 7).
 
 Seed compatibility: a group draws from its generator exactly what a run of that group alone draws,
 in the same order and shapes, and these functions keep the samples that the sampler gave for a seed
@@ -41,6 +42,9 @@ from .strategies import get_strategy
 from .template import Canvas
 
 NAN = float("nan")
+# Token editing under threshold / factor / entropy-bound decoding: a block whose last mask is filled takes
+# more steps while they edit, at most this many + 1 (diffusers' max_post_steps, counted as it counts them)
+EDIT_POST_STEPS = 16
 ELEMENTWISE = ("remaining", "linear")  # schedules whose arithmetic takes a per-row step count S
 
 
@@ -92,6 +96,7 @@ class State:
     committed_at: torch.Tensor  # (B, L) long, -1 until committed (and for fixed positions)
     commit_conf: torch.Tensor  # (B, L) float32, NaN until committed
     logits: torch.Tensor | None = None  # (B, L, V) float32 from the last model calls, [MASK] at -inf
+    entropy: torch.Tensor | None = None  # (B, L) float32 entropy (nats) at the proposals' positions (EB only)
     step: int = 0  # global step index
     block_start_masked: torch.Tensor | None = field(default=None, repr=False)  # (B,) N of the schedule
 
@@ -281,6 +286,9 @@ def propose(batch: Batch, st: State, masked: torch.Tensor, stepping: list[Group]
     probs = torch.softmax(entries, dim=-1)  # (M, V) untempered, unfiltered
     conf = torch.full(st.x.shape, NAN, device=st.x.device)
     conf[where] = probs.gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
+    if batch.config.entropy_bound is not None:  # what the EB rule (choose) adds up
+        st.entropy = torch.full(st.x.shape, NAN, device=st.x.device)  # (B, L)
+        st.entropy[where] = -torch.special.xlogy(probs, probs).sum(dim=-1)
     scores = _scores(batch, probs, drawn, where, stepping, st.x.shape)
     positional = any(g.position_only for g in stepping)
     if batch.config.suppress_eos in ("confidence", "both") and len(batch.eos_index):
@@ -331,12 +339,13 @@ def _scores(batch: Batch, probs, drawn, where, stepping: list[Group], shape) -> 
 # ---------------------------------------------------------------------------------- choose
 
 def choose(batch: Batch, todo: torch.Tensor, scores: torch.Tensor, stepping: list[Group], s: int,
-           S: int | None, N: torch.Tensor | None) -> torch.Tensor:
+           S: int | None, N: torch.Tensor | None, entropy: torch.Tensor | None = None) -> torch.Tensor:
     """(B, L) bool: the positions of `todo` (the masked positions of the current blocks, False outside
     the stepping groups' rows) that commit at this step.
 
     s: the step within the block; S: the block's steps (None: each group's own `steps`, a merged walk's
-    one block); N (B,): each row's masked positions when the block started (the schedule's N)."""
+    one block); N (B,): each row's masked positions when the block started (the schedule's N);
+    entropy (B, L): each proposal's entropy (propose's st.entropy), read by the entropy-bound rule."""
     cfg = batch.config
     if cfg.alg_temp > 0:
         scores = scores / cfg.alg_temp + _gumbel(batch, stepping, todo)  # (B, L) Dream: k draws from softmax(score / T)
@@ -347,9 +356,22 @@ def choose(batch: Batch, todo: torch.Tensor, scores: torch.Tensor, stepping: lis
         return todo & ((scores >= cfg.threshold) | (rank == 0))
     if cfg.factor is not None:  # Fast-dLLM: the n best while the n-th (1-based) >= 1 - f / (n + 1)
         return todo & ((scores >= 1.0 - cfg.factor / (rank + 2).float()) | (rank == 0))
+    if cfg.entropy_bound is not None:
+        return todo & (rank < _entropy_bound_counts(entropy, todo, rank, cfg.entropy_bound)[:, None])
     n = todo.sum(dim=1)  # (B,)
     k = _commit_counts(batch, stepping, n, N, s, S)  # (B,)
     return todo & (rank < k.clamp(min=0).minimum(n)[:, None])
+
+
+def _entropy_bound_counts(entropy: torch.Tensor, todo: torch.Tensor, rank: torch.Tensor, bound: float):
+    """(B,) EB-sampler (Ben-Hamu et al. 2025, rule 11): the longest prefix of each row's positions in
+    rank order whose entropies sum to at most `bound` plus the largest of them (its first position
+    always qualifies: at least one commits). The sum minus the max never falls along the order, so
+    the prefix is where it first exceeds the bound."""
+    h = entropy.masked_fill(~todo, 0.0)  # (B, L) positions outside todo rank last and add nothing
+    h = torch.empty_like(h).scatter_(1, rank, h)  # (B, L) in rank order
+    excess = h.cumsum(dim=1) - h.cummax(dim=1).values  # (B, L)
+    return (excess <= bound).long().cumprod(dim=1).sum(dim=1)  # (B,) a prefix, even with float rounding
 
 
 def _commit_counts(batch: Batch, stepping: list[Group], n, N, s: int, S: int | None) -> torch.Tensor:
@@ -394,6 +416,29 @@ def commit(st: State, chosen: torch.Tensor, proposals: torch.Tensor, conf: torch
     st.x = torch.where(chosen, proposals, st.x)  # (B, L)
     st.committed_at.masked_fill_(chosen, step)
     st.commit_conf = torch.where(chosen, conf, st.commit_conf)
+
+
+def edit(batch: Batch, st: State, block: torch.Tensor, masked: torch.Tensor, editing: list[Group],
+         step: int) -> torch.Tensor:
+    """Rule 12, token editing (LLaDA2.1): a token of the current block committed before this step (`block`
+    (L,) or (B, L), `masked` the canvas's [MASK]s at the step's start), in the rows of `editing`, is replaced
+    by the model's most likely token there when that token differs and its probability exceeds
+    edit_threshold. Returns the (B, L) positions edited.
+
+    This is diffusers' BlockRefinementScheduler.step with editing_threshold, mask-token mode, greedy
+    sampling (temperature 0 there; prompt positions never edited): the candidate is the argmax of the
+    untempered, unfiltered distribution and its probability, at any temperature here, so a run's random
+    draws are those it makes without editing. Every (B, L) entry is computed (no host sync to find them)."""
+    editable = block & ~masked  # (B, L)
+    if not batch.one and len(editing) < len(batch.groups):
+        editable = editable & batch.rows_of(editing)[:, None]
+    top, best = st.logits.max(dim=-1)  # (B, L) each
+    p = torch.exp(top - torch.logsumexp(st.logits, dim=-1))  # (B, L) probability of the most likely token
+    edited = editable & (best != st.x) & (p > batch.config.edit_threshold)
+    st.x = torch.where(edited, best, st.x)  # (B, L) a new tensor: recorded rows stay intact
+    st.committed_at.masked_fill_(edited, step)
+    st.commit_conf = torch.where(edited, p, st.commit_conf)
+    return edited
 
 
 def revise(batch: Batch, st: State, block: torch.Tensor) -> torch.Tensor:

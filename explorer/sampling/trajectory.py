@@ -35,14 +35,20 @@ class StepRecord:
     row_temperature: np.ndarray | None = None  # (B,) each row's own temperature
     row_active: np.ndarray | None = None  # (B,) bool: False for a row that is already done (threshold
     # decoding: a row alone would have stopped; this step is padding for it)
+    edited: np.ndarray | None = None  # (B, L) bool: a committed token replaced by another (token editing)
+    row_called: np.ndarray | None = None  # (B,) bool: whether each row alone called the model (per row only)
 
     def row(self, i: int) -> "StepRecord":
         """Row i as a batch of one: what a run of that row alone records at this step."""
         cut = {k: getattr(self, k)[i:i + 1].copy() for k in
                ("tokens", "scores", "proposals", "confidence", "committed", "remasked")}
+        if self.edited is not None:
+            cut["edited"] = self.edited[i:i + 1].copy()
         if self.row_t is not None:
             cut.update(t=float(self.row_t[i]), temperature=float(self.row_temperature[i]))
-        return replace(self, **cut, row_t=None, row_temperature=None, row_active=None)
+        if self.row_called is not None:
+            cut["called_model"] = bool(self.row_called[i])
+        return replace(self, **cut, row_t=None, row_temperature=None, row_active=None, row_called=None)
 
 
 @dataclass
@@ -70,10 +76,12 @@ class Trajectory:
     temperatures: np.ndarray | None = None  # (S,) float32 temperature used at each step
     called_model: np.ndarray | None = None  # (S,) bool: False where logits were reused or not needed
     committed: np.ndarray | None = None  # (S, B, L) bool: committed at the step (even if re-masked at once)
+    edited: np.ndarray | None = None  # (S, B, L) bool: a committed token replaced by another (token editing)
     # Runs with one generator per row only (else None):
     row_t: np.ndarray | None = None  # (S, B) float32 each row's own masked fraction
     row_temperatures: np.ndarray | None = None  # (S, B) float32 each row's own temperature
     row_steps: np.ndarray | None = None  # (B,) int64 steps each row took alone (threshold rows differ)
+    row_called: np.ndarray | None = None  # (S, B) bool whether each row alone called the model at the step
 
     @property
     def n_steps(self) -> int:
@@ -103,16 +111,19 @@ class Trajectory:
         per_row = {k: getattr(self, k)[i:i + 1].copy() for k in
                    ("committed_at", "commit_confidence", "fixed", "final")}
         called = None if self.called_model is None else self.called_model[:n].copy()
+        if self.row_called is not None:
+            called = self.row_called[:n, i].copy()
         step_t = self.step_t if self.row_t is None else self.row_t[:, i]
         temps = self.temperatures if self.row_temperatures is None else self.row_temperatures[:, i]
         return replace(
             self, tokens=cut(self.tokens, 1), scores=cut(self.scores), proposals=cut(self.proposals),
             confidence=cut(self.confidence), remasked=cut(self.remasked), committed=cut(self.committed),
+            edited=cut(self.edited),
             **per_row, nfe=self.nfe if called is None else int(called.sum()),
             step_seconds=self.step_seconds[:n].copy(), called_model=called,
             step_t=None if step_t is None else step_t[:n].copy(),
             temperatures=None if temps is None else temps[:n].copy(),
-            row_t=None, row_temperatures=None, row_steps=None)
+            row_t=None, row_temperatures=None, row_steps=None, row_called=None)
 
     @property
     def tokens_per_forward(self) -> float:
