@@ -15,7 +15,8 @@
    rounds' batched / packed ratios.
 2. Overhead on `shakespeare`, 256 chars, 32 steps, batch 1 and 32: sampler wall time / (NFE x one
    model forward of that batch). Goal <= 1.10. Forward time drifts when the CPU is shared, so the
-   table also gives the in-run ratio: wall time / time spent inside the model calls of that run.
+   table also gives the in-run ratio: wall time / time spent inside the model calls of that run. Both record
+   settings are warmed up at the timed batch first, and at batch 1 timed in both orders (their mean).
 3. AR with KV cache vs recomputing the prefix, tokens/s ratio, on `shakespeare-ar`.
 --parts runs only some parts (a few minutes of GPU time: `--device cuda --quick --parts sweep`);
 --tokens-per-call times the packed sweep at several shared-call sizes, each round against its own batched
@@ -38,7 +39,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from explorer.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
-from explorer.devices import describe_device, resolve_device  # noqa: E402
+from explorer.devices import describe_device, model_device, resolve_device  # noqa: E402
 from explorer.model import ModelConfig, Transformer  # noqa: E402
 from explorer.sampling import SamplerConfig, sample, sample_ar, sample_many  # noqa: E402
 from explorer.sampling.packing import TOKENS_PER_CALL  # noqa: E402
@@ -75,19 +76,34 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
-class TimedModel(torch.nn.Module):
-    """Wraps a model and adds up the wall time spent inside its forward calls."""
+class Wrapper(torch.nn.Module):
+    """A model around `inner` that computes where `inner` does: its `device` is the inner model's
+    (devices.model_device), so the sampler makes a run's tensors there even where the inner model has
+    no parameter of its own (LaunchBoundModel). Without it a wrapper looked like a CPU model and a run on
+    a GPU met the GPU's logits with its CPU tensors (a merged walk's torch.cat(out=...))."""
 
     def __init__(self, model):
         super().__init__()
-        self.inner, self.config, self.seconds = model, model.config, 0.0
+        self.inner, self.config = model, model.config
         self.tokenizer = getattr(model, "tokenizer", None)
 
+    @property
+    def device(self) -> torch.device:
+        return model_device(self.inner)
+
+
+class TimedModel(Wrapper):
+    """Wraps a model and adds up the wall time spent inside its forward calls."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.seconds = 0.0
+
     def forward(self, *args, **kwargs):
-        sync(self.inner.device)
+        sync(self.device)
         start = time.perf_counter()
         out = self.inner(*args, **kwargs)
-        sync(self.inner.device)
+        sync(self.device)
         self.seconds += time.perf_counter() - start
         return out
 
@@ -95,12 +111,12 @@ class TimedModel(torch.nn.Module):
 SWEEP_STEPS = [1, 2, 3, 5, 8, 12, 16, 24, 32]  # the step counts of the notebook's step-count sweep
 
 
-class CountingModel(torch.nn.Module):
+class CountingModel(Wrapper):
     """Wraps a model and counts its forward calls and the rows they computed (untimed passes only)."""
 
     def __init__(self, model):
-        super().__init__()
-        self.inner, self.config, self.calls, self.rows = model, model.config, 0, 0
+        super().__init__(model)
+        self.calls, self.rows = 0, 0
 
     def forward(self, x, t=None):
         self.calls, self.rows = self.calls + 1, self.rows + x.shape[0]
@@ -352,23 +368,31 @@ def bench_overhead(device, quick: bool, random_weights: bool) -> None:
     L = min(256, model.config.block_size)
     print(f"\n2. overhead on shakespeare ({source}): {L} chars; ratio = wall / (NFE x forward)")
     timed = TimedModel(model)
-    # the sampler's own kernels warmed up first: on a GPU the first run loads each one (lazily), which
-    # landed in whichever record setting was timed first
-    for record in (False, True):
-        sample(model, SamplerConfig(steps=4), batch_size=1, length=L, record=record)
     for B in (1, 32):
         steps = 8 if quick and B == 32 and device.type == "cpu" else 32
         reps = 3 if B == 32 and device.type == "cpu" else 10
-        fwd_before = forward_seconds(model, B, L, reps)
+        # Each setting warmed up at its own batch and length, through the timed wrapper, before either is
+        # timed: a first run pays once for what later runs reuse (on a GPU, kernels loaded lazily and the
+        # caching allocator's first blocks; on a CPU, first-touch pages), and that landed in whichever
+        # record setting was timed first: record=False, once 17 ms/step against record=True's 2.2 on a GPU.
         for record in (False, True):
+            sample(timed, SamplerConfig(steps=2), batch_size=B, length=L, record=record)
+        # then timed in turn, each order once at batch 1 (cheap there), so neither always runs first
+        order = (False, True, True, False) if B == 1 else (False, True)
+        fwd = forward_seconds(model, B, L, reps)
+        took = {False: [], True: []}
+        for record in order:
             timed.seconds = 0.0
             tr = sample(timed, SamplerConfig(steps=steps), batch_size=B, length=L, record=record)
-            fwd = (fwd_before + forward_seconds(model, B, L, reps)) / 2 if record else fwd_before
+            took[record].append((tr.seconds, timed.seconds, tr.nfe, tr.n_steps))
+        fwd = (fwd + forward_seconds(model, B, L, reps)) / 2
+        for record in (False, True):
+            wall, inside, nfe, n = (statistics.mean(x) for x in zip(*took[record]))
             tag = f"B={B}, {steps} steps, record={record}"
-            row(f"overhead {tag}", f"{tr.seconds / (tr.nfe * fwd):.3f}",
-                f"goal <= 1.10; forward {fwd * 1e3:.1f} ms")
-            row(f"  in-run overhead {tag}", f"{tr.seconds / timed.seconds:.3f}",
-                f"{(tr.seconds - timed.seconds) / tr.n_steps * 1e3:.2f} ms/step outside the model")
+            row(f"overhead {tag}", f"{wall / (nfe * fwd):.3f}", f"goal <= 1.10; forward {fwd * 1e3:.1f} ms")
+            row(f"  in-run overhead {tag}", f"{wall / inside:.3f}",
+                f"{(wall - inside) / n * 1e3:.2f} ms/step outside the model"
+                + (f" (mean of {len(took[record])} runs)" if len(took[record]) > 1 else ""))
 
 
 def bench_ar(device, quick: bool, random_weights: bool) -> None:
