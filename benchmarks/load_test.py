@@ -22,11 +22,14 @@ run: its status ("N steps, K model calls (P per call), T ms") with the number of
 shown before the change (the header line's data-run), on this process's clock. The number, not the
 status text, tells the new run's end: two runs in a row may end with the same status, and a run's
 "sampling …" may never reach the page (its patches merge with the end's), so the header text alone
-could not change at all and a finished run looked lost. It includes the slider debounce, the websocket, queueing behind other
-sessions' runs and the run itself (T, reported separately as "the runs themselves").
+could not change at all and a finished run looked lost. The run must also answer the change: a steps
+change's run shows that step count in its status, and the page still shows the value set; a run of the
+knobs before the change (a lost update) is not its answer. It includes the slider debounce, the websocket,
+queueing behind other sessions' runs and the run itself (T, reported separately as "the runs themselves").
 Errors: a notice shown in the page, a "failed"/"stopped" status, no result within --timeout, a
 client exception or lost connection, a page without its widgets, and every traceback in the
-server's log.
+server's log. "Never answered" counts the changes after which runs did finish, none of them at the
+value set (each is an error too).
 Server RSS (VmRSS of the server and its children, from /proc): when the first session has loaded
 the model, when all N sessions are ready (start), and when they have all finished (end); growth is
 end vs start, so it measures the M seconds of use, not the N documents being built. With
@@ -306,6 +309,9 @@ class SessionResult:
     # per change made in the timed window: [knob, seconds to the result, the run's own ms as the status says]
     latencies: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    # changes whose own run never showed: runs finished after the change, none of them at its value (a lost
+    # update), within --timeout; each is an error too, named apart from runs that did not finish at all
+    unanswered: list = field(default_factory=list)
     identity_knobs: dict | None = None
     identity_length: int = 0
     identity_text: str | None = None
@@ -455,21 +461,38 @@ class Student(threading.Thread):
         """Set one knob; the seconds until the run it started has finished, None on an error."""
         mark, start, before = len(self.statuses), time.perf_counter(), self.page.run()
         self.page.set(name, value)
-        return await self._wait_done(mark, start, self.opts.timeout, f"{name}={value!r}", before)
+        return await self._wait_done(mark, start, self.opts.timeout, f"{name}={value!r}", before, (name, value))
+
+    def _answers(self, done: re.Match, change: tuple | None) -> bool:
+        """Whether a finished run is the one `change` (knob, value) asked for: its status gives the
+        step count it ran (the classroom's runs are scheduled, one block: the knob's value), and the
+        page still shows the value set (a change undone by the server would show the old one)."""
+        if change is None:
+            return True
+        name, value = change
+        if name == "steps" and int(done.group(1)) != value:
+            return False
+        shown = self.page.value(name)
+        return abs(float(shown) - float(value)) < 1e-9 if isinstance(value, (int, float)) else shown == value
 
     async def _wait_done(self, mark: int, start: float, timeout: float, what: str = "load",
-                         before: int | None = None) -> float | None:
+                         before: int | None = None, change: tuple | None = None) -> float | None:
         """The seconds to the first finished status of a run after run `before` (the one shown when
-        the change was made; None: any run), by the run number the header carries with it: the
-        status text may be the same as the last run's. None, with the error recorded, on a failed
-        or stopped run, a notice, a lost connection, or no such result within `timeout`."""
-        notices = len(self.notices)
+        the change was made; None: any run) that answers `change` (the knob and value set; _answers),
+        by the run number the header carries with it: the status text may be the same as the last
+        run's, and a run finished after the change may still be of the knobs before it (a lost
+        update). None, with the error recorded, on a failed or stopped run, a notice, a lost
+        connection, or no such result within `timeout` ('never answered' when other runs finished)."""
+        notices, others = len(self.notices), set()  # the runs after the change that did not answer it
         while True:
             for t, status, run in self.statuses[mark:]:
                 if status in ("failed", "stopped"):
                     return self._fail(f"{what}: status {status!r}: {self.page.notice()}")
                 done = DONE.match(status)
                 if done and run is not None and (before is None or run > before):
+                    if not self._answers(done, change):
+                        others.add(run)  # a run after the change, of other knobs: keep waiting for its own
+                        continue
                     self.run_ms = int(done.group(3))
                     return t - start
             mark = len(self.statuses)
@@ -477,6 +500,10 @@ class Student(threading.Thread):
                 return self._fail(f"{what}: notice {self.notices[-1]!r}")
             if not self.session.connected:
                 return self._fail(f"{what}: connection lost")
+            if time.perf_counter() - start > timeout and others:
+                self.result.unanswered.append(what)
+                return self._fail(f"{what}: never answered: {len(others)} run(s) finished after it within {timeout:.0f} s, "
+                                  f"none at its value (status {self.page.status()!r})")
             if time.perf_counter() - start > timeout:
                 shown = self.page.run()
                 shown = "no finished run shown" if shown is None else f"run {shown} shown"
@@ -654,7 +681,7 @@ def summarise(n: int, seconds: float, opts, out: dict) -> dict:
     unchecked = [s.index for s in sessions if s.identity_match is None]
     start, end = out["probe_start"], out["probe_end"]
     row = {"sessions": n, "seconds": seconds, "think_s": opts.think, "requests": len(latencies),
-           "errors": len(errors), "p50_s": percentile(latencies, 50), "p95_s": percentile(latencies, 95),
+           "errors": len(errors), "unanswered": sum(len(s.unanswered) for s in sessions), "p50_s": percentile(latencies, 50), "p95_s": percentile(latencies, 95),
            "max_s": max(latencies, default=float("nan")),
            "req_per_s": len(latencies) / max([s.lesson_s for s in sessions] + [1e-3]),
            "rss_loaded_mb": out["probe_loaded"], "rss_start_mb": start, "rss_end_mb": end,
@@ -675,7 +702,7 @@ def summarise(n: int, seconds: float, opts, out: dict) -> dict:
 # ---------------------------------------------------------------------------- report
 
 COLUMNS = (("N", "sessions", "{:d}"), ("M s", "seconds", "{:g}"), ("requests", "requests", "{:d}"),
-           ("errors", "errors", "{:d}"), ("p50 s", "p50_s", "{:.2f}"), ("p95 s", "p95_s", "{:.2f}"),
+           ("errors", "errors", "{:d}"), ("never answered", "unanswered", "{:d}"), ("p50 s", "p50_s", "{:.2f}"), ("p95 s", "p95_s", "{:.2f}"),
            ("max s", "max_s", "{:.2f}"), ("req/s", "req_per_s", "{:.2f}"),
            ("RSS load MB", "rss_loaded_mb", "{:.0f}"), ("RSS start MB", "rss_start_mb", "{:.0f}"),
            ("RSS end MB", "rss_end_mb", "{:.0f}"), ("RSS growth", "rss_growth_pct", "{:+.1f}%"),

@@ -179,3 +179,23 @@ def test_the_solo_reference_reads_the_servers_threads_and_precision(monkeypatch)
     assert default.threads == 2 and default.precision == "fp32" and not default.no_auto_sweep  # the README's
     served = load_test.serve_options("--threads 1 --no-auto-sweep --precision bf16")
     assert served.threads == 1 and served.precision == "bf16" and served.no_auto_sweep
+
+
+def test_a_run_of_the_knobs_before_a_change_is_not_its_answer(served, monkeypatch):
+    """A lost update whose page still ends runs: the server samples the step count it had before the
+    change (its sampler_config reads a stale value), so runs finish after the change, none of them at
+    the value set. The client waits for the change's own run and counts the change as never answered,
+    apart from runs that never finish."""
+    from explorer.dashboard.session import Session
+
+    real = Session.sampler_config
+    monkeypatch.setattr(Session, "sampler_config", lambda self: real(self).replace(steps=4))
+
+    async def changes(student):
+        first = await student._change("seed", 5)  # answered: its run is at the seed set
+        return first, await student._change("steps", 6), student.result.unanswered
+
+    load, (first, steps, unanswered), errors = scripted_student(served, 5, changes)
+    assert load is not None and first is not None and steps is None
+    assert unanswered == ["steps=6"] and len(errors) == 1
+    assert errors[0].startswith("steps=6: never answered: 1 run(s) finished after it within 5 s, none at its value")
