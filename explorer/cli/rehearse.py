@@ -278,11 +278,16 @@ def log_in(tab, url: str, user: str, password: str) -> None:
         raise CLIError(f"--password: the login at {url.split('?')[0]}login was refused")
 
 
-def watch(pages: list[Page], tab_name: str, timeout: float, shots: list[Path]) -> None:
+def watch(pages: list[Page], tab_name: str, timeout: float, shots: list[Path], log: Path | None = None,
+          offset: int = 0) -> None:
     """Poll `pages` until each shows its result (the header names `tab_name` settled) or `timeout` runs out;
-    each page's screenshot goes to its path in `shots`."""
+    each page's screenshot goes to its path in `shots`. An error in the server's `log` since `offset` ends
+    the pages left at once (a page the server failed to build would wait out the timeout)."""
     left = list(zip(pages, shots))
     while left:
+        for problem in server_problems(log, offset)[:1]:
+            for page, _ in left:
+                page.problems.append(f"server: {problem}")
         for page, shot in list(left):
             if step(page, tab_name, timeout, shot):
                 left.remove((page, shot))
@@ -341,9 +346,10 @@ def rehearse(browser, base: str, item: Item, args, out: Path, log: Path | None, 
     pages = []
     for label in ("1st", "2nd"):
         pages.append(open_page(browser, url, label, login))
-        watch(pages[-1:], item.tab, args.timeout, [Path(f"{stem}-{label}.png")])
+        watch(pages[-1:], item.tab, args.timeout, [Path(f"{stem}-{label}.png")], log, offset)
     together = [open_page(browser, url, f"at once {i + 1}", login) for i in range(AT_ONCE)]
-    watch(together, item.tab, args.timeout, [Path(f"{stem}-at-once-{i + 1}.png") for i in range(AT_ONCE)])
+    watch(together, item.tab, args.timeout, [Path(f"{stem}-at-once-{i + 1}.png") for i in range(AT_ONCE)],
+          log, offset)
     pages += together
     server = server_problems(log, offset)
     result = max((p.outcome for p in pages), key=ORDER.get)
@@ -456,6 +462,26 @@ def out_dir(args) -> Path:
     return out
 
 
+@contextlib.contextmanager
+def stopped_by_sigterm():
+    """SIGTERM ends the rehearsal as Ctrl-C does, the server it started stopped too (Python's default would
+    leave that server serving)."""
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: leave the signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(args) -> int:
     check_args(args)
     chosen = select(args)
@@ -466,7 +492,7 @@ def main(args) -> int:
     out, began = out_dir(args), time.monotonic()
     command = "python run.py rehearse " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     rows = []
-    with server(args, out) as (base, log), chromium() as browser:
+    with stopped_by_sigterm(), server(args, out) as (base, log), chromium() as browser:
         login = (args.user, args.password) if args.password else None
         print(f"rehearsing {len(chosen)} links on {base} at {VIEWPORT['width']}x{VIEWPORT['height']}, each opened "
               f"twice, then {AT_ONCE} at once (timeout {args.timeout:g} s)", flush=True)
