@@ -185,6 +185,12 @@ KNOBS: dict[str, Knob] = registry(
     Knob("temperature_end", float, None, "Anneal the temperature linearly from temperature to this across "
          "the steps", lo=0, hi=100, greedy_below=MIN_TEMPERATURE, none=True, off=None,
          off_means="a constant temperature", kinds=BOTH),
+    # The uniform-state process's stop (uniform.py: DiffusionGemma's StableAndConfidentStoppingCriteria)
+    Knob("stop_entropy", float, 0.005, "Uniform-state models: a block stops once its mean entropy (nats, "
+         "tempered) is below this and its draft has been stable for stable_steps steps", lo=0, lo_open=True,
+         hi=100, none=True, off=None, off_means="every block takes all its steps", merge="share"),
+    Knob("stable_steps", int, 1, "Uniform-state models: steps the draft (the argmax) must stay unchanged "
+         "before a block may stop (0: confidence alone)", lo=0, hi=MAX_STEPS, merge="share"),
     Knob("top_k", int, 0, "Keep only the k most likely tokens", lo=0, off=0, label="Top-k", ui_range=(0, 128),
          kinds=BOTH, merge="share", sweep=True),
     Knob("top_p", float, 1.0, "Nucleus: keep the most likely tokens up to this probability mass", lo=0, hi=1,

@@ -40,8 +40,9 @@ import torch
 
 from .merged import merge_key, merged_steps
 from .recorder import SamplingCancelled
-from .sampler import ModelCall, eval_mode, sample_steps
+from .sampler import ModelCall, eval_mode, sample, sample_steps
 from .trajectory import Trajectory
+from .uniform import model_process
 
 MIN_PACK_ROWS = 16  # calls with fewer rows are computed alone (module docstring)
 # rows x length per shared call: measured best on a 2-core CPU (patterns, 1 thread); larger calls fall out of L2
@@ -268,6 +269,19 @@ def _run_tokens(model, run: dict) -> int:
     return rows * (plan.length if plan is not None else run.get("length") or model.config.block_size)
 
 
+def _one_by_one(model, runs: Sequence[dict], on_finish) -> list[Trajectory | None]:
+    """Each run as sample() runs it (None where it was cancelled), on_finish after each."""
+    results = []
+    for i, run in enumerate(runs):
+        try:
+            results.append(sample(model, **run))
+        except SamplingCancelled:
+            results.append(None)
+        if on_finish is not None:
+            on_finish(i, results[-1])
+    return results
+
+
 def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PER_CALL,
                 tokens_in_flight: int = TOKENS_IN_FLIGHT, logits_in_flight: int = LOGITS_IN_FLIGHT, merge: bool = True,
                 on_finish: Callable[[int, Trajectory | None], None] | None = None,
@@ -304,6 +318,8 @@ def sample_many(model, runs: Sequence[dict], *, tokens_per_call: int = TOKENS_PE
                         ("logits_in_flight", logits_in_flight)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"sample_many(): {name} must be a positive whole number, got {value!r}")
+    if model_process(model) == "uniform":  # a cache per run and random canvases: nothing to share, one by one
+        return _one_by_one(model, runs, on_finish)
     held = min(tokens_in_flight, logits_in_flight // (4 * model.config.vocab_size))
     pack = _Pack(model, runs, on_finish, max(held, 1), merge)
     with torch.no_grad(), eval_mode(model):

@@ -34,6 +34,7 @@ from .config import SamplerConfig
 from .schedules import split_steps
 from .step import EDIT_POST_STEPS
 from .template import Canvas, as_chat, blank_canvas, parse_template
+from .uniform import model_process
 
 GUESSED_STEPS = 32  # threshold decoding's rows are unknown: the views start sized for this many steps
 
@@ -51,6 +52,7 @@ class RunPlan:
     rows_exact: bool  # False for threshold / factor decoding: `rows` is then a guess
     max_steps: int  # steps it takes at most (= rows - 1 when exact)
     start_token: bool = False  # AR without a prompt: position 0 is a start token, not given text
+    process: str = "masked"  # the model's forward process: "uniform" runs uniform.py's sampler
 
     @property
     def length(self) -> int:
@@ -173,6 +175,8 @@ def plan_run(model, config: SamplerConfig, *, length: int | None = None, templat
         blocks = np.where(canvas.fixed, -1, 0).astype(np.int64)
         # a canvas parsed from a prompt keeps its template; the start-token canvas has none
         return RunPlan(kind, config, canvas, blocks, (n,), n + 1, True, n, start_token=canvas.template is None)
+    if model_process(model) == "uniform":
+        return _uniform_plan(model, config, canvas)
     blocks = plan_blocks(canvas.fixed, config.block_length)
     if config.adaptive:
         n = canvas.n_generate
@@ -181,6 +185,24 @@ def plan_run(model, config: SamplerConfig, *, length: int | None = None, templat
         return RunPlan(kind, config, canvas, blocks, None, min(n, GUESSED_STEPS) + 1, False, most)
     steps = tuple(split_steps(config.steps, int(blocks.max()) + 1))
     return RunPlan(kind, config, canvas, blocks, steps, sum(steps) + 1, True, sum(steps))
+
+
+def _uniform_plan(model, config: SamplerConfig, canvas: Canvas) -> RunPlan:
+    """A uniform-state run (uniform.py): blocks of block_length, else a cached model's own block (its
+    canvas length) or, without a cache, one block; each block takes up to `steps` steps (fewer once
+    stable and confident: then `rows` is a guess)."""
+    cached = bool(getattr(model.config, "cached", False))
+    if cached and not canvas.is_prefix:
+        raise ValueError("this model writes blocks after a cache of what precedes them: it can only continue "
+                         "a prompt (put every █ / [___] after the given text)")
+    size = config.block_length or (model.config.canvas_length if cached else 0)
+    blocks = plan_blocks(canvas.fixed, size)
+    n_blocks = int(blocks.max()) + 1
+    most = config.steps * n_blocks
+    exact = config.stop_entropy is None
+    rows = most + 1 if exact else min(most, GUESSED_STEPS) + 1
+    return RunPlan("diffusion", config, canvas, blocks, (config.steps,) * n_blocks, rows, exact, most,
+                   process="uniform")
 
 
 def _check_canvas(model, canvas, kind: str) -> None:
@@ -207,5 +229,8 @@ def check_plan(model, config: SamplerConfig, plan) -> RunPlan:
                          "config the run gets")
     if plan.kind != _kind(model):
         raise ValueError(f"the plan was made for a model of kind {plan.kind!r}; this one is of kind {_kind(model)!r}")
+    if plan.process != model_process(model):
+        raise ValueError(f"the plan was made for a {plan.process} diffusion model; this one denoises "
+                         f"{model_process(model)} noise")
     _check_canvas(model, plan.canvas, plan.kind)
     return plan

@@ -74,7 +74,7 @@ import numpy as np
 import torch
 
 from ..devices import model_device
-from . import step
+from . import step, uniform
 from .config import SamplerConfig
 from .plan import RunPlan, check_plan, plan_run
 from .recorder import Recorder
@@ -166,10 +166,13 @@ def resolve_generators(generator, batch_size: int | None, seed: int):
     return len(generator), [cpu_generator(g, seed) for g in generator]
 
 
-def call_model(model, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+def call_model(model, x: torch.Tensor, t: torch.Tensor, kwargs: dict | None = None) -> torch.Tensor:
     """model(x, t), computing a batch whose rows are all the same canvas as one row: every batched run
     starts so (all [MASK], or one template), and at step 1 of a 30-row sweep that is a 30x cheaper call.
-    Each row then gets exactly the logits of its solo run (a solo run is this one-row call)."""
+    Each row then gets exactly the logits of its solo run (a solo run is this one-row call).
+    kwargs: the extended call's (a cache holds the rows' context: the call is made as it is)."""
+    if kwargs:
+        return model(x, t, **kwargs)
     if x.shape[0] > 1 and bool((x == x[:1]).all()):
         return model(x[:1], t[:1]).expand(x.shape[0], -1, -1)  # (B, L, V) view of one row
     return model(x, t)
@@ -367,7 +370,7 @@ def drive(model, steps) -> Trajectory:
     try:
         while True:
             for call in next(steps):
-                call.logits = call_model(model, call.x, call.t)  # (B, L, V)
+                call.logits = call_model(model, call.x, call.t, call.kwargs)  # (B, L, V)
     except StopIteration as done:
         return done.value
 
@@ -401,6 +404,9 @@ def sample_steps(model, config: SamplerConfig, *, batch_size: int | None = None,
         raise ValueError(f"sample() needs a diffusion model, got kind {model.config.kind!r}; "
                          "use sample_ar() or sample_any()")
     plan = resolve_plan(model, config, plan, length, template)
+    if plan.process == "uniform":  # random-token noise, not [MASK]: DiffusionGemma's sampler (uniform.py)
+        return uniform.walk(model, config, plan, batch_size, rng, (record, on_step, should_stop),
+                            -1 if generator is not None else config.seed, RunClock())
     device = model_device(model)
     per_row = isinstance(rng, list)
     groups = ([Group(i, i + 1, generator=g, config=config) for i, g in enumerate(rng)] if per_row

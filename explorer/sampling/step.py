@@ -56,6 +56,7 @@ class ModelCall:
     t: torch.Tensor  # (B,) float masked fraction of each row
     logits: torch.Tensor | None = None  # (B, L, V) model(x, t), or bit-identical to it
     seconds: float | None = None  # what the run is charged for the call; None: all the time it was away
+    kwargs: dict | None = None  # the extended call's arguments (a uniform-state model's cache, uniform.py)
 
 
 @dataclass(eq=False)

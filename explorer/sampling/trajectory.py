@@ -30,6 +30,10 @@ class StepRecord:
     temperature: float
     called_model: bool  # False when the previous logits were reused (no NFE)
     seconds: float
+    # A uniform-state run (uniform.py): committed = accepted, remasked = re-noised (a fresh random token),
+    # and settled (B, L) bool: the block stopped and the position took its final token (else None)
+    settled: np.ndarray | None = None
+    process: str = "masked"  # "masked" ([MASK] noise) or "uniform" (random-token noise)
     # Runs with one generator per row only (else None):
     row_t: np.ndarray | None = None  # (B,) each row's own masked fraction
     row_temperature: np.ndarray | None = None  # (B,) each row's own temperature
@@ -46,6 +50,8 @@ class StepRecord:
             cut["edited"] = self.edited[i:i + 1].copy()
         if self.row_t is not None:
             cut.update(t=float(self.row_t[i]), temperature=float(self.row_temperature[i]))
+        if self.settled is not None:
+            cut["settled"] = self.settled[i:i + 1].copy()
         if self.row_called is not None:
             cut["called_model"] = bool(self.row_called[i])
         return replace(self, **cut, row_t=None, row_temperature=None, row_active=None, row_called=None)
@@ -72,6 +78,11 @@ class Trajectory:
     tokenizer: object | None = field(default=None, repr=False)
     # Added by the sampler engine (optional for anyone building a Trajectory by hand):
     blocks: np.ndarray | None = None  # (L,) int64 semi-AR block of each position; -1 for fixed
+    # A uniform-state run (uniform.py): the process, and settled (S, B, L) bool, the step where a block
+    # stopped and its positions took their final tokens; there committed means accepted (drawn and kept
+    # this step), remasked re-noised (a fresh random token), committed_at the step a position settled
+    process: str = "masked"
+    settled: np.ndarray | None = None
     step_t: np.ndarray | None = None  # (S,) float32 masked fraction the model saw (batch mean)
     temperatures: np.ndarray | None = None  # (S,) float32 temperature used at each step
     called_model: np.ndarray | None = None  # (S,) bool: False where logits were reused or not needed
@@ -123,7 +134,18 @@ class Trajectory:
             step_seconds=self.step_seconds[:n].copy(), called_model=called,
             step_t=None if step_t is None else step_t[:n].copy(),
             temperatures=None if temps is None else temps[:n].copy(),
-            row_t=None, row_temperatures=None, row_steps=None, row_called=None)
+            row_t=None, row_temperatures=None, row_steps=None, row_called=None,
+            settled=cut(self.settled))
+
+    @property
+    def accepted(self) -> np.ndarray | None:
+        """(S, B, L) a uniform-state run's accepted positions (its `committed`)."""
+        return self.committed
+
+    @property
+    def renoised(self) -> np.ndarray | None:
+        """(S, B, L) a uniform-state run's re-noised positions (its `remasked`)."""
+        return self.remasked
 
     @property
     def tokens_per_forward(self) -> float:

@@ -166,6 +166,9 @@ class SampleRequest:
         """Requests with equal keys can share a batched call; None: always alone."""
         if getattr(self.model.config, "kind", "diffusion") != "diffusion":
             return None
+        if getattr(self.model.config, "process", None) == "uniform" or (getattr(self.model, "meta", None) or {}).get(
+                "process") == "uniform":  # a uniform-state run draws the batch's noise from one generator
+            return None
         canvas = ("plan", self.plan.canvas_key) if self.plan is not None else (self.length, self.template)
         return (id(self.model), self.config.replace(seed=0), *canvas)
 

@@ -1,0 +1,89 @@
+"""The uniform-state process (explorer/sampling/uniform.py) on a mock denoiser with known logits, as our own
+uniform-state checkpoints run it (no cache: one block, the whole canvas, by default): its events, its
+invariants, and the distributions of its draws over seeds. DiffusionGemma itself (a cache, blocks,
+self-conditioning) is tests/unit/hf/test_diffusion_gemma.py's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.sampling import SamplerConfig, plan_run, sample
+from explorer.sampling.uniform import entropy_bound_accept, token_entropy
+
+from tests.support.models import MASK, TOK, gen, random_mock
+
+
+def uniform_mock(L=12, seed=0):
+    """random_mock (logits over a..d, a huge [MASK] logit) as a uniform-state model: its metadata's process."""
+    model = random_mock(L, seed)
+    model.meta = {"process": "uniform"}
+    return model
+
+
+def test_entropy_bound_accepts_the_lowest_entropies_up_to_the_bound():
+    h = torch.tensor([[0.5, 0.1, 2.0, 0.3, 0.05]])
+    # sorted 0.05, 0.1, 0.3, 0.5, 2.0: sums before each 0, 0.05, 0.15, 0.45, 0.95
+    assert entropy_bound_accept(h, 0.2).tolist() == [[False, True, False, True, True]]
+    assert entropy_bound_accept(h, 0.0).tolist() == [[False, False, False, False, True]]  # the lowest always
+    assert entropy_bound_accept(h, 1.0).all()
+    probs = torch.tensor([[0.25, 0.25, 0.25, 0.25]])
+    assert torch.allclose(token_entropy(probs.log()), torch.tensor([np.log(4.0)], dtype=torch.float32))
+
+
+def test_a_run_accepts_renoises_and_settles_every_position_once():
+    model = uniform_mock()
+    cfg = SamplerConfig(steps=10, temperature=1.0, temperature_end=0.5, entropy_bound=0.5, seed=3, stop_entropy=None)
+    tr = sample(model, cfg, template="ab████████cd", batch_size=3)
+    gen_pos = ~tr.fixed[0]
+    assert tr.process == "uniform" and tr.n_steps == 10 and tr.tokens.shape[0] == 11
+    assert (tr.tokens[..., ~gen_pos] == tr.tokens[:1][..., ~gen_pos]).all()  # the given text never changes
+    assert not (tr.tokens[0][:, gen_pos] == MASK).any()  # row 0: the block's random start, never [MASK]
+    assert not (tr.final == MASK).any() and not (tr.proposals == MASK).any()  # [MASK] is not a text token
+    assert not (tr.committed & tr.remasked).any()
+    live = tr.committed | tr.remasked | tr.settled
+    assert live[:, :, gen_pos].all() and not live[:, :, ~gen_pos].any()  # every step touches every position
+    assert (tr.settled.sum(axis=0)[:, gen_pos] == 1).all() and tr.settled[-1][:, gen_pos].all()
+    assert (tr.committed_at[:, gen_pos] == 9).all() and (tr.committed_at[:, ~gen_pos] == -1).all()
+    # settled tokens are the draft: the argmax of the tempered logits, which for a mock is the table's
+    np.testing.assert_array_equal(tr.final[:, gen_pos], model.table[2:10, :MASK].argmax(dim=1).expand(3, -1).numpy())
+    np.testing.assert_allclose(tr.temperatures, [0.5 + 0.5 * (10 - s) / 10 for s in range(10)], rtol=1e-6)
+
+
+def test_the_same_seed_gives_the_same_run_and_the_stop_ends_blocks_early():
+    model = uniform_mock()
+    cfg = SamplerConfig(steps=40, temperature=0.3, entropy_bound=0.5, seed=1, stop_entropy=5.0, stable_steps=2)
+    a, b = sample(model, cfg, length=12, batch_size=2), sample(model, cfg, length=12, batch_size=2)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    # a mock's draft never changes: stable from step 3 on (two equal drafts before it), and confident
+    assert a.n_steps == 3 and a.settled[2].all()
+    with pytest.raises(ValueError, match="one generator"):
+        sample(model, cfg, length=12, generator=[gen(0), gen(1)])
+
+
+def test_blocks_settle_left_to_right():
+    tr = sample(uniform_mock(), SamplerConfig(steps=4, block_length=4, seed=0, stop_entropy=None), length=12)
+    settled = [np.flatnonzero(tr.settled[:, 0, p])[0] for p in range(12)]
+    assert settled == [3] * 4 + [7] * 4 + [11] * 4
+    assert (tr.tokens[:4, 0, 4:] == MASK).all()  # a block not started holds the placeholder
+
+
+def test_draws_and_noise_follow_their_distributions_over_seeds():
+    """Over 400 seeds: the first step's draw at a position follows softmax(logits / T), and the noise
+    that replaces what is not accepted is uniform over the real tokens (never [MASK])."""
+    model = uniform_mock(L=6, seed=2)
+    T, n = 0.7, 400
+    drawn, noise = [], []
+    for seed in range(n):
+        tr = sample(model, SamplerConfig(steps=2, temperature=T, entropy_bound=0.01, seed=seed, stop_entropy=None),
+                    length=6)
+        drawn.append(tr.proposals[0, 0])
+        renoised = tr.remasked[0, 0]
+        noise.extend(tr.tokens[1, 0][renoised].tolist())
+    drawn = np.stack(drawn)  # (n, 6)
+    want = torch.softmax(model.table[:6, :MASK] / T, dim=1).numpy()  # (6, 4)
+    got = np.stack([(drawn == v).mean(axis=0) for v in range(MASK)], axis=1)  # (6, 4)
+    assert np.abs(got - want).max() < 4 * np.sqrt(0.25 / n)  # within 4 standard errors
+    counts = np.bincount(noise, minlength=MASK + 1)
+    assert counts[MASK] == 0 and len(noise) > 1000
+    assert np.abs(counts[:MASK] / len(noise) - 1 / MASK).max() < 4 * np.sqrt(0.25 / len(noise))
