@@ -98,20 +98,26 @@ def sweep_cells(base_config: SamplerConfig, vary) -> list[dict]:
     return full
 
 
+ADAPTIVE_RULES = ("threshold", "factor", "entropy_bound")  # each replaces the schedule: no step count
+
+
 def cells_from_vary(vary: dict):
-    """`vary` with threshold cells crossed with every knob but the step count: threshold decoding
-    ignores the step count, so crossing it with the steps would repeat one run per step value. A None
-    among the thresholds keeps the scheduled cells over the steps. Without thresholds, `vary` itself."""
-    thresholds = vary.get("threshold")
-    if not thresholds or thresholds == [None]:
+    """`vary` with the cells of each adaptive rule (threshold, factor, entropy bound: ADAPTIVE_RULES)
+    crossed with every knob but the step count and the other rules: such decoding ignores the step
+    count, so crossing it with the steps would repeat one run per step value, and one rule at a time
+    decides. A None among a rule's values keeps the scheduled cells over the steps. Without a rule's
+    values, `vary` itself."""
+    rules = {k: vary[k] for k in ADAPTIVE_RULES if vary.get(k) and vary[k] != [None]}
+    if not rules:
         return vary
-    rest = {k: v for k, v in vary.items() if k != "threshold"}
+    rest = {k: v for k, v in vary.items() if k not in rules}
+    off = dict.fromkeys(rules)
     cells = []
-    if None in thresholds:
-        cells += [dict(zip(rest, c), threshold=None) for c in itertools.product(*rest.values())]
+    if any(None in values for values in rules.values()):
+        cells += [dict(zip(rest, c), **off) for c in itertools.product(*rest.values())]
     no_steps = {k: v for k, v in rest.items() if k != "steps"}
-    cells += [dict(zip(no_steps, c), threshold=t) for t in thresholds if t is not None
-              for c in itertools.product(*no_steps.values())]
+    cells += [{**dict(zip(no_steps, c)), **off, rule: v} for rule, values in rules.items() for v in values
+              if v is not None for c in itertools.product(*no_steps.values())]
     return cells
 
 

@@ -149,6 +149,20 @@ def test_explicit_cells_fill_unvaried_knobs_from_the_base():
     assert cells == [{"steps": 2, "threshold": None}, {"steps": 16, "threshold": 0.9}]
 
 
+def test_each_adaptive_rule_is_swept_without_the_steps_and_one_at_a_time():
+    """threshold, factor and entropy_bound each replace the step count: their cells are not crossed with
+    the steps, nor with each other; a None among their values keeps the scheduled cells."""
+    cells = experiments.cells_from_vary({"steps": [4, 16], "strategy": ["confidence"], "threshold": [None, 0.9],
+                                         "factor": [1.0], "entropy_bound": [0.5, 2.0]})
+    off = {"threshold": None, "factor": None, "entropy_bound": None}
+    assert cells == [{"steps": 4, "strategy": "confidence", **off}, {"steps": 16, "strategy": "confidence", **off},
+                     {"strategy": "confidence", **off, "threshold": 0.9}, {"strategy": "confidence", **off, "factor": 1.0},
+                     {"strategy": "confidence", **off, "entropy_bound": 0.5},
+                     {"strategy": "confidence", **off, "entropy_bound": 2.0}]
+    assert experiments.cells_from_vary({"steps": [4], "entropy_bound": [1.0]}) == [{"entropy_bound": 1.0}]
+    assert experiments.cells_from_vary({"steps": [4], "threshold": [None]}) == {"steps": [4], "threshold": [None]}
+
+
 # ----------------------------------------------------------------------------- aggregate, sweet spot
 
 def _summary(steps, means, metric="pattern_quality", **extra):
