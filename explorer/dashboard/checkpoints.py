@@ -13,8 +13,10 @@ others wait and get that object). This module says what to load and how; runtime
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from ..checkpoint import (
+    checked_config,
     list_checkpoints,
     load_checkpoint,
     read_metadata,
@@ -69,6 +71,21 @@ def load(name: str, device) -> object:
     else:
         key = (name, str(device), resolve_checkpoint(name, allow_paths=False).stat().st_mtime_ns)
     return MODELS.get(key, lambda: load_checkpoint(name, device, allow_paths=False, hf=hf))
+
+
+def peek(name: str):
+    """A checkpoint of checkpoints/ as its metadata describes it, read without its weights: `.config`,
+    `.tokenizer` and `.meta` as its loaded model has them (a session fits its knobs to it before the
+    load: Session._preview). None for a listed Hugging Face model, or a file its load will report on."""
+    if name in listed_models():
+        return None
+    try:
+        path = resolve_checkpoint(name, allow_paths=False)
+        meta = read_metadata(path)
+        config, tokenizer = checked_config(path, meta)
+    except (ValueError, OSError):  # CheckpointError is a ValueError
+        return None
+    return SimpleNamespace(config=config, tokenizer=tokenizer, meta=meta, path=path)
 
 
 def _latest_val(meta: dict) -> float | None:

@@ -144,6 +144,7 @@ class Session(SessionKnobs):
         if precision != "fp32":  # the texts differ from fp32 ones: the page says why
             self.device_name += f", {precision} autocast"
         self.model = None
+        self.fitted_to = None  # the model, or before its load its checkpoint's metadata, the knobs are fitted to
         # what this session may ask of the server (serve's limits): its tabs' Workers and results count here
         self.share = SessionShare()
         self._loads = Worker("load", device=self.device)
@@ -153,6 +154,7 @@ class Session(SessionKnobs):
         self._wanted, self._notice = checkpoint_or_default(checkpoint, names, fallback)
         self._fallback, self._failed = fallback, set()  # what a failed first load falls back to (_open_instead)
         self.error = self._notice  # on the page from the start; set again once the default is loaded
+        self._preview(self._wanted)
 
     def sampler_config(self) -> SamplerConfig:
         """The SamplerConfig these knobs describe (raises ValueError with a readable message)."""
@@ -226,18 +228,8 @@ class Session(SessionKnobs):
             if name not in self.param.checkpoint.objects:
                 self.param.checkpoint.objects = [*self.param.checkpoint.objects, name]
             self.checkpoint = name
-            context = model.config.block_size
-            self.param.length.bounds = (1, context)
-            self.param.block_length.bounds = (0, context)
-            self.param.top_k.bounds = (0, model.config.mask_id)
-            self.length = context
-            self.top_k = min(self.top_k, model.config.mask_id)
             pinned, self._pinned = self._pinned, {}
-            if pinned.get("length", 0) > context:
-                del pinned["length"]
-            self.param.update(**{**self.recommended_knobs(model), **pinned})
-            if self.template and model.tokenizer.unknown_chars(self.template.replace("[___]", "").replace("█", "")):
-                self.template = ""  # a template for another model's alphabet
+            self._fit_knobs(model, pinned)
             for hook in list(self.load_hooks):  # e.g. a shared link's length, checked against this model
                 hook(model)
         finally:
@@ -247,6 +239,38 @@ class Session(SessionKnobs):
         self.loaded += 1  # the tabs start their work (Explore: its first run, which may set a notice)
         if not self.error:
             self.error = notice  # e.g. why ?checkpoint= was not used, unless the first run's notice is shown
+
+    def _fit_knobs(self, model, pinned: dict) -> None:
+        """The knobs fitted to `model` (a loaded one, or a checkpoint's metadata: checkpoints.peek): its
+        context bounds the length (set to it) and block length, its vocabulary top-k; then its recommended
+        knobs, and `pinned` over them. A template in another alphabet is dropped."""
+        self.fitted_to = model  # what a knob's default is read from (urlstate: a link leaves defaults out)
+        context = model.config.block_size
+        self.param.length.bounds = (1, context)
+        self.param.block_length.bounds = (0, context)
+        self.param.top_k.bounds = (0, model.config.mask_id)
+        self.length = context
+        self.top_k = min(self.top_k, model.config.mask_id)
+        pinned = {k: v for k, v in pinned.items() if not (k == "length" and v > context)}
+        self.param.update(**{**self.recommended_knobs(model), **pinned})
+        if self.template and model.tokenizer.unknown_chars(self.template.replace("[___]", "").replace("█", "")):
+            self.template = ""  # a template for another model's alphabet
+
+    def _preview(self, name: str | None) -> None:
+        """Show `name` and its knobs from the first paint: the checkpoint's metadata (read without its
+        weights) fits the knobs as its load will, so a page does not show the default checkpoint's
+        knobs (256 characters, 32 steps) for the seconds the model takes to load, and a link's knobs
+        are applied (urlstate.py) and checked against this checkpoint's bounds over these. The load
+        fits them again from the model (_loaded)."""
+        card = checkpoints.peek(name) if name else None
+        if card is None:  # a Hugging Face model, or a file the load will report on
+            return
+        self.quiet = True
+        try:
+            self.checkpoint = name
+            self._fit_knobs(card, self._pinned)
+        finally:
+            self.quiet = False
 
     def _load_failed(self, job, name: str, message: str) -> None:
         """Keep the model that was loaded, and put the selector back on it so the page does not claim

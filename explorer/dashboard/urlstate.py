@@ -280,9 +280,10 @@ class UrlState(param.Parameterized):
     # ------------------------------------------------------------------ session -> link
 
     def _default(self, obj, name: str):
-        model = getattr(self.state, "model", None)
+        # a loaded model starts at its context and its knobs; before its load, its checkpoint's metadata says them
+        model = getattr(self.state, "model", None) or getattr(self.state, "fitted_to", None)
         if obj is self.state and name in KNOBS and model is not None:
-            return self._model_default(name, model)  # a loaded model starts at its context and its knobs
+            return self._model_default(name, model)
         return obj.param[name].default
 
     def query(self) -> dict[str, str]:

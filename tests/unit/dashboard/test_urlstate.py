@@ -101,15 +101,18 @@ def test_bad_values_are_named_in_one_notice_and_not_applied(session):
     assert session.threshold == 0.8 and session.seed == 4  # valid ones still apply (threshold came first)
 
 
-def test_model_dependent_values_are_checked_after_the_load(session):
+def test_model_dependent_values_are_checked_against_the_checkpoint(session):
+    """At once against the checkpoint's file (its context and vocabulary, read before the load), and
+    again once the model is loaded (the template's alphabet)."""
     url = url_for(session)
     url.apply({"length": "100", "top_k": "100", "block_length": "8", "template": "AB█"})
-    assert url.notice == "" and session.length == 100  # fine for some model; this one is not loaded yet
+    assert "length=100" in url.notice and "top_k=100" in url.notice and "outside the range 1 to 24" in url.notice
+    assert session.model is None and session.length == LENGTH and session.top_k == 0
     session.load(wait=True)
     assert session.model is not None
     assert session.length == LENGTH and session.top_k == 0 and session.block_length == 8
     assert session.template == "AB█"
-    assert "length=100" in url.notice and "top_k=100" in url.notice and "not for tiny" in url.notice
+    assert "length=100" in url.notice and "top_k=100" in url.notice
     assert not session.load_hooks  # one-shot: switching checkpoints later resets length as usual
 
 
@@ -150,7 +153,7 @@ def test_query_holds_only_non_defaults(session):
     fresh.tabs["Dummy"] = DummyState(fresh)
     again = UrlState(fresh, ["Explore", "Dummy"])
     again.apply(q)
-    assert again.notice == "" and again.query() == {k: v for k, v in q.items() if k != "checkpoint"}
+    assert again.notice == "" and again.query() == q  # the checkpoint too: known from the first paint
     fresh.close()
 
 
