@@ -1,7 +1,9 @@
 """Collects what each step produced and assembles the Trajectory; shared by both samplers.
 
 With record=False and no on_step callback nothing is copied to the host per step except the
-step's wall time, t, temperature and whether the model was called (a few floats). `should_stop`
+step's wall time, t, temperature and whether the model was called (a few floats). With record=True
+alone the step's arrays stay where the run computes and reach the host in one copy at the end; an
+on_step callback gets each step's arrays at once, all of them in one copy (to_host). `should_stop`
 (a plain callable, checked after every step) cancels without building a StepRecord, so a sweep can
 stop mid-call without the per-step host copies (and device syncs) that on_step costs.
 """
@@ -25,9 +27,27 @@ class SamplingCancelled(Exception):
         super().__init__(f"sampling cancelled by {by} after step {step}")
 
 
+STEP_ARRAYS = ("tokens", "scores", "proposals", "confidence", "committed", "remasked", "edited")
+ON_STEP_COPIES = 1  # copies to the host of a step handed to on_step (record=True alone copies at the end)
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     # Always a copy: a CPU tensor's .numpy() shares memory, and the sampler updates some in place.
     return t.detach().to("cpu", copy=True).numpy()
+
+
+def to_host(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """The tensors as numpy arrays of their own dtypes and shapes, in ONE copy to the host: on a GPU
+    each copy waits for the device, and a recorded step's six or seven arrays were as many waits. Their
+    bytes travel as one buffer (exact for every dtype); the arrays are disjoint views of it."""
+    flat = [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in tensors.values()]
+    host = _np(torch.cat(flat)) if flat else np.zeros(0, dtype=np.uint8)
+    out, at = {}, 0
+    for (key, t), raw in zip(tensors.items(), flat):
+        dtype = torch.empty(0, dtype=t.dtype).numpy().dtype
+        out[key] = host[at:at + raw.numel()].view(dtype).reshape(tuple(t.shape))
+        at += raw.numel()
+    return out
 
 
 class Recorder:
@@ -42,11 +62,13 @@ class Recorder:
         self.called: list[bool] = []
         self.per_row: dict[str, list[np.ndarray]] = {"row_t": [], "row_temperature": [], "row_active": [],
                                                         "row_called": []}
-        self.rows: dict[str, list[np.ndarray]] = {k: [] for k in
-                                                  ("tokens", "scores", "proposals", "confidence", "committed",
-                                                            "remasked", "edited")}
+        # record=True: each step's arrays, kept where the run computes (copies made on the device, so
+        # nothing waits) and brought to the host once, when the run ends; a run with on_step hands every
+        # step to it as numpy arrays anyway, and keeps those
+        self.rows: dict[str, list] = {k: [] for k in STEP_ARRAYS}
+        self.on_device = record and on_step is None
         if record:
-            self.rows["tokens"].append(_np(x0))
+            self.rows["tokens"].append(x0.detach().clone() if self.on_device else _np(x0))
 
     def add(self, index: int, x, proposals, scores, confidence, committed, remasked, *,
             t: float, temperature: float, called: bool, seconds: float, per_row: dict | None = None,
@@ -64,10 +86,14 @@ class Recorder:
             raise SamplingCancelled(index, "should_stop")
         if not self.record and self.on_step is None:
             return
-        rec = StepRecord(index=index, tokens=_np(x), scores=_np(scores), proposals=_np(proposals),
-                         confidence=_np(confidence), committed=_np(committed), remasked=_np(remasked),
-                         edited=np.zeros(x.shape, dtype=bool) if edited is None else _np(edited),
-                         t=t, temperature=temperature, called_model=called, seconds=seconds, **(per_row or {}))
+        arrays = dict(tokens=x, scores=scores, proposals=proposals, confidence=confidence, committed=committed,
+                      remasked=remasked, edited=torch.zeros_like(committed) if edited is None else edited)
+        if self.on_device:  # copied on the device (the sampler may update a canvas in place), nothing waits
+            for key, value in arrays.items():
+                self.rows[key].append(value.detach().clone())
+            return
+        rec = StepRecord(index=index, **to_host(arrays), t=t, temperature=temperature, called_model=called,
+                         seconds=seconds, **(per_row or {}))
         if self.record:
             for key in self.rows:
                 self.rows[key].append(getattr(rec, key))
@@ -78,12 +104,22 @@ class Recorder:
         if not self.record:
             return None
         rows = self.rows[key]
+        if isinstance(rows, np.ndarray):  # stacked already (_rows_to_host)
+            return rows.astype(dtype, copy=False)
         return np.stack(rows).astype(dtype, copy=False) if rows else np.zeros((0, *shape), dtype=dtype)
+
+    def _rows_to_host(self) -> None:
+        """A record kept on the device: stacked there, then to the host in one copy (to_host)."""
+        if self.on_device:
+            kept = {key: torch.stack(rows) for key, rows in self.rows.items() if rows}
+            self.rows.update(to_host(kept))
+            self.on_device = False
 
     def finish(self, *, final, committed_at, commit_confidence, fixed, nfe: int, config: SamplerConfig,
                seed: int, mask_id: int, kind: str, tokenizer, blocks: np.ndarray | None) -> Trajectory:
         final = _np(final)
         BL = final.shape
+        self._rows_to_host()
         row_arrays = {}
         if self.per_row["row_t"]:  # one generator per row: each row's own t, temperature, step count
             row_arrays = dict(row_t=np.stack(self.per_row["row_t"]).astype(np.float32),

@@ -1,8 +1,9 @@
 """Host syncs per step, counted on the CPU (tests/support/host_syncs.py): on a GPU each read the host
 makes of a device tensor (.item(), bool(), .tolist(), nonzero without a size, a copy to the host)
 waits for the device, and at small batches those waits, not the kernels, are a step's time. The
-sampler's design (sampler.py's docstring, "Host syncs"): one read a step, plus the step's record
-copied to the host with record=True; the merged walk one read a step."""
+sampler's design (sampler.py's docstring, "Host syncs"): one read a step whatever `record` is (a
+recorded run keeps its steps on the device and copies them to the host once, at its end), plus one
+copy of the step for an on_step callback; the merged walk one read a step."""
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,8 @@ import torch
 
 from explorer.sampling import SamplerConfig, sample
 from explorer.sampling.merged import merged_steps
-from explorer.sampling.sampler import RECORD_COPIES
-from tests.support.host_syncs import per_step_syncs
+from explorer.sampling.recorder import ON_STEP_COPIES
+from tests.support.host_syncs import counting_syncs, per_step_syncs
 from tests.support.models import adaln_patterns_model, gen
 
 
@@ -22,20 +23,50 @@ def worst(steps: list[dict]) -> int:
 
 @pytest.mark.parametrize("record", [False, True])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_a_one_row_step_reads_the_device_once_plus_its_record(monkeypatch, record, temperature):
+@pytest.mark.parametrize("batch_size", [1, 32])
+def test_a_step_reads_the_device_as_often_recorded_or_not(monkeypatch, record, temperature, batch_size):
+    """Once a step (_read_step); a batch adds its driver's check of equal rows (call_model asks whether
+    all rows are one canvas before each model call). Recording adds nothing inside a step: its copies
+    to the host (six a step before, seven with token editing) are one, when the run ends."""
     model = adaln_patterns_model()
+    config = SamplerConfig(steps=8, temperature=temperature, strategy="margin")
     with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
-        sample(model, SamplerConfig(steps=8, temperature=temperature, strategy="margin"), record=record)
-    assert worst(steps) == 1 + (RECORD_COPIES if record else 0), steps
+        sample(model, config, batch_size=batch_size, record=record)
+    assert worst(steps) == (1 if batch_size == 1 else 2), steps
+
+
+@pytest.mark.parametrize("batch_size", [1, 32])
+def test_a_recorded_run_copies_its_steps_to_the_host_once(batch_size):
+    model = adaln_patterns_model()
+    config = SamplerConfig(steps=8, temperature=1.0, remask=0.2, block_length=12)
+    with torch.no_grad():
+        with counting_syncs() as off:
+            plain = sample(model, config, batch_size=batch_size, record=False)
+        with counting_syncs() as on:
+            recorded = sample(model, config, batch_size=batch_size, record=True)
+    assert on.total == off.total + 1, (dict(off.names), dict(on.names))
+    assert (recorded.final == plain.final).all() and recorded.tokens.shape == (recorded.n_steps + 1, batch_size, 24)
+    assert (recorded.tokens[-1] == recorded.final).all() and recorded.scores.dtype.name == "float32"
+
+
+def test_a_step_handed_to_on_step_is_one_copy_more(monkeypatch):
+    """The dashboard's live rows: every step's arrays reach the host at once, in one copy (to_host)."""
+    model = adaln_patterns_model()
+    seen = []
+    with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
+        sample(model, SamplerConfig(steps=8, temperature=1.0), on_step=seen.append)
+    assert worst(steps) == 1 + ON_STEP_COPIES, steps
+    assert len(seen) == 8 and seen[-1].tokens.dtype.name == "int64" and seen[-1].committed.dtype == bool
 
 
 def test_a_batched_step_adds_only_its_drivers_check_of_equal_rows(monkeypatch):
     """sample()'s driver (call_model) asks whether all rows are one canvas before each model call."""
     model = adaln_patterns_model()
-    with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
-        sample(model, SamplerConfig(steps=8, temperature=1.0, remask=0.2, block_length=12), batch_size=5,
-               record=False)
-    assert worst(steps) == 2, steps
+    for record in (False, True):
+        with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
+            sample(model, SamplerConfig(steps=8, temperature=1.0, remask=0.2, block_length=12), batch_size=5,
+                   record=record)
+        assert worst(steps) == 2, steps
 
 
 def test_a_step_with_one_generator_per_row_reads_once_plus_its_rows_facts(monkeypatch):
