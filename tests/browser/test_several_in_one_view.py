@@ -81,7 +81,7 @@ def test_one_explore_link_shows_every_sample(browser, served, tmp_path, query, r
     shown = page.locator(".explore-samples table.smp tr")
     wait_until(lambda: shown.count() == len(rows))
     texts = [shown.nth(i).locator("pre").inner_text() for i in range(len(rows))]
-    assert texts == [solo(4, seed, template) for template, seed in rows]
+    assert texts == [solo(4, seed, template).replace("\n", "↵") for template, seed in rows]
     labels = [shown.nth(i).locator("th").inner_text() for i in range(len(rows))]
     assert all(f"seed {seed}" in label for label, (_, seed) in zip(labels, rows))
     if not rows[0][0]:  # the sidebar's template: row 0 is the run above

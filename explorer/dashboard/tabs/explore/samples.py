@@ -11,18 +11,18 @@ from ...ui.safe import literal
 
 ROWS_CSS = """<style>
 .smp { border-collapse: collapse; width: 100%; }
-.smp th { text-align: left; white-space: nowrap; vertical-align: top; padding: 0.15em 0.8em 0.15em 0; font-weight: bold; }
-.smp td { vertical-align: top; padding: 0.15em 0; width: 100%; }
+.smp th { text-align: left; white-space: nowrap; vertical-align: top; padding: 0.1em 0.8em 0.1em 0; font-weight: bold; }
+.smp td { vertical-align: top; padding: 0.1em 0; width: 100%; }
 .smp tr + tr th, .smp tr + tr td { border-top: 1px solid #ddd; }
 .smp pre { white-space: pre-wrap; word-break: break-all; margin: 0; font-family: ui-monospace, 'DejaVu Sans Mono', monospace; }
-.smp .tpl { font-weight: normal; color: #555; }
+.smp .tpl { font-weight: normal; color: #555; font-size: 0.8em; }
 </style>"""
 
 
 def samples_html(result: dict, size: dict, seed: int, template: str) -> str:
     """The rows, one per prompt and seed: the seed (and the prompt, when there are several), then the
-    text with its whitespace kept (a newline is part of Shakespeare's text). The row the run above
-    shows (its seed, its template) says so."""
+    text, its spaces kept and each newline shown as ↵ (one block per sample, so eight 64-character samples
+    fit a 1366x768 projector's first screen). The row the run above shows (its seed, its template) says so."""
     several = len(result["templates"]) > 1 or result["templates"] != [template]
     body = []
     for row in result["rows"]:
@@ -31,7 +31,8 @@ def samples_html(result: dict, size: dict, seed: int, template: str) -> str:
             label += f"<br><span class='tpl'>{literal(row['template']) or '(no template)'}</span>"
         elif row["seed"] == seed:
             label += "<br><span class='tpl'>the run above</span>"
-        body.append(f"<tr><th>{label}</th><td><pre style='font-size:{size['text']}'>{literal(row['text'])}</pre></td></tr>")
+        text = literal(row["text"]).replace("\n", "↵")
+        body.append(f"<tr><th>{label}</th><td><pre>{text}</pre></td></tr>")
     return f"{ROWS_CSS}<table class='smp' style='font-size:{size['base']}'>{''.join(body)}</table>"
 
 
