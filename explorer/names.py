@@ -17,8 +17,9 @@ STRATEGIES = ("confidence", "margin", "entropy", "random", "left_to_right")
 SCHEDULES = ("remaining", "linear", "cosine")
 # Older names still accepted from links, the CLI and saved sweeps, read as the name they map to
 SCHEDULE_ALIASES = {"seed": "remaining"}
-HF_FAMILIES = ("mlm", "llada", "dream", "causal")  # BERT-family masked LMs; LLaDA-style; Dream-style (shifted
-# logits); causal LMs (GPT-2, Llama ...), which judge text (gen-PPL) and are not sampled here
+HF_FAMILIES = ("mlm", "llada", "dream", "diffusion_gemma", "causal")  # BERT-family masked LMs; LLaDA-style;
+# Dream-style (shifted logits); DiffusionGemma-style block diffusion (uniform-state noise, a cache of what precedes
+# the block); causal LMs (GPT-2, Llama ...), which judge text (gen-PPL) and are not sampled here
 HF_DTYPES = ("bf16", "fp16", "fp32")
 SUPPRESS_EOS = ("off", "logits", "confidence", "both")  # LLaDA: EOS / end-of-turn never proposed, or committed last
 # `run.py serve --scheduler ADDRESS` hands the Dask scheduler's address to the app in this variable; here so
