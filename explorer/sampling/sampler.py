@@ -52,10 +52,10 @@ rows there, a run with one generator per row one group per row. Seeds: step.py s
 
 Host syncs (on a GPU each read of a device tensor by the host waits for the device; at small batches
 those waits, not the kernels, set a step's time): a step reads the device once (_read_step: t, whether
-the canvas changed, which groups step and how many positions each draws for), whatever record is;
-record=True adds the step's record, RECORD_COPIES copies to the host; one generator per row adds one
-copy of the rows' own t; threshold decoding, a few scalar reads to move rows to their next block; token
-editing, one more copy in a recorded step (the edits).
+the canvas changed, which groups step and how many positions each draws for), whatever record is:
+record=True keeps the steps on the device and copies them to the host once, when the run ends, and an
+on_step callback adds one copy of the step (recorder.py); one generator per row adds one copy of the
+rows' own t; threshold decoding, a few scalar reads to move rows to their next block.
 sample()'s driver adds one per model call of several rows (call_model: are they one canvas?). A merged
 walk (merged.py) reads once a step. tests/unit/sampling/test_host_syncs.py counts them on the CPU.
 
@@ -80,9 +80,6 @@ from .plan import RunPlan, check_plan, plan_run
 from .recorder import Recorder
 from .step import NAN, Group, ModelCall, Part, initial_state  # noqa: F401  (ModelCall: re-exported for drivers)
 from .trajectory import Trajectory
-
-
-RECORD_COPIES = 6  # a recorded step's copies to the host: tokens, scores, proposals, confidence, commits, re-masks
 
 
 class RunClock:
@@ -250,6 +247,8 @@ def _step(run: _Run, st: step.State, block: torch.Tensor, s: int, S: int | None,
     if run.config.edit_threshold > 0 and editing:
         run.edited = step.edit(run.batch, st, block, masked, editing, st.step)
         changed = changed | run.edited
+        # recorded as a commit is: the new token as the proposal, its probability as the confidence
+        proposals, conf = torch.where(run.edited, st.x, proposals), torch.where(run.edited, st.commit_conf, conf)
     remask = torch.zeros_like(chosen)
     if run.config.remask > 0 and S is not None and s < S - 1:  # never at a block's last step
         remask = step.revise(run.batch, st, block)

@@ -22,8 +22,8 @@ class StepRecord:
     index: int  # 0-based step index
     tokens: np.ndarray  # (B, L) canvas after this step
     scores: np.ndarray  # (B, L) score of each masked position's proposal; NaN elsewhere
-    proposals: np.ndarray  # (B, L) proposed token at every position (fixed/decoded: current token)
-    confidence: np.ndarray  # (B, L) p(proposal) under the untempered distribution; NaN where not masked
+    proposals: np.ndarray  # (B, L) proposed token at every position (fixed/decoded: current token; edited: new)
+    confidence: np.ndarray  # (B, L) p(proposal) under the untempered distribution; NaN where neither masked nor edited
     committed: np.ndarray  # (B, L) bool: committed at this step
     remasked: np.ndarray  # (B, L) bool: returned to [MASK] at this step (revision)
     t: float  # masked fraction the model was called with (mean over the batch)
@@ -62,7 +62,7 @@ class Trajectory:
     tokens: np.ndarray | None  # (S+1, B, L) int64: canvas before the first step and after each
     scores: np.ndarray | None  # (S, B, L) float32, NaN where the position was not masked
     proposals: np.ndarray | None  # (S, B, L) int64
-    confidence: np.ndarray | None  # (S, B, L) float32, NaN where not masked
+    confidence: np.ndarray | None  # (S, B, L) float32, NaN where neither masked nor edited
     remasked: np.ndarray | None  # (S, B, L) bool: revision events
     committed_at: np.ndarray  # (B, L) int64: step that committed the final token; -1 for fixed positions
     commit_confidence: np.ndarray  # (B, L) float32: confidence of the final token when committed (NaN: fixed)

@@ -156,5 +156,7 @@ def test_an_edit_is_recorded_with_its_step_and_confidence():
     logits = model.row_logits(torch.as_tensor(tr.tokens[s, b]))[i]  # what the model said at that step
     p = torch.softmax(logits, dim=-1)
     assert int(p.argmax()) == after and float(p.max()) > 0.5
+    # recorded as a commit is: the new token as the step's proposal, its probability as its confidence
+    assert tr.proposals[s, b, i] == after and np.isclose(tr.confidence[s, b, i], float(p.max()))
     last = np.flatnonzero(tr.edited[:, b, i] | tr.committed[:, b, i])[-1]  # the final token's step
     assert tr.committed_at[b, i] == last
