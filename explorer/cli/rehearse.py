@@ -251,8 +251,9 @@ class Page:
     changed: float = 0.0
 
 
-def open_page(browser, url: str, label: str, login: tuple | None) -> Page:
-    """A new browser context (a student of its own) at `url`, its console and page errors collected."""
+def open_page(browser, url: str, label: str, login: tuple | None, timeout: float) -> Page:
+    """A new browser context (a student of its own) at `url`, its console and page errors collected. A
+    server that sends no page within `timeout` seconds leaves the page blank (watch then finds it hung)."""
     context = browser.new_context(viewport=VIEWPORT)
     tab = context.new_page()
     page = Page(label, handle=tab)
@@ -263,7 +264,11 @@ def open_page(browser, url: str, label: str, login: tuple | None) -> Page:
     if login is not None:
         log_in(tab, url, *login)
     page.started = page.changed = time.monotonic()
-    tab.goto(url, wait_until="commit")
+    try:
+        tab.goto(url, wait_until="commit", timeout=timeout * 1000)
+    except Exception as e:  # playwright's TimeoutError, or no server at all
+        if "Timeout" not in type(e).__name__:
+            page.problems.append(f"open: {str(e).strip().splitlines()[0]}")
     return page
 
 
@@ -345,9 +350,9 @@ def rehearse(browser, base: str, item: Item, args, out: Path, log: Path | None, 
     stem = out / f"{item.number:02d}-{''.join(c if c.isalnum() else '-' for c in item.name).strip('-')}"
     pages = []
     for label in ("1st", "2nd"):
-        pages.append(open_page(browser, url, label, login))
+        pages.append(open_page(browser, url, label, login, args.timeout))
         watch(pages[-1:], item.tab, args.timeout, [Path(f"{stem}-{label}.png")], log, offset)
-    together = [open_page(browser, url, f"at once {i + 1}", login) for i in range(AT_ONCE)]
+    together = [open_page(browser, url, f"at once {i + 1}", login, args.timeout) for i in range(AT_ONCE)]
     watch(together, item.tab, args.timeout, [Path(f"{stem}-at-once-{i + 1}.png") for i in range(AT_ONCE)],
           log, offset)
     pages += together
@@ -364,6 +369,18 @@ def rehearse(browser, base: str, item: Item, args, out: Path, log: Path | None, 
 # What Bokeh and Tornado log when a page closes while its last messages are on their way (each closed
 # page of the rehearsal can give them): not the dashboard's failures
 CLOSED = ("WebSocketClosedError", "StreamClosedError", "assert self._session is not None")
+
+
+def rehearse_or_fail(browser, base: str, item: Item, args, out: Path, log: Path | None, login) -> dict:
+    """rehearse(), or a failed row saying why when the browser itself failed: the next figures still run."""
+    try:
+        return rehearse(browser, base, item, args, out, log, login)
+    except CLIError:
+        raise
+    except Exception as e:
+        broken = Page("browser", outcome="error", problems=[f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"])
+        return {"number": item.number, "figure": item.name, "section": item.section, "tab": item.tab, "url": "",
+                "result": "error", "server": [], "pages": [asdict(broken)] * 2}
 
 
 def server_problems(log: Path | None, offset: int) -> list[str]:
@@ -498,7 +515,7 @@ def main(args) -> int:
               f"twice, then {AT_ONCE} at once (timeout {args.timeout:g} s)", flush=True)
         print(ROW.format("#", "figure", "tab", "1st s", "2nd s", f"{AT_ONCE} at once s", "result", "note"), flush=True)
         for item in chosen:
-            rows.append(rehearse(browser, base, item, args, out, log, login))
+            rows.append(rehearse_or_fail(browser, base, item, args, out, log, login))
             print(format_row(rows[-1]), flush=True)
             # so far, after each row: a rehearsal stopped early (Ctrl-C) leaves its report
             write_report(out, rows, summary(rows, time.monotonic() - began, out), command)
