@@ -21,9 +21,11 @@ log = logging.getLogger(__name__)
 
 # Per-step arrays of a recorded Trajectory, written when present (record=False runs have none).
 STEP_ARRAYS = ("tokens", "scores", "proposals", "confidence", "remasked", "committed", "step_t", "temperatures",
-               "called_model", "blocks", "row_t", "row_temperatures", "row_steps")
+               "called_model", "blocks", "row_t", "row_temperatures", "row_steps", "settled")
 CSV_COLUMNS = ("step", "row", "position", "token", "char", "state", "proposal", "proposal_char", "score",
-               "confidence", "committed", "remasked", "committed_at", "commit_confidence")
+               "confidence", "committed", "remasked", "settled", "committed_at", "commit_confidence")
+# (a uniform-state run's committed are its accepted positions, remasked its re-noised ones, settled where a block
+# stopped and took its final tokens; a masked run never settles)
 
 
 def _plain(a):
@@ -47,7 +49,8 @@ def trajectory_dict(traj, tokenizer=None) -> dict:
     """Everything a run produced, as plain JSON types: knobs, seed, cost, texts, final tokens, and the
     per-step arrays (shape (S+1, B, L) for tokens, (S, B, L) for the rest) when they were recorded."""
     tok = _tokenizer(traj, tokenizer)
-    out = {"format": "mdlm-explorer trajectory v1", "kind": traj.kind, "config": traj.config.to_dict(),
+    out = {"format": "mdlm-explorer trajectory v1", "kind": traj.kind,
+           "process": getattr(traj, "process", "masked"), "config": traj.config.to_dict(),
            "seed": int(traj.seed), "nfe": int(traj.nfe), "seconds": float(traj.seconds),
            "n_steps": int(traj.n_steps), "batch_size": int(traj.batch_size), "length": int(traj.length),
            "mask_id": int(traj.mask_id), "vocabulary": "".join(getattr(tok, "chars", [])),
@@ -76,7 +79,8 @@ def _final_frame(traj, tok, b: int) -> dict:
     nan = np.full(L, np.nan)
     at = np.where(traj.committed_at[b] >= 0, traj.committed_at[b] + 1, -1)  # as a step row, like the others
     return {"step": np.full(L, traj.n_steps), "token": final, "state": state, "proposal": final, "score": nan,
-            "confidence": nan, "committed": np.zeros(L, bool), "remasked": np.zeros(L, bool), "committed_at": at,
+            "confidence": nan, "committed": np.zeros(L, bool), "remasked": np.zeros(L, bool),
+            "settled": np.zeros(L, bool), "committed_at": at,
             "commit_confidence": traj.commit_confidence[b]}
 
 
@@ -87,9 +91,13 @@ def _step_frames(traj, tok, b: int) -> list[dict]:
     frames = Frames.from_trajectory(traj, glyph_table(tok), b)
     remasked = np.zeros((frames.n_rows, traj.length), bool)
     remasked[1:] = traj.remasked[:, b]
+    settled = np.zeros((frames.n_rows, traj.length), bool)
+    if getattr(traj, "settled", None) is not None:
+        settled[1:] = traj.settled[:, b]
     return [{"step": np.full(traj.length, r), "token": frames.tokens[r], "state": frames.state[r],
              "proposal": frames.proposals[r], "score": frames.scores[r], "confidence": frames.step_conf[r],
-             "committed": frames.committed[r], "remasked": remasked[r], "committed_at": frames.committed_at[r],
+             "committed": frames.committed[r], "remasked": remasked[r], "settled": settled[r],
+             "committed_at": frames.committed_at[r],
              "commit_confidence": frames.conf[r]} for r in range(frames.n_rows)]
 
 

@@ -10,10 +10,26 @@ import numpy as np
 
 # What a heatmap cell can be at a row, in the order of their int8 codes (Frames.state). The data owns
 # them; ui/palette.py only says how each is drawn (its colour, its mark).
-STATES = ("masked", "new", "earlier", "remasked", "fixed")
+# A uniform-state run (sampling/uniform.py) has no [MASK]: its cells hold random tokens ("noise": the
+# block's start and every re-noised position), tokens drawn and accepted at the step ("accepted"), and a
+# stopped block's final tokens ("settled" at the step, then "earlier"); "masked" is a block not started.
+STATES = ("masked", "new", "earlier", "remasked", "fixed", "noise", "accepted", "settled")
 CODE = {name: i for i, name in enumerate(STATES)}  # cell state -> int8 code
 STATE_LABELS = {"masked": "still masked", "new": "committed this step", "earlier": "committed earlier",
-                "remasked": "re-masked (revision)", "fixed": "fixed (template)"}
+                "remasked": "re-masked (revision)", "fixed": "fixed (template)",
+                "noise": "random token (re-noised)", "accepted": "accepted this step",
+                "settled": "settled this step (final)"}
+# The states each process's runs show, in their key's order, and the labels that read differently there
+PROCESS_STATES = {"masked": ("masked", "new", "earlier", "remasked", "fixed"),
+                  "uniform": ("noise", "accepted", "settled", "earlier", "masked", "fixed")}
+UNIFORM_LABELS = {"masked": "block not started", "earlier": "settled earlier"}
+COMMITTED = ("new", "earlier", "accepted", "settled")  # cells holding a chosen token (tinted by confidence)
+
+
+def state_labels(process: str = "masked") -> dict:
+    """{state: label} of the states a `process` run shows, in its key's order."""
+    extra = UNIFORM_LABELS if process == "uniform" else {}
+    return {s: extra.get(s, STATE_LABELS[s]) for s in PROCESS_STATES[process]}
 
 
 def glyph_table(tokenizer) -> np.ndarray:
@@ -25,13 +41,19 @@ def glyph_table(tokenizer) -> np.ndarray:
 class Frames:
     """Rows of the trajectory heatmap plus what the text and confidence views need at each row."""
 
-    def __init__(self, initial: np.ndarray, fixed: np.ndarray, mask_id: int, glyphs: np.ndarray):
+    def __init__(self, initial: np.ndarray, fixed: np.ndarray, mask_id: int, glyphs: np.ndarray,
+                 process: str = "masked", blocks: np.ndarray | None = None):
+        """process "uniform": a uniform-state run, whose row 0 holds the first block's noise (`blocks`:
+        (L,) each position's block, -1 where fixed; the others are blocks not started)."""
         initial = np.asarray(initial, dtype=np.int64).reshape(-1)  # (L,)
-        self.mask_id, self.glyphs = mask_id, glyphs
+        self.mask_id, self.glyphs, self.process = mask_id, glyphs, process
         self.fixed = np.asarray(fixed, dtype=bool).reshape(-1)  # (L,)
         nan = np.full(initial.shape, np.nan, dtype=np.float32)
         self.tokens = [initial]
-        self.state = [np.where(self.fixed, CODE["fixed"], CODE["masked"]).astype(np.int8)]
+        first = np.zeros(initial.shape, bool) if blocks is None or process != "uniform" else np.asarray(blocks) == 0
+        start = np.where(first, CODE["noise"], CODE["masked"])  # (L,) a uniform run's first block is noise
+        self.state = [np.where(self.fixed, CODE["fixed"], start).astype(np.int8)]
+        self.done = np.zeros(initial.shape, bool)  # a uniform-state run's settled positions
         self.conf = [nan]  # confidence of each position's current token when it was committed
         self.committed_at = [np.full(initial.shape, -1, dtype=np.int64)]  # row that committed it
         self.scores, self.proposals, self.step_conf = [nan], [initial], [nan]  # per-step proposals
@@ -52,20 +74,24 @@ class Frames:
     def length(self) -> int:
         return self.tokens[0].shape[0]
 
-    def add_step(self, tokens, scores, proposals, confidence, committed, remasked) -> int:
-        """Append the canvas after one step (each argument (L,)); returns the new row's index."""
+    def add_step(self, tokens, scores, proposals, confidence, committed, remasked, settled=None) -> int:
+        """Append the canvas after one step (each argument (L,)); returns the new row's index. A uniform-state
+        run's committed are its accepted positions, remasked its re-noised ones, settled its settled ones."""
         row = self.n_rows
         committed, remasked = np.asarray(committed, bool), np.asarray(remasked, bool)
         tokens = np.asarray(tokens, dtype=np.int64)
-        state = np.where(tokens == self.mask_id, CODE["masked"], CODE["earlier"]).astype(np.int8)
-        state[committed] = CODE["new"]
-        state[remasked] = CODE["remasked"]
-        state[self.fixed] = CODE["fixed"]
         confidence = np.asarray(confidence, dtype=np.float32)
-        conf = np.where(committed, confidence, self.conf[-1])  # carry commit-time confidence forward
-        conf[tokens == self.mask_id] = np.nan
-        at = np.where(committed, row, self.committed_at[-1])
-        at[tokens == self.mask_id] = -1
+        if self.process == "uniform":
+            state, conf, at = self._uniform_cells(row, committed, remasked, settled, confidence)
+        else:
+            state = np.where(tokens == self.mask_id, CODE["masked"], CODE["earlier"]).astype(np.int8)
+            state[committed] = CODE["new"]
+            state[remasked] = CODE["remasked"]
+            state[self.fixed] = CODE["fixed"]
+            conf = np.where(committed, confidence, self.conf[-1])  # carry commit-time confidence forward
+            conf[tokens == self.mask_id] = np.nan
+            at = np.where(committed, row, self.committed_at[-1])
+            at[tokens == self.mask_id] = -1
         self.tokens.append(tokens)
         self.state.append(state)
         self.conf.append(conf.astype(np.float32))
@@ -76,17 +102,41 @@ class Frames:
         self.committed.append(committed)
         return row
 
+    def _uniform_cells(self, row: int, accepted, renoised, settled, confidence):
+        """A uniform-state step's (state, confidence, committed_at) rows: settled positions keep their
+        final token (and the row they settled at); the block in progress is noise or accepted."""
+        settled = np.zeros_like(accepted) if settled is None else np.asarray(settled, bool)
+        earlier = self.done.copy()
+        self.done |= settled
+        state = np.full(accepted.shape, CODE["masked"], np.int8)
+        state[renoised] = CODE["noise"]
+        state[accepted] = CODE["accepted"]
+        state[earlier] = CODE["earlier"]
+        state[settled] = CODE["settled"]
+        state[self.fixed] = CODE["fixed"]
+        # an accepted token's confidence is its draw's; a settled one keeps full colour (NaN)
+        conf = np.where(accepted & ~self.done, confidence, np.where(earlier, self.conf[-1], np.nan))
+        at = np.where(settled, row, np.where(earlier, self.committed_at[-1], -1))
+        return state, conf, at
+
     def add_record(self, record, b: int = 0) -> int:
         """Append a sampler StepRecord (batch row b)."""
+        settled = None if getattr(record, "settled", None) is None else record.settled[b]
         return self.add_step(record.tokens[b], record.scores[b], record.proposals[b], record.confidence[b],
-                             record.committed[b], record.remasked[b])
+                             record.committed[b], record.remasked[b], settled)
 
     @classmethod
     def from_trajectory(cls, traj, glyphs: np.ndarray, b: int = 0) -> "Frames":
         """All rows of a finished, recorded Trajectory (replay without re-sampling)."""
         if not traj.recorded:
             raise ValueError("this trajectory was sampled with record=False: nothing to replay")
-        frames = cls(traj.tokens[0, b], traj.fixed[b], traj.mask_id, glyphs)
+        process = getattr(traj, "process", "masked")
+        frames = cls(traj.tokens[0, b], traj.fixed[b], traj.mask_id, glyphs, process, traj.blocks)
+        if process == "uniform":
+            for s in range(traj.n_steps):
+                frames.add_step(traj.tokens[s + 1, b], traj.scores[s, b], traj.proposals[s, b], traj.confidence[s, b],
+                                traj.committed[s, b], traj.remasked[s, b], traj.settled[s, b])
+            return frames
         for s in range(traj.n_steps):
             before, after = traj.tokens[s, b], traj.tokens[s + 1, b]
             committed = (before == traj.mask_id) & (after != traj.mask_id)

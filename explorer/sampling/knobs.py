@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..names import KINDS, SCHEDULE_ALIASES, SCHEDULES, STRATEGIES, SUPPRESS_EOS
+from ..names import KINDS, PROCESSES, SCHEDULE_ALIASES, SCHEDULES, STRATEGIES, SUPPRESS_EOS
 
 MAX_STEPS = 4096
 # A positive temperature below this divides the logits past float64's range (1/1e-320 is inf) and
@@ -39,7 +39,8 @@ class Knob:
     UI side: `label` (None = not in the sidebar, nor in links or Compare), `ui_range` (the one bound of
     the slider, links and Compare where it is narrower than the config's), `step`, `widget`, `exact`
     (a number box beside the slider), `real_model` (the card of LLaDA / Dream / Fast-dLLM knobs).
-    Where it applies: `kinds` (model kinds whose sampler reads it: the sidebar disables it for others).
+    Where it applies: `kinds` (model kinds whose sampler reads it: the sidebar disables it for others),
+    `processes` (the diffusion processes whose sampler reads it: masked, uniform-state; the same).
     `merge`: merged runs (merged.py) may "vary" in it, must "share" it, or merge only while it is "off"
     (the merged stepper does not implement it: the safe choice for a new knob). `sweep`: `run.py sweep`
     takes a list of it, `sweep_default` its list when not given.
@@ -67,6 +68,7 @@ class Knob:
     exact: bool = False
     real_model: bool = False
     kinds: tuple = ("diffusion",)
+    processes: tuple = PROCESSES
     merge: str = "off"
     sweep: bool = False
     sweep_default: str | None = None
@@ -76,8 +78,10 @@ class Knob:
         names = (self.type is str) == bool(self.choices) == (self.widget == "select")
         if self.type not in (int, float, str) or not names:
             raise TypeError(f"knob {self.name}: type int or float, or str with choices and widget='select'")
-        if self.widget not in WIDGETS or self.merge not in MERGES or not set(self.kinds) <= set(KINDS):
-            raise ValueError(f"knob {self.name}: widget in {WIDGETS}, merge in {MERGES}, kinds in {KINDS}")
+        if self.widget not in WIDGETS or self.merge not in MERGES or not set(self.kinds) <= set(KINDS) or not (
+                set(self.processes) <= set(PROCESSES)):
+            raise ValueError(f"knob {self.name}: widget in {WIDGETS}, merge in {MERGES}, kinds in {KINDS}, "
+                             f"processes in {PROCESSES}")
         if self.merge == "off" and self.off is NO_OFF:
             raise ValueError(f"knob {self.name}: merge='off' needs an off value")
         if self.ui_off is not NO_OFF and self.off is not None:
@@ -175,6 +179,7 @@ def registry(*knobs: Knob) -> dict[str, Knob]:
 
 
 BOTH = ("diffusion", "ar")  # the AR baseline draws each token with the same proposal rule
+MASKED, UNIFORM = ("masked",), ("uniform",)  # knobs of one diffusion process's sampler (sampling/uniform.py)
 KNOBS: dict[str, Knob] = registry(
     Knob("steps", int, 32, "Denoising steps: model calls per sample (1 = everything in one shot; threshold "
          "and factor decoding set their own count)", lo=1, hi=MAX_STEPS, label="Steps", ui_range=(1, 256),
@@ -188,53 +193,59 @@ KNOBS: dict[str, Knob] = registry(
     # The uniform-state process's stop (uniform.py: DiffusionGemma's StableAndConfidentStoppingCriteria)
     Knob("stop_entropy", float, 0.005, "Uniform-state models: a block stops once its mean entropy (nats, "
          "tempered) is below this and its draft has been stable for stable_steps steps", lo=0, lo_open=True,
-         hi=100, none=True, off=None, off_means="every block takes all its steps", merge="share"),
+         hi=100, none=True, off=None, ui_off=0.0, off_means="every block takes all its steps", merge="share",
+         label="Stop entropy (uniform-state)", widget="input", real_model=True, processes=UNIFORM),
     Knob("stable_steps", int, 1, "Uniform-state models: steps the draft (the argmax) must stay unchanged "
-         "before a block may stop (0: confidence alone)", lo=0, hi=MAX_STEPS, merge="share"),
+         "before a block may stop (0: confidence alone)", lo=0, hi=MAX_STEPS, merge="share",
+         label="Stable steps (uniform-state)", widget="input", real_model=True, processes=UNIFORM),
     Knob("top_k", int, 0, "Keep only the k most likely tokens", lo=0, off=0, label="Top-k", ui_range=(0, 128),
-         kinds=BOTH, merge="share", sweep=True),
+         kinds=BOTH, merge="share", sweep=True, processes=MASKED),
     Knob("top_p", float, 1.0, "Nucleus: keep the most likely tokens up to this probability mass", lo=0, hi=1,
          lo_open=True, off=1.0, label="Top-p", ui_range=(0.05, 1.0), step=0.05, kinds=BOTH, merge="share",
-         sweep=True),
+         sweep=True, processes=MASKED),
     Knob("strategy", str, "confidence", "Which masked positions to commit at each step", choices=STRATEGIES,
-         label="Strategy", widget="select", merge="vary", sweep=True, sweep_default="confidence,random"),
+         label="Strategy", widget="select", merge="vary", sweep=True, sweep_default="confidence,random",
+         processes=MASKED),
     Knob("schedule", str, "linear", "How many positions to commit at each step (remaining: what is masked, "
          "spread over the steps left)", choices=SCHEDULES, aliases=tuple(SCHEDULE_ALIASES.items()),
-         label="Schedule", widget="select", merge="vary", sweep=True),
+         label="Schedule", widget="select", merge="vary", sweep=True, processes=MASKED),
     Knob("block_length", int, 0, "Semi-autoregressive: fill blocks of this many generated positions left to "
          "right; the last block may be shorter", lo=0, off=0, off_means="one block", label="Block length",
          ui_range=(0, 256), widget="input", sweep=True),
     Knob("threshold", float, None, "Fast-dLLM: commit every position scoring at least this (replaces the "
-         "schedule)", lo=0, hi=1, none=True, off=None, ui_off=0.0, label="Threshold", step=0.05, sweep=True),
+         "schedule)", lo=0, hi=1, none=True, off=None, ui_off=0.0, label="Threshold", step=0.05, sweep=True,
+         processes=MASKED),
     Knob("remask", float, 0.0, "ReMDM revision rate η: the chance that committed tokens are masked again",
-         lo=0, hi=1, off=0.0, label="Revision η", step=0.05, sweep=True),
+         lo=0, hi=1, off=0.0, label="Revision η", step=0.05, sweep=True, processes=MASKED),
     Knob("remask_t_on", float, 0.55, "Revision window's upper end: the masked fraction of the current block "
-         "where revising starts", lo=0, hi=1, merge="share"),
+         "where revising starts", lo=0, hi=1, merge="share", processes=MASKED),
     Knob("remask_t_off", float, 0.05, "Revision window's lower end: the masked fraction where it stops",
-         lo=0, hi=1, merge="share"),
+         lo=0, hi=1, merge="share", processes=MASKED),
     Knob("seed", int, 0, "Random seed: the same seed and knobs give the same text", lo=0, hi=2**63,
          hi_open=True, label="Seed", ui_range=(0, 2**31 - 1), widget="input", kinds=BOTH, merge="vary"),
     # Knobs real diffusion LMs use, with LLaDA's, Dream's and Fast-dLLM's meaning (so their settings carry over)
     Knob("cfg_scale", float, 0.0, "Classifier-free guidance (LLaDA) w: push predictions away from what the "
          "model says without the prompt, l_u + (w + 1)(l_c - l_u); costs a second model call per step",
-         lo=0, hi=100, off=0.0, label="Guidance (CFG) scale", ui_range=(0.0, 10.0), step=0.25, real_model=True),
+         lo=0, hi=100, off=0.0, label="Guidance (CFG) scale", ui_range=(0.0, 10.0), step=0.25, real_model=True,
+         processes=MASKED),
     Knob("suppress_eos", str, "off", "End-of-sequence / end-of-turn tokens: never proposed (logits), committed "
          "last (confidence), or both. Needs a tokenizer with EOS tokens", choices=SUPPRESS_EOS, off="off",
-         label="Suppress EOS", widget="select", real_model=True),
+         label="Suppress EOS", widget="select", real_model=True, processes=MASKED),
     Knob("alg_temp", float, 0.0, "Dream: draw which positions to commit from softmax(score / this) instead of "
          "taking the best ones", lo=0, hi=100, off=0.0, label="Position temperature (Dream alg_temp)",
-         ui_range=(0.0, 5.0), step=0.05, real_model=True),
+         ui_range=(0.0, 5.0), step=0.05, real_model=True, processes=MASKED),
     Knob("factor", float, None, "Fast-dLLM's factor rule: commit the n best positions while the n-th scores "
          ">= 1 - factor/(n+1) (replaces the schedule, like threshold)", lo=0, hi=100, lo_open=True, none=True,
          off=None, ui_off=0.0, label="Factor (Fast-dLLM)", ui_range=(0.0, 10.0), step=0.25, real_model=True,
-         sweep=True),
+         sweep=True, processes=MASKED),
     Knob("entropy_bound", float, None, "EB-sampler: in the strategy's order, commit the most positions whose "
-         "entropies (nats) sum to at most this plus the largest of them (replaces the schedule, like threshold)",
+         "entropies (nats) sum to at most this plus the largest of them (replaces the schedule, like threshold); "
+         "a uniform-state model accepts its lowest-entropy positions by the same sum (none: 0.1)",
          lo=0, hi=100, lo_open=True, none=True, off=None, ui_off=0.0, label="Entropy bound (EB)",
          ui_range=(0.0, 5.0), step=0.05, sweep=True),
     Knob("edit_threshold", float, 0.0, "Token editing (LLaDA2.1): replace a committed token of the current "
          "block by the model's most likely token when that one's probability exceeds this", lo=0, hi=1,
-         off=0.0, label="Edit threshold", step=0.05, merge="share", sweep=True),
+         off=0.0, label="Edit threshold", step=0.05, merge="share", sweep=True, processes=MASKED),
 )
 
 

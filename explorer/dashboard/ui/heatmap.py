@@ -24,7 +24,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from ..frames import CODE, STATE_LABELS, STATES, Frames, glyph_table
+from ..frames import CODE, COMMITTED, STATES, Frames, glyph_table, state_labels
 from .palette import DARK_CONF, EDGE, INK, PAPER, STATE_COLORS, STATE_MARK, confidence_alpha
 
 CELL_COLUMNS = ("x", "y", "state", "token", "proposal", "committed_at", "conf", "score")
@@ -87,7 +87,7 @@ def display_glyphs(glyphs) -> list[str]:
 
 def cell_rgba(state: np.ndarray, conf: np.ndarray) -> np.ndarray:
     """(n,) uint32 RGBA pixels: each state's colour, committed cells blended toward white by confidence."""
-    committed = (state == CODE["new"]) | (state == CODE["earlier"])
+    committed = np.isin(state, [CODE[s] for s in COMMITTED])
     alpha = np.where(committed, confidence_alpha(conf), 1.0)[:, None]  # (n, 1)
     rgb = 255.0 * (1 - alpha) + _RGB[state] * alpha  # (n, 3) over a white background
     rgba = np.concatenate([rgb, np.full((len(state), 1), 255.0)], axis=1).round().astype(np.uint8)
@@ -115,13 +115,14 @@ def image_rows(frames, start: int, stop: int) -> np.ndarray:
     return cell_rgba(state.reshape(-1), conf.reshape(-1)).reshape(state.shape)
 
 
-def legend_html() -> str:
-    """The colour key, drawn as HTML (cheaper than a Bokeh legend, and readable at any size)."""
+def legend_html(process: str = "masked") -> str:
+    """The colour key of a `process` run's states, drawn as HTML (cheaper than a Bokeh legend, and
+    readable at any size)."""
     items = []
-    for s in STATES:
+    for s, label in state_labels(process).items():
         mark = STATE_MARK.get(s, "")
         items.append(f'<span class="key"><span class="swatch" style="background:{STATE_COLORS[s]}">{mark}</span>'
-                     f'{STATE_LABELS[s]}</span>')
+                     f'{label}</span>')
     items.append('<span class="key">paler = less confident</span>')
     return " ".join(items)
 
@@ -209,7 +210,7 @@ class HeatmapFigure:
     def _row_t(self, frames, start: int, stop: int) -> None:
         """The masked fraction of rows [start, stop) added to the t axis's list (earlier rows are kept)."""
         if not self.progress:
-            masked = (CODE["masked"], CODE["remasked"])
+            masked = (CODE["masked"], CODE["remasked"], CODE["noise"])  # (noise: a uniform-state run's)
             new = [float(np.isin(frames.state[r], masked).mean()) for r in range(start, stop)]
             self.row_t.data = {"t": list(self.row_t.data["t"])[:start] + new}
 
@@ -293,16 +294,16 @@ def heatmap_figure(traj, tokenizer, toolbar: bool = True, title: str = "Trajecto
                          width=int(np.clip(length * 4, 500, 1200)) + 190, height=int(np.clip(rows * 10, 300, 800)),
                          toolbar_location="above" if toolbar else None)
     heat.show(frames)
-    _state_key(heat.figure)
+    _state_key(heat.figure, frames.process)
     return heat.figure
 
 
-def _state_key(p) -> None:
+def _state_key(p, process: str = "masked") -> None:
     """The colour key as a Bokeh legend (one glyph each, far outside the fixed ranges: Bokeh draws
     no legend swatch for an empty renderer)."""
     items = []
-    for s in STATES:
+    for s, label in state_labels(process).items():
         marker = "square_x" if s in STATE_MARK else "square"
         r = p.scatter([-1e6], [-1e6], marker=marker, size=12, fill_color=STATE_COLORS[s], line_color=EDGE)
-        items.append(LegendItem(label=STATE_LABELS[s], renderers=[r]))
+        items.append(LegendItem(label=label, renderers=[r]))
     p.add_layout(Legend(items=items, location="top_left", title="cell"), "right")

@@ -8,7 +8,11 @@ from __future__ import annotations
 # How each heatmap cell state (frames.STATES, which the data owns) is drawn: its colour, and a mark
 # over the cell for the one state that needs more than a colour.
 STATE_COLORS = {"masked": "#E6E6E6", "new": "#D55E00", "earlier": "#0072B2", "remasked": "#CC79A7",
-                "fixed": "#4D4D4D"}
+                "fixed": "#4D4D4D",
+                # a uniform-state run: noise is a pale tint of the re-masked hue (the same event, a random
+                # token instead of [MASK]), lighter than every chosen token; accepted tokens orange, a
+                # block's stop green, its final tokens then the committed blue
+                "noise": "#F2D7E6", "accepted": "#E69F00", "settled": "#009E73"}
 STATE_MARK = {"remasked": "×"}  # drawn over the cell as well as its colour
 
 # Confidence bars: committed vs still-masked proposals (marker shape differs too).

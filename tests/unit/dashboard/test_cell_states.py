@@ -31,3 +31,34 @@ def test_frames_mark_each_cell_with_its_state():
                     remasked=[False, True, False])
     names = [[STATES[c] for c in row] for row in frames.state]
     assert names == [["masked", "masked", "fixed"], ["new", "masked", "fixed"], ["earlier", "remasked", "fixed"]]
+
+
+def test_a_uniform_state_run_shows_noise_accepted_and_settled_cells():
+    """A uniform-state run (random-token noise, sampling/uniform.py): row 0 is the first block's noise and
+    the blocks not started; each step its accepted and re-noised positions; a block's stop row 'settled',
+    then 'earlier'. The downloads carry the same states and the settled events."""
+    from explorer.dashboard import downloads
+    from explorer.dashboard.frames import glyph_table, state_labels
+    from explorer.dashboard.ui.heatmap import legend_html
+    from explorer.sampling import SamplerConfig, sample
+    from tests.support.models import random_mock
+
+    model = random_mock(8)
+    model.meta = {"process": "uniform"}
+    traj = sample(model, SamplerConfig(steps=3, block_length=4, entropy_bound=0.5, seed=0, stop_entropy=None),
+                  template="a███████")
+    frames = Frames.from_trajectory(traj, glyph_table(model.tokenizer))
+    names = [[STATES[c] for c in row] for row in frames.state]
+    assert names[0] == ["fixed"] + ["noise"] * 4 + ["masked"] * 3
+    for row in names[1:3]:  # block 0 (positions 1-4) stepping, block 1 not started
+        assert set(row[1:5]) <= {"noise", "accepted"} and "accepted" in row[1:5] and row[5:] == ["masked"] * 3
+    assert names[3][1:5] == ["settled"] * 4 and names[4][1:5] == ["earlier"] * 4
+    assert set(names[4][5:]) <= {"noise", "accepted"} and names[6][5:] == ["settled"] * 3
+    for r, row in enumerate(names[1:], start=1):
+        accepted = [i for i, s in enumerate(row) if s == "accepted"]
+        assert np.flatnonzero(traj.committed[r - 1, 0] & ~traj.settled[r - 1, 0]).tolist() == accepted
+    assert "random token" in legend_html("uniform") and "block not started" in legend_html("uniform")
+    assert "noise" not in state_labels("masked") and "still masked" in legend_html()
+    df = downloads.trajectory_table(traj)
+    assert df.settled.sum() == traj.settled.sum() == 7 and set(df.state) >= {"noise", "accepted", "settled"}
+    assert '"process": "uniform"' in downloads.trajectory_json(traj)

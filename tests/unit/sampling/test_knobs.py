@@ -13,7 +13,7 @@ from explorer.sampling import SamplerConfig
 from explorer.sampling.knobs import KNOBS, NO_OFF, Knob, registry, sidebar_knobs
 from tests.support.models import make_model
 
-NONE_IS_OFF = [k for k in KNOBS.values() if k.off is None and k.label is not None]  # threshold, factor, EB
+NONE_IS_OFF = [k for k in KNOBS.values() if k.off is None and k.label is not None]  # threshold, factor, EB, stop
 
 
 @pytest.fixture
@@ -24,8 +24,8 @@ def session(tmp_path, monkeypatch):
     s.close()
 
 
-def test_threshold_factor_and_entropy_bound_are_the_knobs_whose_off_the_ui_shows_as_0():
-    assert [k.name for k in NONE_IS_OFF] == ["threshold", "factor", "entropy_bound"]
+def test_threshold_factor_entropy_bound_and_stop_entropy_are_the_knobs_whose_off_the_ui_shows_as_0():
+    assert sorted(k.name for k in NONE_IS_OFF) == ["entropy_bound", "factor", "stop_entropy", "threshold"]
     for knob in NONE_IS_OFF:
         assert knob.to_ui(None) == 0.0 and knob.from_ui(0.0) is None  # off, both ways
         assert knob.from_ui(knob.to_ui(0.5)) == 0.5 and knob.to_ui(knob.from_ui(0.5)) == 0.5  # a value stays

@@ -30,7 +30,12 @@ class HeatmapView(StateView):
 
     @param.depends("state.run_id", watch=True)
     def _redraw(self):
-        """A new run: a blank bitmap sized for the steps it will take, and no cells."""
+        """A new run: a blank bitmap sized for the steps it will take, and no cells; the key of its
+        process's cell states."""
+        process = getattr(self.state.frames, "process", "masked")
+        key = legend_html(process)
+        if self.legend.object != key:
+            self.legend.object = key
         self.heat.start(self.state.frames)
         self._append()
 

@@ -42,6 +42,8 @@ def css_classes(frames, row: int) -> list[str]:
     names[state == CODE["fixed"]] = "f"
     names[state == CODE["remasked"]] = "r"
     names[state == CODE["new"]] = "n"
+    names[state == CODE["settled"]] = "n"  # a uniform-state block's final tokens, as they settle
+    names[state == CODE["noise"]] = "r"  # random tokens, in the re-masked colour
     return names.tolist()
 
 
@@ -84,10 +86,14 @@ class TextView(StateView):
             set_live_html(self.div, STYLE + '<p class="canvas m">Press Run to sample.</p>')
             return self.push(self.pane)
         row = self.state.shown_step
-        new = int((frames.state[row] == CODE["new"]).sum())
-        left = int((frames.state[row] == CODE["masked"]).sum())
-        caption = (f'<p class="caption"><b>step {row}</b> {self._of(frames)}: {new} committed now '
-                   f"(highlighted), {left} still masked; tint = confidence when committed</p>")
+        count = {name: int((frames.state[row] == CODE[name]).sum()) for name in ("new", "masked", "noise",
+                                                                                   "accepted", "settled")}
+        if getattr(frames, "process", "masked") == "uniform":  # random-token noise: no [MASK] to count
+            caption = (f'<p class="caption"><b>step {row}</b> {self._of(frames)}: {count["accepted"]} accepted, '
+                       f'{count["noise"]} random (re-noised), {count["settled"]} settled now (highlighted)</p>')
+        else:
+            caption = (f'<p class="caption"><b>step {row}</b> {self._of(frames)}: {count["new"]} committed now '
+                       f"(highlighted), {count['masked']} still masked; tint = confidence when committed</p>")
         tokenizer = getattr(self.state.session.model, "tokenizer", None)
         if not self.state.running:
             self._ghost = (frames.length, literal(frames.text()))

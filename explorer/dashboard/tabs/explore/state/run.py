@@ -182,8 +182,9 @@ class RunState(TabState):
         plan = run_plan(model, config, canvas)  # what the views draw and the sampler runs
 
         def on_start():
+            # (a uniform-state run's first noise is drawn as it starts: row 0 shows its blocks not started)
             frames = Frames(plan.canvas.tokens, plan.canvas.fixed, model.config.mask_id,
-                            glyph_table(model.tokenizer))
+                            glyph_table(model.tokenizer), plan.process)
             frames.expected_rows, frames.rows_known = plan.rows, plan.rows_exact
             dispatch(lambda: self._begin(job, frames, config))
 
