@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CHROMIUM = "/usr/bin/chromium"
 QUIET_S = 1.2  # after a page run: > app.URL_QUIET, so the URL rewrite a knob change defers is done
+RUN_TIMEOUT_S = 600.0  # a page's run on a loaded 2-core machine took over a minute (one minute was the wait)
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -260,9 +261,13 @@ def page_run(page, cdp, states, work: ServerWork, seed: int, last_row: int, duri
     work.reset()
     busy, (own, chrome) = renderer_busy(cdp), cpu_split()
     seen = page.evaluate(KNOB_JS, [seed, last_row])
-    states[-1].tabs["Explore"]._runs.current.done.wait(60)
+    job = states[-1].tabs["Explore"]._runs.current
+    if not job.done.wait(RUN_TIMEOUT_S):
+        raise SystemExit(f"error: the page's run did not finish in {RUN_TIMEOUT_S:.0f} s (a loaded machine?)")
     time.sleep(0.3)  # the final callbacks and patches
     traj = states[-1].tabs["Explore"].trajectory
+    if traj is None:  # stopped or failed: the header says why
+        raise SystemExit(f"error: the page's run ended without a result: {states[-1].status!r} {states[-1].error!r}")
     own_after, chrome_after = cpu_split()
     return {**seen, **({"sweep_was_running": float(swept)} if during_sweep else {}),
             "sampler_s": traj.seconds, "callbacks_s": work.callbacks, "callbacks_cpu_s": work.callbacks_cpu,
