@@ -58,6 +58,7 @@ class QualityView(StateView):
         self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", height=14,
                                                bar_color="primary", css_classes=["sweep-progress"])
         self.status = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
+        self.compared = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), css_classes=["quality-compared"])
         self.notice = notice("danger")
         self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, name="quality-plot")
         self._progress()
@@ -67,6 +68,12 @@ class QualityView(StateView):
         self.on(self.state.quality, ["progress", "status", "error", "running", "result"], self._progress)
         self.on(self.state.quality, "result", self._draw)
         self.on(self.state.session, "presentation", self._draw)
+        self._compared()
+        self.on(self.state.session, "strategy", self._compared)
+        self.on(self.state, "sweep_strategies", self._compared)
+
+    def _compared(self):
+        self.compared.object = f"<i>{literal(self.state.strategy_note())}</i>"
 
     def _progress(self):
         task = self.state.quality
@@ -97,7 +104,7 @@ class QualityView(StateView):
 
     def __panel__(self):
         return pn.Column(
-            self.status, self.progress, self.strategies,
+            self.status, self.progress, self.compared, self.strategies,
             # FlexBox, not Row: at 1366 px a Row ran past the column's edge, clipping "Samples"
             pn.FlexBox(self.x, self.metric, self.samples, align_items="end", sizing_mode="stretch_width"),
             pn.FlexBox(self.compute, self.stop, self.auto, align_items="center", sizing_mode="stretch_width"),

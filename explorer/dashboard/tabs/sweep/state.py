@@ -31,9 +31,9 @@ from ....experiments import (
 from ....sampling.config import SCHEDULES, STRATEGIES
 from ... import checkpoints
 from ...runtime import cache
-from ...runtime.limits import (
-    CALL_OVERHEAD_S,
-    FLOPS_GUESS,
+from ...runtime.limits import (  # expected_cost, measured_rate: Explore's quality sweep estimates with them too
+    expected_cost,
+    measured_rate,
     sweep_size,
     sweep_tokens_in_flight,
     table_bytes,
@@ -96,37 +96,6 @@ class Plan:
     seconds: float
     work: int = 0  # model calls counted per sample (limits.py: what the server allows a request)
     nbytes: int = 0  # memory its table keeps
-
-
-def expected_cost(n_params: int, cells: list[dict], n: int, length: int, with_ar: bool, judge: bool,
-                  rate: float | None = None, steps: int = 32) -> tuple[int, float]:
-    """(model calls, seconds) a sweep should take: each call costs an overhead plus its tokens
-    (batch x length) at `rate` s/token (as an earlier sweep on the server took, else 2 FLOP per parameter
-    per token).
-    `steps`: of cells that do not set their own. Threshold cells stop when confident: a quarter of the
-    positions is the guess."""
-    per_token = rate or 2.0 * n_params / FLOPS_GUESS
-    batches, batch = math.ceil(n / 64), min(n, 64)
-    calls = sum(min(length, max(1, length // 4) if c.get("threshold") is not None else c.get("steps", steps))
-                for c in cells) * batches
-    seconds = calls * (CALL_OVERHEAD_S + batch * length * per_token)
-    if with_ar:  # one token per call thanks to the KV cache
-        calls += length * batches
-        seconds += length * batches * (CALL_OVERHEAD_S + 2 * batch * per_token)
-    if judge:  # one scoring pass per sample
-        seconds += (len(cells) + with_ar) * batches * (CALL_OVERHEAD_S + batch * length * per_token)
-    return calls, seconds
-
-
-def measured_rate(table) -> float | None:
-    """Seconds per token per model call in a finished sweep (diffusion batches only), to calibrate
-    the next estimate of this checkpoint on the server."""
-    if table is None or not len(table) or "nfe" not in table:
-        return None
-    diff = table[table["sampler"] == "diffusion"].drop_duplicates(["seed", "nfe", "seconds"])
-    tokens = float((diff["nfe"].astype(float) * diff["batch_size"].astype(float) * diff["length"].astype(float)).sum())
-    busy = float(diff["seconds"].sum() - diff["nfe"].astype(float).sum() * CALL_OVERHEAD_S)
-    return busy / tokens if tokens > 0 and busy > 0 else None
 
 
 def format_cost(calls: int, seconds: float) -> str:

@@ -321,30 +321,72 @@ def test_presentation_mode_shortens_the_confidence_title_and_enlarges_the_player
 
 @pytest.mark.slow
 def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeypatch):
-    """After a run the sweep starts only if its estimated model time (the run's time
-    per call x the rows the sweep computes) is under AUTO_SWEEP_SECONDS; otherwise the panel says what it
-    would cost and waits for Compute. A cached sweep is always shown."""
+    """After a run the sweep starts only if its estimated model time (limits.expected_cost: the sweep's
+    batched calls at the checkpoint's measured or guessed rate) is under AUTO_SWEEP_SECONDS, which the
+    checkbox names; otherwise the panel says what it would cost and waits for Compute. A cached sweep is
+    always shown."""
+    from explorer.dashboard.runtime.cache import SWEEP_RATES
+    from explorer.dashboard.runtime.limits import expected_cost
     from explorer.dashboard.tabs.explore.state import quality
 
     e = explore(state)
     e.param.update(sweep_auto=True, sweep_samples=2)
+    assert f"if under {quality.AUTO_SWEEP_SECONDS:g} s" in e.param.sweep_auto.label
     assert e.start_run(wait=True)
-    traj = e.trajectory
     grid = [n for n in quality.STEPS_GRID if n <= LENGTH]  # (written out: the test checks sweep_grid too)
     assert quality.sweep_grid(LENGTH) == grid
-    expected = 2 * len(e.sweep_strategies) * sum(grid) * traj.seconds / traj.nfe
-    assert e.sweep_estimate(traj) == pytest.approx(expected)
+    cells = [{"steps": n, "strategy": s} for n in grid for s in e.sweep_strategies]
+    judge = e._judge_name is not None  # tiny-ar scores the text and samples the AR baseline
+    expected = expected_cost(state.model_info["n_params"], cells, 2, LENGTH, judge, judge, SWEEP_RATES.get("tiny"))
+    assert e.sweep_cost(state.canvas(), None) == expected
     monkeypatch.setattr(quality, "AUTO_SWEEP_SECONDS", 0.0)
     state.seed = 5  # a new run whose sweep is not cached
     assert e.start_run(wait=True)
     assert not e.quality.running and e.quality.result is None
-    assert "press Compute" in e.quality.status and "s of model calls" in e.quality.status
+    assert "press Compute" in e.quality.status and f"≈ {expected[0]:,} model calls" in e.quality.status
     assert e.start_sweep(wait=True) and e.quality.result is not None  # Compute still works
     state.seed = 6
     monkeypatch.setattr(quality, "AUTO_SWEEP_SECONDS", 1e9)
     assert e.start_run(wait=True)
     e.quality.worker.current.done.wait(60)
     assert e.quality.result is not None  # cheap enough: computed after the run
+
+
+def test_the_quality_estimate_does_not_follow_the_last_runs_pace(state, monkeypatch):
+    """Similar runs got estimates from 17 s to 139 s: the estimate was the last run's own time per call
+    (a few calls, timed under whatever else the server did) times every sample's calls. The same knobs
+    now get the same estimate, however long the run took."""
+    from explorer.dashboard.runtime.cache import SWEEP_RATES
+    from explorer.dashboard.tabs.explore.state import quality
+
+    monkeypatch.setattr(quality, "AUTO_SWEEP_SECONDS", 0.0)
+    monkeypatch.setitem(SWEEP_RATES, state.model_info["name"], 1e-3)  # a rate measured earlier: not the run's
+    e = explore(state)
+    e.param.update(sweep_auto=True, sweep_samples=2)
+    assert e.start_run(wait=True)
+    said = e.quality.status
+    assert "press Compute" in said
+    e.trajectory.seconds *= 50  # the same run, timed on a busier server
+    e.auto_sweep(e.trajectory)
+    assert e.quality.status == said
+
+
+def test_the_quality_panel_says_whether_it_compares_the_sidebars_strategy(state):
+    """The plot keeps its own strategies when the sidebar's changes: the panel says so."""
+    import html
+
+    from explorer.dashboard.tabs.explore.quality import QualityView
+
+    e = explore(state)
+    e.sweep_strategies = ["confidence", "random"]
+    view = QualityView(state=e)
+    shown = lambda: html.unescape(view.compared.object)  # noqa: E731
+    state.strategy = "confidence"
+    assert "confidence (the sidebar's), random" in shown() and "not among" not in shown()
+    state.strategy = "margin"
+    assert "the sidebar's strategy, margin, is not among them" in shown()
+    e.sweep_strategies = ["margin"]
+    assert "margin (the sidebar's)" in shown()
 
 
 def test_the_scrubber_follows_a_live_run(state):

@@ -14,8 +14,8 @@ import param
 from .....experiments import QUALITY_METRICS
 from .....names import STRATEGIES
 from .... import checkpoints
-from ....runtime.cache import SWEEPS
-from ....runtime.limits import call_seconds, sweep_size, sweep_tokens_in_flight, table_bytes
+from ....runtime.cache import SWEEP_RATES, SWEEPS
+from ....runtime.limits import expected_cost, measured_rate, sweep_size, sweep_tokens_in_flight, table_bytes, took
 from ....runtime.tasks import Task, TaskCancelled
 from ...base import TabState
 
@@ -62,8 +62,10 @@ class QualityState(TabState):
                                       "judge, else the valid-word fraction")
     sweep_samples = param.Integer(4, bounds=(1, 64), label="Samples per point",
                                   doc="Samples per (steps, strategy) point: more = tighter bands, slower")
-    sweep_auto = param.Boolean(True, label="Compute after each run",
-                               doc="Start the quality-vs-steps sweep when a run finishes (cached)")
+    sweep_auto = param.Boolean(True, label=f"Compute after each run, if under {AUTO_SWEEP_SECONDS:g} s",
+                               doc="Start the quality-vs-steps sweep when a run finishes, if it is cached or "
+                                   f"estimated under {AUTO_SWEEP_SECONDS:g} s of model calls; a longer one waits "
+                                   "for Compute")
     compute_sweep = param.Event(label="Compute", doc="Compute quality vs steps for the current knobs")
     stop_sweep = param.Event(label="Stop", doc="Stop the quality-vs-steps sweep")
 
@@ -82,30 +84,44 @@ class QualityState(TabState):
 
     # ------------------------------------------------------------------ after a run
 
-    def sweep_estimate(self, traj) -> float:
-        """Seconds of model calls the quality sweep would take, from the run that just ended: its time
-        per row-call times the rows the sweep computes. On a CPU a batched row costs about what a single
-        one does (shakespeare, 256 characters: 38 ms per call alone, 38 ms per row in the sweep)."""
-        frames = self.frames
-        generate = int((frames.tokens[0] == frames.mask_id).sum()) if frames is not None else traj.length
-        rows = self.sweep_samples * len(self.sweep_strategies) * sum(sweep_grid(generate))
-        return rows * traj.seconds / max(traj.nfe * traj.batch_size, 1)
+    def sweep_cost(self, canvas, template: str | None) -> tuple[int, float]:
+        """(model calls, seconds) the quality sweep should take from `canvas`: the Sweep tab's cost model
+        (limits.expected_cost: batched calls at the rate an earlier sweep of this checkpoint measured on
+        this server, else at the model's size), so the same knobs get the same estimate. It was the last
+        run's time per call times every sample's calls, as if none were batched: a few calls timed under
+        whatever else the server was doing put similar runs' estimates anywhere from 17 s to 139 s."""
+        s = self.session
+        cells = [{"steps": n, "strategy": name} for n in sweep_grid(canvas.n_generate) for name in self.sweep_strategies]
+        judge = self._judge_name is not None
+        return expected_cost(s.model_info.get("n_params", 0), cells, self.sweep_samples, canvas.length,
+                             judge and template is None, judge, SWEEP_RATES.get(s.model_info.get("name")))
 
     def auto_sweep(self, traj) -> None:
         """After a run: the sweep if it is cached or cheap (AUTO_SWEEP_SECONDS), else say what it
         would cost and leave it to the Compute button (a 60-sample sweep kept a 2-core laptop busy for
         50 s after every run)."""
+        s = self.session
         try:
             cached = SWEEPS.get(self.sweep_key()) is not None
-        except ValueError:
-            cached = False
-        estimate = self.sweep_estimate(traj)
+            calls, estimate = self.sweep_cost(s.canvas(), s.prompt_template() or None)
+        except ValueError:  # start_sweep says why
+            cached, calls, estimate = False, 0, 0.0
         if cached or estimate <= AUTO_SWEEP_SECONDS or not self.sweep_strategies:
             self.start_sweep(by_itself=True)
             return
         self.quality.clear()
-        self.quality.status = (f"not computed after this run: about {estimate:.0f} s of model calls on this "
-                               f"device; press Compute")
+        self.quality.status = (f"not computed after this run: ≈ {calls:,} model calls, {took(estimate)} on this "
+                               f"server, over the {AUTO_SWEEP_SECONDS:g} s a sweep may take to start by itself; "
+                               f"press Compute")
+
+    def strategy_note(self) -> str:
+        """Which strategies the plot compares, and whether the sidebar's is one of them: the plot keeps
+        its own list when the sidebar's strategy changes, and said nothing of it."""
+        mine, compared = self.session.strategy, list(self.sweep_strategies)
+        listed = ", ".join(f"{name} (the sidebar's)" if name == mine else name for name in compared) or "none"
+        if mine in compared:
+            return f"Compares {listed}."
+        return f"Compares {listed}; the sidebar's strategy, {mine}, is not among them (tick it to add it)."
 
     # ------------------------------------------------------------------ the sweep
 
@@ -156,21 +172,13 @@ class QualityState(TabState):
         calls, samples = sweep_size(vary, n, canvas.length, config, ar=with_ar)
         share.limits.check_calls("this quality sweep", calls)
         if by_itself:
-            seconds = self._sweep_seconds(calls, canvas.length)
+            seconds = self.sweep_cost(canvas, template)[1]
             if not share.limits.starts_by_itself(seconds):
                 self.quality.clear()
                 self.quality.status = share.limits.waiting_note(calls, seconds, "Compute")
                 return False
         share.reserve("explore.quality", table_bytes(samples + 16, canvas.length), "this quality sweep")  # + reference
         return True
-
-    def _sweep_seconds(self, calls: int, length: int) -> float:
-        """What a sweep of `calls` model calls (counted per sample) should take: at the last run's pace
-        per call (sweep_estimate says why that holds on a CPU), else at the model's size."""
-        traj = self.trajectory
-        if traj is not None and traj.nfe:
-            return calls * traj.seconds / max(traj.nfe * traj.batch_size, 1)
-        return calls * call_seconds(self.session.model_info.get("n_params", 0), length)
 
     def _sweep(self, job, report, model, config, canvas, template, strategies, n_samples, seed, key):
         """The Task's work (on its worker): experiments.sweep over steps x strategies, then cached."""
@@ -191,6 +199,9 @@ class QualityState(TabState):
         except SweepCancelled:
             raise TaskCancelled() from None
         SWEEPS.put(key, result)
+        rate = measured_rate(result[0])  # the next estimate of this checkpoint's sweeps, here and in the Sweep tab
+        if rate:
+            SWEEP_RATES[key[0]] = rate
         return result
 
     def cancel_sweep(self) -> None:
