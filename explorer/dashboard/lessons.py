@@ -73,9 +73,21 @@ def _inspect(base: str, t: str, text: str = "") -> str:
     return query + (f"&inspect.default_text=false&inspect.text={text}" if text else "")
 
 
+def _several(base: str, ts: str, text: str = "") -> str:
+    """Inspect with one row per masking ratio in `ts` (the notebook's figure in one view)."""
+    query = f"{base}&tab=Inspect&inspect.ts={ts}"
+    return query + (f"&inspect.default_text=false&inspect.text={text}" if text else "")
+
+
+_ALL_T = "0,0.2,0.4,0.6,0.8,1"
+
+
 _CITIZEN = "First%20Citizen:%0ABefore%20we%20proceed%20any%20further,%20hear%20me%20speak."
 _ROMEO = "ROMEO:%0ABut,%20soft!%20what%20light%20through%20yonder%20window%20breaks%3F"
 _HAMLET = "To%20be,%20or%20not%20to%20be,%20that%20is%20the%20question"
+_GOLD = "All%20that%20glitters%20is%20not%20gold%3B%20often%20have%20you%20heard%20that%20told"
+_QUOTES_T05 = "%7C".join((_CITIZEN, _HAMLET + ":", _GOLD))  # inspect.texts: separated by |
+_QUOTES_T04 = "%7C".join((_CITIZEN, _ROMEO, _HAMLET + ":%20whether%20%27tis"))
 
 FORWARD = _lesson(
     "forward-process", "The Forward Process", "Masked Diffusion for Text: The Forward Process",
@@ -89,10 +101,12 @@ FORWARD = _lesson(
           "Each sequence tiles one short unit of symbols (2 to 6 long here, 2 to 4 in the notebook): the "
           "repetition is all there is to learn."),
      _fig("§4.2", "plot: forward process at t = 0, 0.2, …, 1.0",
-          "Inspect: the text the model sees at the slider's t, one t at a time", _inspect(_P, "0.2"),
+          "Inspect: one validation pattern masked at t = 0, 0.2, …, 1.0, one row per t; the single-t links show the "
+          "text the model sees at the slider's t", _several(_P, _ALL_T),
           "Each position is masked by its own coin flip with probability t: the count varies around t × 24 and "
           "the masks fall anywhere, never as a block.",
-          label="0.2", variants=(("0.6", _inspect(_P, "0.6")), ("1.0", _inspect(_P, "1")))),
+          label="all t", variants=(("0.2", _inspect(_P, "0.2")), ("0.6", _inspect(_P, "0.6")),
+                                   ("1.0", _inspect(_P, "1")))),
      _fig("§4.3", "plot: masked fraction vs t against y = t",
           'Inspect: "Forward process: fraction masked vs t"', _inspect(_P, "0.5"),
           "The measured fraction lies on y = t: on average the forward process masks exactly t of the positions."),
@@ -117,9 +131,11 @@ FORWARD = _lesson(
           "Where a copy of the unit is visible, the first guess takes nearly all the probability and the second "
           "and third get little."),
      _fig("§6", "print: one sequence masked at t = 0.2, 0.5, 0.8, accuracy each",
-          'Inspect: "n of m masked right" at each t', _inspect(_P, "0.2"),
+          'Inspect: the sequence masked at each t, one row per t, with "n of m masked right"',
+          _several(_P, "0.2,0.5,0.8"),
           "Accuracy falls as t grows: on 256 validation patterns 99 % at t = 0.1, 85 % at 0.5, 40 % at 0.9.",
-          label="0.2", variants=(("0.5", _inspect(_P, "0.5")), ("0.8", _inspect(_P, "0.8")))),
+          label="0.2, 0.5, 0.8",
+          variants=(("0.2", _inspect(_P, "0.2")), ("0.5", _inspect(_P, "0.5")), ("0.8", _inspect(_P, "0.8")))),
      _fig("§7", "plot: masked sequence with top-3 predictions, correct / wrong, t = 0.5 (seed 99)",
           "Inspect: candidate grid under each █, mask seed 99",
           _inspect(_P, "0.5") + "&inspect.k=3&inspect.mask_seed=99",
@@ -142,10 +158,12 @@ ELBO = _lesson(
           "validation split sizes under the first characters", _S + "&tab=Model",
           "65 characters and [MASK] make the 66 ids: the model reads and writes characters, not words."),
      _fig("§4.2", "print: a sequence masked at t = 0.2, 0.5, 0.8",
-          "Inspect: forward process at t, with a caption counting masked vs expected", _inspect(_S, "0.2"),
-          "The caption counts the masked characters against the expected t × 256: the pattern lesson's coin "
-          "flips, on real text.",
-          label="0.2", variants=(("0.5", _inspect(_S, "0.5")), ("0.8", _inspect(_S, "0.8")))),
+          "Inspect: the text masked at each t, one row per t; a single-t link adds the caption counting masked vs "
+          "expected", _several(_S, "0.2,0.5,0.8"),
+          "Each row hides about t of the characters, with one mask seed for all rows: a character masked at 0.2 "
+          "stays masked at 0.5 and 0.8 (nested masks).",
+          label="0.2, 0.5, 0.8",
+          variants=(("0.2", _inspect(_S, "0.2")), ("0.5", _inspect(_S, "0.5")), ("0.8", _inspect(_S, "0.8")))),
      _fig("§4.3", "print: model parameters", "Model: Architecture (4.82 M parameters, layers × heads, width)",
           _S + "&tab=Model",
           "4.8 M parameters: a transformer of GPT's shape without the causal mask.",
@@ -160,12 +178,12 @@ ELBO = _lesson(
           'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_S, "0.5"),
           "Low masking, high accuracy: on held-out text 78 % at t = 0.1, 50 % at 0.5, 20 % at 0.9."),
      _fig("§4.6", "print: predictions on 3 quotes at t = 0.5 (original / masked / predicted / accuracy)",
-          'Inspect with that text: masked text, top-k candidates, "n of m right"', _inspect(_S, "0.5", _CITIZEN),
+          'Inspect with those texts, one row each: masked text, top-k candidates, "n of m right"',
+          _S + "&tab=Inspect&inspect.t=0.5&inspect.texts=" + _QUOTES_T05,
           "About half the masked characters come back right at t = 0.5; spaces and common letters are the "
           "easy ones.",
-          label="1", variants=(("2", _inspect(_S, "0.5", _HAMLET + ":")),
-                               ("3", _inspect(_S, "0.5", "All%20that%20glitters%20is%20not%20gold%3B%20often%20have"
-                                                        "%20you%20heard%20that%20told")))),
+          label="all 3", variants=(("1", _inspect(_S, "0.5", _CITIZEN)), ("2", _inspect(_S, "0.5", _HAMLET + ":")),
+                                   ("3", _inspect(_S, "0.5", _GOLD)))),
      _fig("§5 TODO 1", "plot: LR schedules compared (cosine / constant / linear)",
           'Model, "Train a small model live": choose a schedule and press **Train**, then another: each earlier '
           "run's smoothed loss and the LR it used stay drawn beside the live one, labelled by schedule (up to "
@@ -186,12 +204,12 @@ ELBO = _lesson(
           "Every [MASK] is predicted at once from one model call: the accuracy is that one-shot guess, not "
           "step-by-step generation."),
      _fig("§7", "plot: predictions at t = 0.4, correct / wrong colouring, confidence as intensity (3 quotes)",
-          "Inspect: candidate grid (blue = correct, vermillion = wrong, paler = less probable), one quote per link",
-          _inspect(_S, "0.4", _CITIZEN),
+          "Inspect: candidate grid (blue = correct, vermillion = wrong, paler = less probable), the three quotes one "
+          "under another, or one quote per link", _S + "&tab=Inspect&inspect.t=0.4&inspect.texts=" + _QUOTES_T04,
           "Confidence is honest here: at t = 0.5 the mean top-1 probability is 0.50 and the accuracy 0.50 on "
           "held-out text, so pale cells are the likely mistakes.",
-          label="1", variants=(("2", _inspect(_S, "0.4", _ROMEO)),
-                               ("3", _inspect(_S, "0.4", _HAMLET + ":%20whether%20%27tis"))))])
+          label="all 3", variants=(("1", _inspect(_S, "0.4", _CITIZEN)), ("2", _inspect(_S, "0.4", _ROMEO)),
+                                   ("3", _inspect(_S, "0.4", _HAMLET + ":%20whether%20%27tis"))))])
 
 GENERATION = _lesson(
     "generation", "Generation: Iterative Unmasking", "Generation: Iterative Unmasking — The Grand Finale",
@@ -199,10 +217,11 @@ GENERATION = _lesson(
     "order",
     "Checkpoint `shakespeare` with `length=64`, the notebook's canvas.",
     [_fig("§4.2", "print: generated samples, 12 steps, T 1.0",
-          "Explore: the text under the heatmap, one sample per run",
-          _GEN + "&steps=12&temperature=1&strategy=confidence&schedule=remaining",
+          "Explore: the text under the heatmap, and five samples, one per seed, under it",
+          _GEN + "&steps=12&temperature=1&strategy=confidence&schedule=remaining&samples=5",
           "Shakespeare's shape (line breaks, short words) more than his phrases: 71 % of the words are real at "
-          "12 steps."),
+          "12 steps.",
+          label="5 samples", variants=(("one", _GEN + "&steps=12&temperature=1&strategy=confidence&schedule=remaining"),)),
      _fig("§4.3", "plot: step-by-step unmasking, 10 steps, T 0.8",
           "Explore: trajectory heatmap (step × position), step scrubber, the text at that step",
           _GEN + "&steps=10&temperature=0.8&strategy=confidence&schedule=remaining",
@@ -227,12 +246,18 @@ GENERATION = _lesson(
           "The notebook says even a few steps work; here 5 steps give 66 % real words against 91 % in held-out "
           "text, and quality still improves at 20."),
      _fig("§4.6", "print: infilling 4 templates, 20 steps, T 0.7",
-          "Explore with the template as the canvas (fixed text kept, █ generated)",
+          "Explore with the template as the canvas (fixed text kept, █ generated), and all four templates' "
+          "fills under it, one row each",
           _GEN + "&steps=20&temperature=0.7" + _Q + "&template=To%20be%5B___%5D%5B___%5D%5B___%5D%5B___%5D"
-          "%E2%96%88%E2%96%88%E2%96%88%E2%96%88that%20is%20the%20question",
+          "%E2%96%88%E2%96%88%E2%96%88%E2%96%88that%20is%20the%20question&prompts=To%20be%5B___%5D%5B___%5D"
+          "%5B___%5D%5B___%5D%E2%96%88%E2%96%88%E2%96%88%E2%96%88that%20is%20the%20question%7CROMEO:%7C"
+          "%5B___%5D%5B___%5D%5B___%5D%5B___%5D%5B___%5D%E2%96%88%E2%96%88%E2%96%88light%7CFirst%20Citizen:",
           "The fixed text never changes and each blank is filled with both sides in view, which a left-to-right "
           "model cannot do; the fills are words, not the quotation.",
-          label="1", variants=(("2", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=ROMEO:"),
+          label="all 4", variants=(("1", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=To%20be%5B___%5D"
+                                   "%5B___%5D%5B___%5D%5B___%5D%E2%96%88%E2%96%88%E2%96%88%E2%96%88that%20is%20the"
+                                   "%20question"),
+                               ("2", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=ROMEO:"),
                                ("3", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=%5B___%5D%5B___%5D"
                                 "%5B___%5D%5B___%5D%5B___%5D%E2%96%88%E2%96%88%E2%96%88light"),
                                ("4", _GEN + "&steps=20&temperature=0.7" + _Q + "&template=First%20Citizen:"))),
@@ -252,16 +277,20 @@ GENERATION = _lesson(
           "Top-p keeps the fewest most likely characters whose probability reaches p and renormalises them: a "
           "confident position keeps one or two."),
      _fig("§5 TODO 2", 'code: prompted generation "ROMEO:\\n", "To be, ", "First C", 15 steps, T 0.7',
-          "Explore with the prompt as template (trailing space / newline is trimmed)",
-          _GEN + "&steps=15&temperature=0.7" + _Q + "&template=ROMEO:",
+          "Explore with the prompt as template (trailing space / newline is trimmed), and all three prompts' "
+          "samples under it, one row each", _GEN + "&steps=15&temperature=0.7" + _Q
+          + "&template=ROMEO:&prompts=ROMEO:%7CTo%20be,%7CFirst%20C",
           "The prompt stays fixed at the start and the model continues in its voice: after a name comes a line "
           "break and a speech.",
-          label="1", variants=(("2", _GEN + "&steps=15&temperature=0.7" + _Q + "&template=To%20be,"),
+          label="all 3", variants=(("1", _GEN + "&steps=15&temperature=0.7" + _Q + "&template=ROMEO:"),
+                                   ("2", _GEN + "&steps=15&temperature=0.7" + _Q + "&template=To%20be,"),
                                ("3", _GEN + "&steps=15&temperature=0.7" + _Q + "&template=First%20C"))),
-     _fig("§6", "print: generation showcase, 8 samples, 15 steps, T 0.7", "Explore: one sample per run",
-          _GEN + "&steps=15&temperature=0.7" + _Q,
-          "One sample per run: New seed in the sidebar draws the next, and the same seed always gives the same "
-          "text."),
+     _fig("§6", "print: generation showcase, 8 samples, 15 steps, T 0.7",
+          "Explore: the run's text and eight samples under it, one per seed", _GEN + "&steps=15&temperature=0.7" + _Q
+          + "&samples=8",
+          "Eight seeds, eight samples: the same seed always gives the same text, and New seed in the sidebar draws "
+          "the next.",
+          label="8 samples", variants=(("one", _GEN + "&steps=15&temperature=0.7" + _Q),)),
      _fig("§7", "plot: the grand visualisation, seed 7, 12 steps, T 0.7, newly revealed highlighted",
           "Explore: heatmap and scrubber; the text marks the characters committed at the selected step",
           "checkpoint=shakespeare&seed=7&length=64&steps=12&temperature=0.7" + _Q,
@@ -338,10 +367,12 @@ GUIDE = _lesson(
           _S + "&tab=Model",
           "Everything is characters: 65 of them plus [MASK], read in windows of 256."),
      _fig("§3.1", 'print: "To be, or not to be, that is the question" masked at t = 0 … 1.0',
-          "Inspect with that text, one t per view", _inspect(_S, "0.2", _HAMLET),
+          "Inspect with that text masked at t = 0, 0.2, …, 1.0, one row per t (or one t per link)",
+          _several(_S, _ALL_T, _HAMLET),
           "The same line at growing t: at 0.8 only a few letters are left, and the guesses lean on what the "
           "model knows of English.",
-          label="0.2", variants=(("0.4", _inspect(_S, "0.4", _HAMLET)), ("0.8", _inspect(_S, "0.8", _HAMLET)))),
+          label="all t", variants=(("0.2", _inspect(_S, "0.2", _HAMLET)), ("0.4", _inspect(_S, "0.4", _HAMLET)),
+                                   ("0.8", _inspect(_S, "0.8", _HAMLET)))),
      _fig("§6.2", "imshow: sinusoidal time embedding, t × 64 dims",
           "Model: time-embedding heatmap of `shakespeare-large` (adaLN; drawn at its width, 352 dims)",
           "checkpoint=shakespeare-large&seed=42&tab=Model",
@@ -375,13 +406,16 @@ GUIDE = _lesson(
           "The guide expects a character perplexity of about 3-4; this model's bound is 6.47 (and the guide's "
           "figure averages five masking ratios, which is not the ELBO)."),
      _fig("§9.2", "print: prompt completions (4 prompts + 60 characters, 30 steps, argmax)",
-          "Explore with the prompt as template, Length = prompt + 60",
-          "checkpoint=shakespeare&seed=42&length=66&steps=30&temperature=0" + _Q + "&template=ROMEO:",
+          "Explore: the four prompts' completions one under another on an 88-character canvas (the longest prompt "
+          "+ 60; the shorter prompts get more than 60); one prompt per link at Length = prompt + 60",
+          "checkpoint=shakespeare&seed=42&length=88&steps=30&temperature=0" + _Q + "&prompts=ROMEO:%7C"
+          "To%20be%20or%20not%20to%20be%7CWhat%20light%20through%20yonder%7CFriends,%20Romans,%20countrymen,",
           "The prompt stays fixed and 60 characters are generated after it in 30 steps.",
-          "Argmax completions loop on common words: ROMEO: goes on \"Now, look you yot  you, you yot  have you  "
-          "have you\".",
-          label="1",
-          variants=(("2", "checkpoint=shakespeare&seed=42&length=78&steps=30&temperature=0" + _Q
+          "Argmax completions loop on common words: ROMEO: goes on \"Now, look you lot  have you  have you  am you "
+          "dog\" (at Length 66: \"Now, look you yot  you, you yot  have you\").",
+          label="all 4",
+          variants=(("1", "checkpoint=shakespeare&seed=42&length=66&steps=30&temperature=0" + _Q + "&template=ROMEO:"),
+                    ("2", "checkpoint=shakespeare&seed=42&length=78&steps=30&temperature=0" + _Q
                      + "&template=To%20be%20or%20not%20to%20be"),
                     ("3", "checkpoint=shakespeare&seed=42&length=85&steps=30&temperature=0" + _Q
                      + "&template=What%20light%20through%20yonder"),

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit
 from explorer.dashboard.lessons import figure_url, lesson
 from tests.support.browser import open_page, wait_until
 
-LESSON = lesson("forward-process")  # figure 1 opens Model, figure 2 Inspect
+LESSON = lesson("forward-process")  # figure 1 opens Model, 2 Inspect at six t, 3 Inspect's masked-fraction figure
 BAR = ".lesson-bar .bar"  # the bar inside the pane (Playwright's CSS reaches into shadow roots)
 # The first drawn canvas inside a laid-out `.inspect-fraction` (Panel renders into shadow roots): its box.
 CANVAS_JS = """(sel) => { const all = []; const walk = root => { root.querySelectorAll(sel).forEach(e => all.push(e));
@@ -90,7 +90,7 @@ def test_a_hostile_lesson_is_named_as_text(browser, served):
 
 def test_on_a_projector_the_bar_leaves_the_figure_in_the_first_screen(browser, served, tmp_path):
     url, states = served_patterns(served, tmp_path)
-    page, problems = open_page(browser, link(url, 2, presentation=True))  # Inspect at t = 0.2
+    page, problems = open_page(browser, link(url, 3, presentation=True))  # "fraction masked vs t"
     page.set_viewport_size({"width": 1366, "height": 768})
     bar_text(page)
     page.wait_for_function(f"() => !!({CANVAS_JS})('.inspect-fraction')", timeout=90_000, polling=250)

@@ -1,10 +1,11 @@
 """The lessons (explorer/dashboard/lessons.py) against the real page: every figure's link, and each of its
-variants, is applied by UrlState with nothing left over, on a session with all five tabs; the lesson
+variants, is applied by UrlState with nothing left over, on a session of the shipped checkpoint it names with
+all five tabs (its metadata only: no weights are read); the lesson
 and figure a link names come back from figure_url; a lesson link stays one as the URL is rewritten; a
 bad lesson or figure is named in the notice and opens no lesson."""
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
@@ -13,28 +14,28 @@ from explorer.dashboard.lessons import LESSONS, all_figures, figure_url, lesson
 from explorer.dashboard.tabs import MAIN_TAB, TAB_NAMES, build_tab
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.urlstate import UrlState
-from tests.support.dashboard import save_tiny_checkpoints
 
 FIGURES = all_figures()
 LINKS = [(f"{fig.lesson}-{fig.index}-{label}", fig, query)
          for fig in FIGURES for label, query in ((fig.label, fig.query), *fig.variants)]
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    """A session with every tab's state (the keys a link may carry), no page, no model loaded."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path_factory.mktemp("ckpt"))))
-        s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
-        for name in TAB_NAMES:
-            build_tab(name, s, lazy=True)
-        yield s
-        s.close()
+def session_for(checkpoint: str):
+    """A session as a page opening a link of `checkpoint` builds it: the shipped checkpoint's knobs and bounds
+    from its metadata (Session._preview; no weights are read), every tab's state, no model loaded. One per
+    link, as each link opens its own page: a link's values must not rest on the link before."""
+    session = open_session(checkpoint=checkpoint, device="cpu", auto_run=False, sweep_auto=False)
+    for name in TAB_NAMES:
+        build_tab(name, session, lazy=True)
+    return session
 
 
-def applied(session, link: str) -> UrlState:
+def applied(link: str) -> UrlState:
+    args = dict(parse_qsl(urlsplit(link).query, keep_blank_values=True))
+    session = session_for(args.get("checkpoint", "shakespeare"))
     url = UrlState(session, list(session.tabs))
-    url.apply(dict(parse_qsl(urlsplit(link).query, keep_blank_values=True)))
+    url.apply(args)
+    session.close()
     return url
 
 
@@ -61,24 +62,24 @@ def test_every_figure_says_what_to_notice_on_one_line():
     assert sum(bool(fig.differs) for fig in FIGURES) >= 8  # the model's disagreements are said
 
 
+@pytest.mark.slow  # a session per link: 0.2 s each
 @pytest.mark.parametrize("name, fig, query", LINKS, ids=[name for name, _, _ in LINKS])
-def test_every_link_applies_without_a_notice(session, name, fig, query):
-    url = applied(session, "?" + query)
+def test_every_link_applies_without_a_notice(name, fig, query):
+    url = applied("?" + query)
     assert url.notice == "", url.notice
     assert url.tab == dict(parse_qsl(query)).get("tab", MAIN_TAB)
 
 
 @pytest.mark.parametrize("presentation", [False, True])
-def test_figure_url_round_trips(session, presentation):
+def test_figure_url_round_trips(presentation):
     for fig in (FIGURES[0], FIGURES[17], FIGURES[-1]):
         link = figure_url(fig, presentation=presentation)
         assert link.startswith(lessons.BASE + "?" + fig.query + f"&lesson={fig.lesson}&figure={fig.index}")
-        url = applied(session, link)
+        url = applied(link)
         assert url.notice == "" and (url.lesson, url.figure, url.tab) == (fig.lesson, fig.index, fig.tab)
-        assert session.presentation is presentation
+        assert url.state.presentation is presentation
         query = url.query()  # the URL the page rewrites keeps the lesson
         assert (query["lesson"], query["figure"]) == (fig.lesson, str(fig.index))
-    session.presentation = False
 
 
 def test_tab_property_reads_the_query():
@@ -91,16 +92,14 @@ def test_tab_property_reads_the_query():
     ({"lesson": "generation", "figure": "99"}, "figure=99 (not a figure of generation: 1 to 10)"),
     ({"lesson": "generation", "figure": "two"}, "figure=two ('two' is not a whole number)"),
     ({"figure": "2"}, "figure=2 (a figure needs a lesson=)")])
-def test_a_bad_lesson_or_figure_is_named(session, args, named):
-    url = UrlState(session, list(session.tabs))
-    url.apply(args)
+def test_a_bad_lesson_or_figure_is_named(args, named):
+    url = applied("?" + urlencode(args))
     assert named in url.notice
     assert url.figure == 0 and "figure" not in url.query()
     assert url.lesson in ("", "generation")
 
 
-def test_a_lesson_alone_opens_the_lesson_before_its_first_figure(session):
-    url = UrlState(session, list(session.tabs))
-    url.apply({"lesson": "sampling-strategies"})
+def test_a_lesson_alone_opens_the_lesson_before_its_first_figure():
+    url = applied("?lesson=sampling-strategies")
     assert (url.notice, url.lesson, url.figure) == ("", "sampling-strategies", 0)
     assert url.query()["lesson"] == "sampling-strategies" and "figure" not in url.query()
