@@ -213,9 +213,11 @@ def _judge(source: HFSource, options: HFOptions, cfg: dict, files, tok, device, 
 def _block_model(source: HFSource, options: HFOptions, cfg: dict, files, tok, device, dtype) -> nn.Module:
     """A DiffusionGemma-style model (explorer.hf.block): transformers' own class, by its config."""
     from transformers import DiffusionGemmaForBlockDiffusion
+    from transformers.utils import logging as hf_logging
 
     from .block import HFBlockConfig, HFBlockDenoiser, recommended_knobs, text_config
 
+    hf_logging.disable_progress_bar()  # (as _load_net: no bar on stderr)
     net = _from_pretrained(DiffusionGemmaForBlockDiffusion, source, options, dtype=dtype)
     inner = text_config(cfg)
     vocab = int(net.config.get_text_config().vocab_size)

@@ -109,6 +109,22 @@ def test_rows_that_stop_early_are_held_while_the_others_step(gemma):
         assert (tr.tokens[s + 1:, r, 3:3 + CANVAS] == tr.final[r, 3:3 + CANVAS]).all()
 
 
+def test_run_py_sample_runs_it_block_by_block(gemma, capsys):
+    """python run.py sample --checkpoint DIR: the prompt, then two blocks of the model's canvas."""
+    import json
+
+    from explorer.cli import main as cli_main
+
+    rc = cli_main(["sample", "--checkpoint", str(gemma.path), "--template", "to be", "--length", str(2 + 2 * CANVAS),
+                   "--steps", "6", "--stop-entropy", "4.3", "--seed", "1", "-n", "2", "--json", "--device", "cpu"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(out["tokens"][0]) == 2 + 2 * CANVAS and out["nfe"] <= 12
+    assert all(t.startswith("to be") for t in out["texts"])
+    cfg = SamplerConfig(steps=6, stop_entropy=4.3, seed=1, temperature=0.8, temperature_end=0.4, entropy_bound=0.1)
+    want = sample(gemma, cfg, template="to be", length=2 + 2 * CANVAS, batch_size=2)  # the model's recommended knobs
+    assert out["tokens"] == want.final.tolist()
+
+
 def test_a_cached_model_continues_a_prompt_only(gemma):
     with pytest.raises(ValueError, match="continue"):
         plan_run(gemma, SamplerConfig(steps=4), template="██ b d ██")
