@@ -16,6 +16,7 @@ ROWS_CSS = """<style>
 .smp tr + tr th, .smp tr + tr td { border-top: 1px solid #ddd; }
 .smp pre { white-space: pre-wrap; word-break: break-all; margin: 0; font-family: ui-monospace, 'DejaVu Sans Mono', monospace; }
 .smp .tpl { font-weight: normal; color: #555; font-size: 0.8em; }
+.smp div.tpl { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; max-width: 40em; }
 </style>"""
 
 
@@ -26,13 +27,14 @@ def samples_html(result: dict, size: dict, seed: int, template: str) -> str:
     several = len(result["templates"]) > 1 or result["templates"] != [template]
     body = []
     for row in result["rows"]:
-        label = f"seed {row['seed']}"
-        if several:
-            label += f"<br><span class='tpl'>{literal(row['template']) or '(no template)'}</span>"
+        label, prompt = f"seed {row['seed']}", ""
+        if several:  # the prompt on a line of its own above the text: the text keeps the row's width
+            shown = literal(row["template"]).replace("\n", "↵") or "(no template)"
+            prompt = f"<div class='tpl' title='{shown}'>prompt: {shown}</div>"
         elif row["seed"] == seed:
             label += "<br><span class='tpl'>the run above</span>"
         text = literal(row["text"]).replace("\n", "↵")
-        body.append(f"<tr><th>{label}</th><td><pre>{text}</pre></td></tr>")
+        body.append(f"<tr><th>{label}</th><td>{prompt}<pre>{text}</pre></td></tr>")
     return f"{ROWS_CSS}<table class='smp' style='font-size:{size['base']}'>{''.join(body)}</table>"
 
 
