@@ -13,17 +13,18 @@ import numpy as np
 # A uniform-state run (sampling/uniform.py) has no [MASK]: its cells hold random tokens ("noise": the
 # block's start and every re-noised position), tokens drawn and accepted at the step ("accepted"), and a
 # stopped block's final tokens ("settled" at the step, then "earlier"); "masked" is a block not started.
-STATES = ("masked", "new", "earlier", "remasked", "fixed", "noise", "accepted", "settled")
+# Token editing (a masked run's edit_threshold) replaces a committed token: "edited" at the step, then "earlier".
+STATES = ("masked", "new", "earlier", "remasked", "fixed", "noise", "accepted", "settled", "edited")
 CODE = {name: i for i, name in enumerate(STATES)}  # cell state -> int8 code
 STATE_LABELS = {"masked": "still masked", "new": "committed this step", "earlier": "committed earlier",
                 "remasked": "re-masked (revision)", "fixed": "fixed (template)",
                 "noise": "random token (re-noised)", "accepted": "accepted this step",
-                "settled": "settled this step (final)"}
+                "settled": "settled this step (final)", "edited": "edited this step (token replaced)"}
 # The states each process's runs show, in their key's order, and the labels that read differently there
-PROCESS_STATES = {"masked": ("masked", "new", "earlier", "remasked", "fixed"),
+PROCESS_STATES = {"masked": ("masked", "new", "earlier", "remasked", "fixed", "edited"),
                   "uniform": ("noise", "accepted", "settled", "earlier", "masked", "fixed")}
 UNIFORM_LABELS = {"masked": "block not started", "earlier": "settled earlier"}
-COMMITTED = ("new", "earlier", "accepted", "settled")  # cells holding a chosen token (tinted by confidence)
+COMMITTED = ("new", "earlier", "accepted", "settled", "edited")  # cells holding a chosen token (tinted by confidence)
 
 
 def state_labels(process: str = "masked") -> dict:
@@ -74,9 +75,11 @@ class Frames:
     def length(self) -> int:
         return self.tokens[0].shape[0]
 
-    def add_step(self, tokens, scores, proposals, confidence, committed, remasked, settled=None) -> int:
+    def add_step(self, tokens, scores, proposals, confidence, committed, remasked, settled=None,
+                 edited=None) -> int:
         """Append the canvas after one step (each argument (L,)); returns the new row's index. A uniform-state
-        run's committed are its accepted positions, remasked its re-noised ones, settled its settled ones."""
+        run's committed are its accepted positions, remasked its re-noised ones, settled its settled ones;
+        a masked run's edited its tokens replaced by token editing (confidence: the new token's)."""
         row = self.n_rows
         committed, remasked = np.asarray(committed, bool), np.asarray(remasked, bool)
         tokens = np.asarray(tokens, dtype=np.int64)
@@ -86,11 +89,13 @@ class Frames:
         else:
             state = np.where(tokens == self.mask_id, CODE["masked"], CODE["earlier"]).astype(np.int8)
             state[committed] = CODE["new"]
+            edited = np.zeros_like(committed) if edited is None else np.asarray(edited, bool)
+            state[edited] = CODE["edited"]
             state[remasked] = CODE["remasked"]
             state[self.fixed] = CODE["fixed"]
-            conf = np.where(committed, confidence, self.conf[-1])  # carry commit-time confidence forward
+            conf = np.where(committed | edited, confidence, self.conf[-1])  # carry commit-time confidence forward
             conf[tokens == self.mask_id] = np.nan
-            at = np.where(committed, row, self.committed_at[-1])
+            at = np.where(committed | edited, row, self.committed_at[-1])
             at[tokens == self.mask_id] = -1
         self.tokens.append(tokens)
         self.state.append(state)
@@ -122,8 +127,9 @@ class Frames:
     def add_record(self, record, b: int = 0) -> int:
         """Append a sampler StepRecord (batch row b)."""
         settled = None if getattr(record, "settled", None) is None else record.settled[b]
+        edited = None if getattr(record, "edited", None) is None else record.edited[b]
         return self.add_step(record.tokens[b], record.scores[b], record.proposals[b], record.confidence[b],
-                             record.committed[b], record.remasked[b], settled)
+                             record.committed[b], record.remasked[b], settled, edited)
 
     @classmethod
     def from_trajectory(cls, traj, glyphs: np.ndarray, b: int = 0) -> "Frames":
@@ -141,7 +147,7 @@ class Frames:
             before, after = traj.tokens[s, b], traj.tokens[s + 1, b]
             committed = (before == traj.mask_id) & (after != traj.mask_id)
             frames.add_step(after, traj.scores[s, b], traj.proposals[s, b], traj.confidence[s, b], committed,
-                            traj.remasked[s, b])
+                            traj.remasked[s, b], edited=None if traj.edited is None else traj.edited[s, b])
         return frames
 
     def chars(self, row: int) -> np.ndarray:

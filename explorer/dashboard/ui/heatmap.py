@@ -43,8 +43,11 @@ const f = v => (v === null || Number.isNaN(v)) ? "–" : v.toFixed(3);
 """
 TOOLTIPS = [("position", "$x{custom}"), ("step", "$y{custom}"), ("score, confidence", "$sx{custom}"),
             ("committed at, proposal", "$sy{custom}")]
-# token ids beside the strings: a Hugging Face model's token is looked up by its id
-FORMATTERS = {"$x": "return `${x}: ${g[d.token[i]]} (id ${d.token[i]})`;", "$y": "return `${y}: ${STATES[d.state[i]]}`;",
+# token ids beside the strings: a Hugging Face model's token is looked up by its id; an edited cell names the
+# token it replaced (the row above's: i - L) and the one it holds
+FORMATTERS = {"$x": "return `${x}: ${g[d.token[i]]} (id ${d.token[i]})`;",
+              "$y": "return STATES[d.state[i]] === 'edited' && i >= L ? "
+                    "`${y}: edited: ${g[d.token[i - L]]} -> ${g[d.token[i]]} at step ${y}` : `${y}: ${STATES[d.state[i]]}`;",
               "$sx": "return `${f(d.score[i])}, ${f(d.conf[i])}`;",
               "$sy": "return `${d.committed_at[i] >= 0 ? d.committed_at[i] : '–'}, ${g[d.proposal[i]]} (id ${d.proposal[i]})`;"}
 

@@ -12,7 +12,9 @@ STATE_COLORS = {"masked": "#E6E6E6", "new": "#D55E00", "earlier": "#0072B2", "re
                 # a uniform-state run: noise is a pale tint of the re-masked hue (the same event, a random
                 # token instead of [MASK]), lighter than every chosen token; accepted tokens orange, a
                 # block's stop green, its final tokens then the committed blue
-                "noise": "#F2D7E6", "accepted": "#E69F00", "settled": "#009E73"}
+                "noise": "#F2D7E6", "accepted": "#E69F00", "settled": "#009E73",
+                # a masked run's token editing: yellow, the one hue left (a light one: never dark like new)
+                "edited": "#F0E442"}
 STATE_MARK = {"remasked": "×"}  # drawn over the cell as well as its colour
 
 # Confidence bars: committed vs still-masked proposals (marker shape differs too).

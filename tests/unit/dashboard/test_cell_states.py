@@ -62,3 +62,29 @@ def test_a_uniform_state_run_shows_noise_accepted_and_settled_cells():
     df = downloads.trajectory_table(traj)
     assert df.settled.sum() == traj.settled.sum() == 7 and set(df.state) >= {"noise", "accepted", "settled"}
     assert '"process": "uniform"' in downloads.trajectory_json(traj)
+
+
+def test_an_edited_token_shows_at_its_step_then_as_committed_earlier():
+    """Token editing (edit_threshold): the step that replaced a committed token shows the cell 'edited',
+    tinted by the new token's confidence and dated by that step; later rows 'earlier'. Live records and
+    the finished trajectory give the same rows, and the hover names the tokens: 'edited: X -> Y at step s'."""
+    from explorer.dashboard.frames import COMMITTED, glyph_table, state_labels
+    from explorer.dashboard.ui.heatmap import FORMATTERS
+    from explorer.sampling import SamplerConfig, sample
+    from tests.support.scripted import ScriptedDenoiser
+
+    model, records = ScriptedDenoiser(block_size=10, seed=8), []
+    traj = sample(model, SamplerConfig(steps=5, edit_threshold=0.5, temperature=0), length=10, on_step=records.append)
+    glyphs = glyph_table(model.tokenizer)
+    frames = Frames.from_trajectory(traj, glyphs)
+    live = Frames(traj.tokens[0, 0], traj.fixed[0], traj.mask_id, glyphs)
+    for rec in records:
+        live.add_record(rec)
+    assert [s.tolist() for s in live.state] == [s.tolist() for s in frames.state]
+    s, i = map(int, np.argwhere(traj.edited[:, 0])[0])
+    row = s + 1  # row k is the canvas after step k - 1
+    assert STATES[frames.state[row][i]] == "edited" and "edited" in COMMITTED and "edited" in state_labels()
+    assert frames.committed_at[row][i] == row and np.isclose(frames.conf[row][i], traj.confidence[s, 0, i])
+    later = [STATES[frames.state[r][i]] for r in range(row + 1, frames.n_rows)]
+    assert set(later) <= {"earlier", "edited"}
+    assert "edited: ${g[d.token[i - L]]} -> ${g[d.token[i]]} at step ${y}" in FORMATTERS["$y"]
