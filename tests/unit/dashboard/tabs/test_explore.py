@@ -584,3 +584,21 @@ def test_an_empty_quality_panel_says_how_to_fill_it(state):
     assert view.status.object == "Quality vs steps: done" and view.plot.object is not None and view.progress.visible
     e.quality.clear()  # what a checkpoint switch leaves
     assert "not computed for these knobs yet" in view.status.object and not view.progress.visible
+
+
+def test_several_samples_of_an_ar_model_and_a_bad_prompt(checkpoints):
+    """The AR baseline's seeds are its solo runs too; a prompt the model cannot take is a notice, not a crash."""
+    from explorer.sampling import sample_ar
+
+    s = open_session(checkpoint="tiny-ar", device="cpu", auto_run=False, sweep_auto=False)
+    s.load(wait=True)
+    ex = explore(s)
+    ex.param.update(samples=3, prompts="AB | C")
+    wait_for(lambda: ex.samples_task.result is not None and len(ex.samples_task.result["rows"]) == 6)
+    for row in ex.samples_task.result["rows"]:
+        alone = sample_ar(s.model, s.sampler_config().replace(seed=row["seed"]), length=LENGTH,
+                          prompt=row["template"], record=False).texts()[0]
+        assert row["text"] == alone
+    ex.prompts = "AB | a lower-case prompt!"
+    assert "several samples:" in ex.samples_notice and ex.samples_task.result is None
+    s.close()
