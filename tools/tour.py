@@ -74,8 +74,9 @@ TOUR = (
          "masked fraction and accuracy across t.",
          "window.__tourText('.inspect-predictions') && " + _has(".inspect-accuracy"), height=1440,
          reading="At t = 0.5, 137 of 256 characters are masked and the model's first guess is right for 71 (52%, mean "
-         "top-1 probability 0.52, this example's loss 1.76 nats per masked character); the t = 0.2 / 0.5 / 0.8 "
-         "panel and the accuracy-vs-t plot further down show how accuracy falls as t grows."),
+         "top-1 probability 0.52, this example's loss 1.76 nats per masked character); the accuracy-vs-t plot "
+         "further down shows how accuracy falls as t grows, and a link's inspect.ts=0.2,0.5,0.8 stacks the text "
+         "at those t in one figure."),
     Stop("sweep.png", "Sweep", "checkpoint=patterns&seed=3&tab=Sweep&sweep.steps_grid=1,2,4,8,16,32"
          "&sweep.samples=16&sweep.include_ar=false",
          "\"Sampling Strategies & Speed Tradeoffs\" §6: quality vs number of steps with the sweet spot, and "
