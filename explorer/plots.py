@@ -206,8 +206,8 @@ def _fixed_ticks(dim: str, ticks: list[float]):
         ticker = FixedTicker(ticks=ticks)
         for axis in fig.xaxis if dim == "x" else [a for a in fig.left if isinstance(a, Axis)]:
             axis.ticker = ticker
-            if isinstance(axis.formatter, LogTickFormatter) and within_a_decade(ticks):
-                axis.formatter = NumeralTickFormatter(format="0.[00]")  # 1, 2, 4: not 10^0, 10^0.3
+            if isinstance(axis.formatter, LogTickFormatter) and plain_numbers(ticks):
+                axis.formatter = NumeralTickFormatter(format="0.[00]")  # 1, 2, 4: not 10^0, 10^0.3; 1, 10: not 10^0, 10^1
         for grid in fig.xgrid if dim == "x" else fig.ygrid:
             grid.ticker = ticker
     return hook
@@ -239,6 +239,15 @@ def within_a_decade(ticks: Sequence[float]) -> bool:
     (10^0, 10^1) name at most one tick, and plain numbers read better."""
     values = [v for v in ticks if v > 0]
     return bool(values) and max(values) < 10 * min(values)
+
+
+def plain_numbers(ticks: Sequence[float]) -> bool:
+    """Whether a log axis's fixed ticks read better as plain numbers than as powers of ten: within a
+    decade (where 10^k names at most one tick), or all of them from 0.01 to 100,000, as step counts and
+    scores are. Bokeh's LogTickFormatter writes plain numbers when a tick is not a power of ten, but
+    10^0 and 10^1 for a grid of 1 and 10 steps."""
+    values = [v for v in ticks if v > 0]
+    return within_a_decade(values) or (bool(values) and all(0.01 <= v < 1e5 for v in values))
 
 
 def log_ticks(low: float, high: float) -> list[float]:

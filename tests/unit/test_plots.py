@@ -170,5 +170,23 @@ def test_short_log_axes_read_as_plain_numbers_and_no_empty_speed_axis():
     assert within_a_decade([1, 2, 5]) and not within_a_decade([1, 2, 4, 8, 16])
     wide = pd.concat([summary.assign(steps=[1, 2]), summary.assign(steps=[16, 32])], ignore_index=True)
     fig = hv.render(quality_speed_plot(wide.assign(tokens_per_s_mean=[4e5, 2e5, 3e4, 1.5e4]), "pattern_quality"))
-    assert isinstance(next(a for a in fig.below if isinstance(a, LogAxis)).formatter, LogTickFormatter)
+    assert not isinstance(next(a for a in fig.below if isinstance(a, LogAxis)).formatter, LogTickFormatter)
     assert [a for a in fig.right if getattr(a, "axis_label", None) == "tokens / s"]
+
+
+@pytest.mark.slow
+def test_a_grid_of_powers_of_ten_reads_as_plain_step_counts():
+    """The Sweep link with a steps grid of 1 and 10 labelled its log x axis 10^0 and 10^1 (Bokeh writes
+    powers of ten when every tick is one)."""
+    import holoviews as hv
+    from bokeh.models import LogAxis, LogTickFormatter
+
+    from explorer.plots import plain_numbers, quality_speed_plot
+
+    hv.extension("bokeh")
+    summary = pd.DataFrame({"sampler": "diffusion", "steps": [1, 10], "pattern_quality_mean": [0.5, 0.9],
+                            "pattern_quality_std": 0.1, "tokens_per_s_mean": [500.0, 60.0], "tokens_per_s_std": 0.0})
+    fig = hv.render(quality_speed_plot(summary, "pattern_quality"))
+    x = [a for a in fig.below if isinstance(a, LogAxis)]
+    assert x and not isinstance(x[0].formatter, LogTickFormatter)
+    assert plain_numbers([1, 10, 100]) and not plain_numbers([1e-4, 1e-2]) and not plain_numbers([1e5, 1e7])

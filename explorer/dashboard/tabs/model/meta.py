@@ -183,6 +183,11 @@ def pattern_examples(meta: dict, n: int = 5) -> list[str]:
     return ["".join(chars[i] for i in row) if chars else " ".join(map(str, row)) for row in ids.tolist()]
 
 
+def smallest_period(row: str) -> int:
+    """The shortest p for which `row` repeats every p symbols (its length when none shorter does)."""
+    return next(p for p in range(1, len(row) + 1) if all(row[i] == row[i - p] for i in range(p, len(row))))
+
+
 TIME_DIM_FALLBACK = 64  # the guide's figure's width, for a model that has no embedding width stored
 
 

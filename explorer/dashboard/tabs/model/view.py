@@ -28,6 +28,7 @@ from .meta import (
     curves_frame,
     ema,
     schedule_columns,
+    smallest_period,
     stored_config,
     stored_curves,
     summary_sections,
@@ -72,9 +73,12 @@ def summary_html(meta: dict, name: str, preview: tuple | None = None) -> str:
                      f"<pre class='corpus-head'>{literal(head)}</pre>")
     examples = pattern_examples(meta)
     if examples:
+        # the period each row shows: a pattern draws its 2-6 symbols with repeats, so one may be a single symbol
+        rows = "\n".join(f"{row}  period {smallest_period(row)}" for row in examples)
         parts.append("<p class='caption'>Five training sequences (each step draws fresh ones; these with seed 0), "
-                     "each a random pattern of period 2–6 repeated:</p>"
-                     f"<pre class='corpus-head pattern-examples'>{literal(chr(10).join(examples))}</pre>")
+                     "each a pattern of 2–6 random symbols, tiled. The symbols are drawn with repeats, so a row's "
+                     "period, shown after it, can be shorter:</p>"
+                     f"<pre class='corpus-head pattern-examples'>{literal(rows)}</pre>")
     commands = meta.get("commands") or []
     if commands:
         items = "".join(f"<li><code>{literal(c)}</code></li>" for c in commands)

@@ -352,3 +352,17 @@ def test_a_patterns_model_page_shows_five_training_sequences():
     page = summary_html(meta, "patterns")
     assert "Five training sequences" in page and all(row in page for row in examples)
     assert pattern_examples({**meta, "corpus": {"kind": "text"}}) == []
+
+
+def test_each_training_sequence_shows_its_own_period():
+    """A caption of "period 2-6" sat above a row of one symbol (its pattern drew the same symbol at every
+    place): each row now shows the period it has."""
+    from explorer.dashboard.tabs.model.meta import pattern_examples, smallest_period
+
+    assert [smallest_period(r) for r in ("ABABAB", "AAAAAA", "ABCABCAB", "ABCD")] == [2, 1, 3, 4]
+    meta = {"corpus": {"name": "patterns", "kind": "patterns"}, "tokenizer": {"type": "char", "chars": "ABCDEFGHIJKLMNO"},
+            "model_config": {"block_size": 24}}
+    page = summary_html(meta, "patterns")
+    assert "period 2–6" not in page
+    for row in pattern_examples(meta):
+        assert f"{row}  period {smallest_period(row)}" in page
