@@ -242,10 +242,11 @@ KNOBS: dict[str, Knob] = registry(
          "entropies (nats) sum to at most this plus the largest of them (replaces the schedule, like threshold); "
          "a uniform-state model accepts its lowest-entropy positions by the same sum (none: 0.1)",
          lo=0, hi=100, lo_open=True, none=True, off=None, ui_off=0.0, label="Entropy bound (EB)",
-         ui_range=(0.0, 5.0), step=0.05, sweep=True),
+         ui_range=(0.0, 5.0), step=0.05, real_model=True, sweep=True),
     Knob("edit_threshold", float, 0.0, "Token editing (LLaDA2.1): replace a committed token of the current "
          "block by the model's most likely token when that one's probability exceeds this", lo=0, hi=1,
-         off=0.0, label="Edit threshold", step=0.05, merge="share", sweep=True, processes=MASKED),
+         off=0.0, label="Edit threshold (LLaDA2.1)", step=0.05, real_model=True, merge="share", sweep=True,
+         processes=MASKED),
 )
 
 
