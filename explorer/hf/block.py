@@ -43,6 +43,10 @@ class HFBlockConfig:
     self_conditioning: bool = True
     time_conditioning: str = "none"
     shift_logits: bool = False
+    # generate's end of a row: a block holding one of eos_ids ends the row (its later tokens pad_id) and no
+    # block follows once every row has ended (the model's generation_config.json; none: every block)
+    eos_ids: tuple = ()
+    pad_id: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -128,20 +132,37 @@ def text_config(cfg: dict) -> dict:
     return inner if isinstance(inner, dict) else {}
 
 
-def recommended_knobs(files) -> dict:
-    """The model's generation_config.json (DiffusionGemma's defaults where it leaves a value unset) as
-    sampler knobs: steps, entropy_bound, temperature (t_max), temperature_end (t_min), stable_steps and
-    stop_entropy. A missing or unreadable file gives the defaults."""
+def generation_file(files) -> dict:
+    """The model's generation_config.json as a dict ({} when missing or unreadable)."""
     import json
     from pathlib import Path
 
-    gen = {}
     path = Path(files) / "generation_config.json"
     try:
         gen = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError):
         gen = {}
-    bound = (gen.get("sampler_config") or {}).get("entropy_bound") if isinstance(gen.get("sampler_config"), dict) else None
+    return gen if isinstance(gen, dict) else {}
+
+
+def end_tokens(files, vocab: int) -> tuple[tuple, int | None]:
+    """(eos ids, pad id) as generate reads them from generation_config.json (ids outside the vocabulary
+    dropped)."""
+    gen = generation_file(files)
+    eos = gen.get("eos_token_id")
+    eos = [eos] if isinstance(eos, int) else eos if isinstance(eos, list) else []
+    pad = gen.get("pad_token_id")
+    return (tuple(int(i) for i in eos if isinstance(i, int) and 0 <= i < vocab),
+            pad if isinstance(pad, int) and 0 <= pad < vocab else None)
+
+
+def recommended_knobs(files) -> dict:
+    """The model's generation_config.json (DiffusionGemma's defaults where it leaves a value unset) as
+    sampler knobs: steps, entropy_bound, temperature (t_max), temperature_end (t_min), stable_steps and
+    stop_entropy. A missing or unreadable file gives the defaults."""
+    gen = generation_file(files)
+    sampler = gen.get("sampler_config")
+    bound = sampler.get("entropy_bound") if isinstance(sampler, dict) else None
     pick = {**GENERATION_DEFAULTS, **{k: v for k, v in gen.items() if k in GENERATION_DEFAULTS and v is not None}}
     if isinstance(bound, (int, float)):
         pick["entropy_bound"] = bound

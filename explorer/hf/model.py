@@ -215,7 +215,7 @@ def _block_model(source: HFSource, options: HFOptions, cfg: dict, files, tok, de
     from transformers import DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
 
-    from .block import HFBlockConfig, HFBlockDenoiser, recommended_knobs, text_config
+    from .block import HFBlockConfig, HFBlockDenoiser, end_tokens, recommended_knobs, text_config
 
     hf_logging.disable_progress_bar()  # (as _load_net: no bar on stderr)
     net = _from_pretrained(DiffusionGemmaForBlockDiffusion, source, options, dtype=dtype)
@@ -227,7 +227,8 @@ def _block_model(source: HFSource, options: HFOptions, cfg: dict, files, tok, de
     bos = next((i for i in (inner.get("bos_token_id"), getattr(tok, "bos_token_id", None), placeholder)
                 if isinstance(i, int) and 0 <= i < vocab))
     canvas = int(cfg.get("canvas_length") or 256)
-    config = HFBlockConfig(vocab, placeholder, _context(inner), "diffusion_gemma", canvas, bos)
+    eos, pad = end_tokens(files, vocab)
+    config = HFBlockConfig(vocab, placeholder, _context(inner), "diffusion_gemma", canvas, bos, eos_ids=eos, pad_id=pad)
     model = HFBlockDenoiser(net, config).to(device).eval()
     model.tokenizer = HFTokenizer(tok, placeholder, vocab)
     model = _attach(model, source, cfg, files)

@@ -21,7 +21,9 @@ block of positions (blocks one after another, left to right):
      its tokens then settle to the draft.
 A finished row of a batch waits for the others (its canvas held); the next block starts when every row
 is done. The placeholder of positions whose block has not started is the model's mask id (only shown,
-never fed to a cached model).
+never fed to a cached model). A cached model whose generation settings name end-of-sequence tokens ends a
+row at the block that holds one (the tokens after it, and later blocks, its pad token), and generates no
+further block once every row has ended (generate's _finalize_canvas).
 
 Randomness, and how it reproduces transformers' DiffusionGemma `generate` token for token: generate draws
 from torch's global generator, in this order: per block, torch.randint(0, V, (B, Lb)) for the start;
@@ -164,6 +166,7 @@ def _walk(model, config, plan, batch_size: int, generator, recording: tuple, see
         prefix = x[:, :start] if start else torch.full((batch_size, 1), cfg.bos_id, device=device)
         cache.append(prefix)
     state = {"step": 0, "nfe": 0, "recorder": None}
+    ended = torch.zeros(batch_size, dtype=torch.bool, device=device)  # rows past their end-of-sequence
     for b, steps in enumerate(plan.steps):
         idx = torch.as_tensor(np.flatnonzero(plan.blocks == b), device=device)  # the block's positions
         x[:, idx] = _randint(noise_ids(model), (batch_size, idx.numel()), generator, device)  # step 1
@@ -171,12 +174,35 @@ def _walk(model, config, plan, batch_size: int, generator, recording: tuple, see
             state["recorder"] = _Recorder(x, *recording, clock=clock)
         yield from _run_block(model, config, x, idx, steps, generator, cache, clock, state,
                               settled_at, settle_conf)
+        if cached and getattr(cfg, "eos_ids", ()):
+            ended = _end_rows(cfg, x, idx, ended)
+            if bool(ended.all()):  # generate stops: what is left is padding
+                rest = torch.as_tensor(np.flatnonzero(plan.blocks > b), device=device)
+                if cfg.pad_id is not None and rest.numel():
+                    x[:, rest] = cfg.pad_id
+                break
         if cached:
             cache.append(x[:, idx])  # the block's tokens: the next block's first call encodes them
     return state["recorder"].finish(
         final=x, committed_at=settled_at, commit_confidence=settle_conf, fixed=plan.canvas.fixed,
         nfe=state["nfe"], config=config, seed=seed, mask_id=cfg.mask_id, kind="diffusion",
         tokenizer=getattr(model, "tokenizer", None), blocks=plan.blocks.copy())
+
+
+def _end_rows(cfg, x: torch.Tensor, idx: torch.Tensor, ended: torch.Tensor) -> torch.Tensor:
+    """generate's _finalize_canvas on a settled block: a row that ended before gets pad there; a row whose
+    block holds an end-of-sequence token ends, its tokens after the first one pad. Returns the rows
+    ended (B,)."""
+    eos = torch.tensor(cfg.eos_ids, device=x.device)
+    block = x[:, idx]  # (B, Lb)
+    now = torch.isin(block, eos).any(dim=1) | ended  # (B,)
+    if cfg.pad_id is not None and bool(now.any()):
+        block = torch.where(ended[:, None], cfg.pad_id, block)
+        is_eos = torch.isin(block, eos)
+        seen = is_eos.cumsum(dim=1)  # (B, Lb)
+        block = block.masked_fill((seen > 0) & ~((seen == 1) & is_eos), cfg.pad_id)
+        x[:, idx] = block
+    return now
 
 
 def _call(model, x: torch.Tensor, idx: torch.Tensor, blk: _Block, cache, n_noise: torch.Tensor) -> ModelCall:

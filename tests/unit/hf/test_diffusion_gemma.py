@@ -94,6 +94,36 @@ def test_reproduces_transformers_generate_token_for_token(gemma, seed, rows, ste
     assert tr.nfe == stepped.max()
 
 
+@pytest.mark.parametrize("rows,pick", [(1, (0, 3)), (3, (0, 3)), (3, (1, 12))])
+def test_ends_rows_at_their_end_of_sequence_as_generate_does(gemma, rows, pick):
+    """With end-of-sequence ids (a model's generation_config.json), a block holding one ends its row: the
+    tokens after it are padding, later blocks too, and no block is generated once every row has ended."""
+    from dataclasses import replace
+
+    cfg = SamplerConfig(steps=4, temperature=0.8, temperature_end=0.4, entropy_bound=0.1, seed=2, stop_entropy=None)
+    prompt, new = [7, 8, 9], 3 * CANVAS
+    template = gemma.tokenizer.decode(prompt) + "█" * new
+    free = sample(gemma, cfg, template=template, batch_size=rows)
+    eos, pad = int(free.final[pick]), 0  # a token the run writes: its row ends there
+    ending = gemma.config
+    try:
+        gemma.config = replace(ending, eos_ids=(eos,), pad_id=pad)
+        tr = sample(gemma, cfg, template=template, batch_size=rows)
+    finally:
+        gemma.config = ending
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import EntropyBoundSamplerConfig
+
+    torch.manual_seed(2)
+    want = gemma.net.generate(torch.tensor([prompt] * rows), max_new_tokens=new, max_denoising_steps=4, t_max=0.8,
+                              t_min=0.4, sampler_config=EntropyBoundSamplerConfig(entropy_bound=0.1),
+                              confidence_threshold=None, stability_threshold=None, eos_token_id=eos,
+                              pad_token_id=pad).sequences.numpy()
+    n = want.shape[1]
+    np.testing.assert_array_equal(tr.final[:, :n], want)
+    assert (tr.final[:, n:] == pad).all() and (tr.final[pick[0], pick[1] + 1:] == pad).all()
+    assert tr.n_steps == 4 * (n - 3) // CANVAS  # the blocks generate wrote, no more
+
+
 def test_rows_that_stop_early_are_held_while_the_others_step(gemma):
     """The case where rows of one block settle at different steps (generate holds a finished row)."""
     # a random model's entropy barely falls (about ln 80): the stop is set where the rows cross it
