@@ -1,5 +1,5 @@
-"""Hugging Face models: masked LMs, LLaDA- and Dream-style diffusion LMs behind the same
-`model(x, t)` contract, tokenizer interface and metadata as a shipped checkpoint."""
+"""Hugging Face models: masked LMs, LLaDA- and Dream-style diffusion LMs and DiffusionGemma-style block
+diffusion models behind the same `model(x, t)` contract, tokenizer interface and metadata as a shipped checkpoint."""
 from .source import FAMILIES, HFOptions, HFSource, is_hf_spec, parse_source
 
 __all__ = ["FAMILIES", "HFOptions", "HFSource", "is_hf_spec", "parse_source", "load_hf_model"]
