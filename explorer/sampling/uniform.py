@@ -32,8 +32,10 @@ finished ones too), then torch.randint(0, V, (B, Lb)) for the re-noising. This m
 calls, with the same shapes, dtypes and order, on the run's CPU generator (explicit, seeded from the
 config's seed), so a CPU run with seed s equals generate after torch.manual_seed(s). The temperature is
 generate's own float32 arithmetic (an int32 step over N), the entropy torch.distributions.Categorical's,
-the sort torch.sort's. Noise drawn on the CPU is moved to the model's device (generate draws on the
-device: on a GPU the numbers differ, the process is the same).
+the sort torch.sort's. On another device the draws are made there, as generate makes them, from a
+generator of that device seeded with the run's seed (given a generator of its own, the run seeds it with a
+number drawn from that one): copying a real model's (256, 262144) probabilities to the CPU at every step
+would cost more than the step. So a seed gives one run per device type, not one run on every device.
 
 Our own uniform-state models (a checkpoint whose metadata says process=uniform) have no cache and no
 self-conditioning: the block is the whole canvas by default, the model sees the whole canvas with
@@ -142,7 +144,18 @@ def noise_ids(model) -> int:
 
 
 def _randint(n: int, shape, generator: torch.Generator, device) -> torch.Tensor:
-    return torch.randint(0, n, shape, generator=generator).to(device)  # (B, Lb)
+    return torch.randint(0, n, shape, generator=generator, device=device)  # (B, Lb)
+
+
+def device_generator(generator: torch.Generator, seed: int, device) -> torch.Generator:
+    """Where the draws are made (module docstring): the run's CPU generator on the CPU; elsewhere a generator
+    of the model's device seeded with the run's seed (seed -1: a generator was given, the seed is drawn from it)."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return generator
+    if seed < 0:
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def walk(model, config, plan, batch_size: int, generator, recording: tuple, seed: int, clock):
@@ -150,7 +163,8 @@ def walk(model, config, plan, batch_size: int, generator, recording: tuple, seed
     Trajectory), checked before it starts. recording: (record, on_step, should_stop); clock: the run's
     sampler.RunClock."""
     check_uniform(model, config, generator)
-    return _walk(model, config, plan, batch_size, generator, recording, seed, clock)
+    draws = device_generator(generator, seed, model_device(model))
+    return _walk(model, config, plan, batch_size, draws, recording, seed, clock)
 
 
 def _walk(model, config, plan, batch_size: int, generator, recording: tuple, seed: int, clock):
@@ -263,8 +277,7 @@ def _denoise(model, logits, blk: _Block, temperature: torch.Tensor, bound: float
         drawn = processed.argmax(dim=-1)
         entropy = torch.zeros((B, Lb), device=logits.device)
     else:
-        flat = probs.view(-1, V).cpu()  # drawn on the CPU from the run's generator (module docstring)
-        drawn = torch.multinomial(flat, num_samples=1, generator=generator).to(logits.device).view(B, Lb)
+        drawn = torch.multinomial(probs.view(-1, V), num_samples=1, generator=generator).view(B, Lb)
         entropy = token_entropy(processed)  # (B, Lb)
     draft = processed.argmax(dim=-1)  # (B, Lb)
     accepted = entropy_bound_accept(entropy, bound)  # (B, Lb)
