@@ -21,11 +21,11 @@ log = logging.getLogger(__name__)
 
 # Per-step arrays of a recorded Trajectory, written when present (record=False runs have none).
 STEP_ARRAYS = ("tokens", "scores", "proposals", "confidence", "remasked", "committed", "step_t", "temperatures",
-               "called_model", "blocks", "row_t", "row_temperatures", "row_steps", "settled")
+               "called_model", "blocks", "row_t", "row_temperatures", "row_steps", "settled", "edited")
 CSV_COLUMNS = ("step", "row", "position", "token", "char", "state", "proposal", "proposal_char", "score",
-               "confidence", "committed", "remasked", "settled", "committed_at", "commit_confidence")
+               "confidence", "committed", "remasked", "settled", "edited", "committed_at", "commit_confidence")
 # (a uniform-state run's committed are its accepted positions, remasked its re-noised ones, settled where a block
-# stopped and took its final tokens; a masked run never settles)
+# stopped and took its final tokens; a masked run never settles; edited: a committed token replaced, token editing)
 
 
 def _plain(a):
@@ -80,7 +80,7 @@ def _final_frame(traj, tok, b: int) -> dict:
     at = np.where(traj.committed_at[b] >= 0, traj.committed_at[b] + 1, -1)  # as a step row, like the others
     return {"step": np.full(L, traj.n_steps), "token": final, "state": state, "proposal": final, "score": nan,
             "confidence": nan, "committed": np.zeros(L, bool), "remasked": np.zeros(L, bool),
-            "settled": np.zeros(L, bool), "committed_at": at,
+            "settled": np.zeros(L, bool), "edited": np.zeros(L, bool), "committed_at": at,
             "commit_confidence": traj.commit_confidence[b]}
 
 
@@ -94,9 +94,12 @@ def _step_frames(traj, tok, b: int) -> list[dict]:
     settled = np.zeros((frames.n_rows, traj.length), bool)
     if getattr(traj, "settled", None) is not None:
         settled[1:] = traj.settled[:, b]
+    edited = np.zeros((frames.n_rows, traj.length), bool)
+    if getattr(traj, "edited", None) is not None:
+        edited[1:] = traj.edited[:, b]
     return [{"step": np.full(traj.length, r), "token": frames.tokens[r], "state": frames.state[r],
              "proposal": frames.proposals[r], "score": frames.scores[r], "confidence": frames.step_conf[r],
-             "committed": frames.committed[r], "remasked": remasked[r], "settled": settled[r],
+             "committed": frames.committed[r], "remasked": remasked[r], "settled": settled[r], "edited": edited[r],
              "committed_at": frames.committed_at[r],
              "commit_confidence": frames.conf[r]} for r in range(frames.n_rows)]
 

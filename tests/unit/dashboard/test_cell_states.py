@@ -88,3 +88,8 @@ def test_an_edited_token_shows_at_its_step_then_as_committed_earlier():
     later = [STATES[frames.state[r][i]] for r in range(row + 1, frames.n_rows)]
     assert set(later) <= {"earlier", "edited"}
     assert "edited: ${g[d.token[i - L]]} -> ${g[d.token[i]]} at step ${y}" in FORMATTERS["$y"]
+    from explorer.dashboard import downloads
+
+    df = downloads.trajectory_table(traj)  # the downloads carry the same events
+    assert df.edited.sum() == traj.edited.sum() == (df.state == "edited").sum() > 0
+    assert '"edited": [[[' in downloads.trajectory_json(traj)

@@ -256,6 +256,8 @@ def test_the_header_tells_only_what_is_known_of_a_run(state):
     assert run_status(state.model, SamplerConfig(steps=8), frames) == "sampling 8 steps …"
     assert "threshold 0.9" in run_status(state.model, SamplerConfig(threshold=0.9), frames)
     assert "8 steps" not in run_status(state.model, SamplerConfig(threshold=0.9), frames)
+    for config, rule in ((SamplerConfig(factor=1.0), "factor rule"), (SamplerConfig(entropy_bound=0.5), "entropy-bound rule")):
+        assert rule in run_status(state.model, config, frames) and "8 steps" not in run_status(state.model, config, frames)
     state.threshold = 0.9
     assert explore(state).start_run(wait=True)
     traj = explore(state).trajectory

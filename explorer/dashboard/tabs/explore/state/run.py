@@ -47,6 +47,9 @@ def run_status(model, config, frames) -> str:
         return f"sampling {n} characters left to right, one model call each …"
     if config.threshold is not None:
         return f"sampling until every position clears the threshold {config.threshold:g} (one model call per step) …"
+    if config.adaptive:  # the factor or entropy-bound rule: no step count either
+        rule = "factor" if config.factor is not None else "entropy-bound"
+        return f"sampling until every position is decoded by the {rule} rule (one model call per step) …"
     return f"sampling {n} steps …"
 
 
