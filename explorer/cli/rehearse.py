@@ -246,6 +246,7 @@ class Page:
     status: str = ""  # the header's last text
     unchanged: float = 0.0  # seconds the header's text had not changed when the page ended
     problems: list = field(default_factory=list)
+    fatal: bool = False  # a problem that ends the page at once (it could not open; the server failed)
     handle: object = field(default=None, repr=False)
     started: float = 0.0
     changed: float = 0.0
@@ -269,6 +270,7 @@ def open_page(browser, url: str, label: str, login: tuple | None, timeout: float
     except Exception as e:  # playwright's TimeoutError, or no server at all
         if "Timeout" not in type(e).__name__:
             page.problems.append(f"open: {str(e).strip().splitlines()[0]}")
+            page.fatal = True
     return page
 
 
@@ -293,6 +295,7 @@ def watch(pages: list[Page], tab_name: str, timeout: float, shots: list[Path], l
         for problem in server_problems(log, offset)[:1]:
             for page, _ in left:
                 page.problems.append(f"server: {problem}")
+                page.fatal = True
         for page, shot in list(left):
             if step(page, tab_name, timeout, shot):
                 left.remove((page, shot))
@@ -305,14 +308,16 @@ def step(page: Page, tab_name: str, timeout: float, shots: Path) -> bool:
     now = time.monotonic()
     try:
         seen = page.handle.evaluate(PROBE_JS)
-    except Exception as e:  # the page crashed or navigated away
+    except Exception as e:  # still loading (its context replaced), or crashed
         seen = {"settled": None, "status": page.status, "notices": [], "tab": None}
-        page.problems.append(f"page: {str(e).strip().splitlines()[0]}")
+        if page.handle.is_closed():
+            page.problems.append(f"page: {str(e).strip().splitlines()[0]}")
+            page.fatal = True
     status = " ".join((seen["status"] or "").split())
     if status != page.status:
         page.status, page.changed = status, now
     done = seen["settled"] is not None and tab_name in seen["settled"].split()
-    if not done and now - page.started < timeout and not page.problems:
+    if not done and now - page.started < timeout and not page.fatal:
         return False
     if done:
         page.seconds = round(now - page.started, 1)
@@ -362,7 +367,7 @@ def rehearse(browser, base: str, item: Item, args, out: Path, log: Path | None, 
         result = "error"
     return {"number": item.number, "figure": item.name, "section": item.section, "tab": item.tab, "url": url,
             "result": result, "server": server, "pages": [{k: v for k, v in asdict(p).items()
-                                                            if k not in ("handle", "started", "changed")}
+                                                            if k not in ("handle", "started", "changed", "fatal")}
                                                            for p in pages]}
 
 

@@ -1,0 +1,60 @@
+"""`python run.py rehearse` on a sample of the lessons: two figures of different tabs on the shipped `patterns`
+checkpoint (the smallest), each opened twice and then three at once in its own Chromium, on a server the
+command starts. Every page must complete (the header's data-settled names the link's tab) with no error,
+and every page leaves a screenshot at projector size."""
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from explorer.cli import main as cli_main
+from explorer.dashboard import lessons
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1800)]  # ten pages on a busy 2-core CPU
+
+
+def first_on_patterns(tab: str):
+    """The first lesson figure on `tab` whose link opens the patterns checkpoint."""
+    return next(f for f in lessons.all_figures() if f.tab == tab and "checkpoint=patterns" in f.query)
+
+
+def png_size(path) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+# A page made while others open at once sometimes asks a CDN for Panel's loading.css (a pane restyled out of
+# its document's context: app.build_tabs says how that comes about); offline that request fails. The
+# rehearsal rightly reports it; this test, which checks the rehearsal, lets that one failure through.
+KNOWN = ("cdn.holoviz.org/panel/", "Failed to load resource: net::ERR_NAME_NOT_RESOLVED")
+
+
+def completed(page: dict) -> bool:
+    """The page showed its result; its only problem, if any, the known CDN request (KNOWN)."""
+    known = all(any(k in problem for k in KNOWN) for problem in page["problems"])
+    return page["seconds"] is not None and page["seconds"] > 0 and known
+
+
+def test_a_sample_of_the_rehearsal_completes_with_a_screenshot_of_every_page(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("MDLM_EXPLORER_CHECKPOINTS", raising=False)  # the shipped checkpoints/
+    figures = [first_on_patterns("Model"), first_on_patterns("Compare")]
+    names = ",".join(f"{f.lesson}:{f.index}" for f in figures)
+    rc = cli_main(["rehearse", "--figures", names, "--out", str(tmp_path), "--timeout", "600",
+                   "--serve-args", "--threads 1 --no-auto-sweep"])
+    printed = capsys.readouterr().out
+    report = json.loads((tmp_path / "report.json").read_text())
+    rows = report["figures"]
+    assert [r["figure"] for r in rows] == [f"{f.lesson}#{f.index}" for f in figures]
+    for row in rows:
+        assert len(row["pages"]) == 5 and all(completed(p) for p in row["pages"]), printed
+        assert row["server"] == [], printed
+        for page in row["pages"]:
+            assert png_size(page["shot"]) == (1366, 768)
+    if all(r["result"] == "completed" for r in rows):
+        assert rc == 0 and "2 links, 2 completed, 0 hung, 0 failed" in printed.splitlines()[-1]
+    else:  # the known request failed: the rehearsal said so
+        assert rc == 1 and "loading.css" in printed
