@@ -87,3 +87,31 @@ def test_draws_and_noise_follow_their_distributions_over_seeds():
     counts = np.bincount(noise, minlength=MASK + 1)
     assert counts[MASK] == 0 and len(noise) > 1000
     assert np.abs(counts[:MASK] / len(noise) - 1 / MASK).max() < 4 * np.sqrt(0.25 / len(noise))
+
+
+def test_our_own_uniform_state_checkpoint_samples_through_the_loader(tmp_path):
+    """A checkpoint whose metadata says process=uniform (run.py train --process uniform): loaded by the one
+    loader, sampled by the uniform process over the whole canvas (no cache), t the share it sees as noise."""
+    from explorer import load_checkpoint
+    from explorer.checkpoint import save_checkpoint
+    from explorer.data.patterns import pattern_tokenizer
+    from tests.support.models import make_model
+
+    tok = pattern_tokenizer()
+    net = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=16, n_layer=1, n_embd=32, n_head=2,
+                     seed=1, time_conditioning="adaln")
+    save_checkpoint(net, tmp_path / "u.safetensors", {"tokenizer": tok.to_dict(), "process": "uniform"},
+                    dtype=torch.float32)
+    model = load_checkpoint(tmp_path / "u.safetensors")
+    seen = []
+    forward = model.forward
+    model.forward = lambda x, t: (seen.append(t.clone()), forward(x, t))[1]
+    cfg = SamplerConfig(steps=5, entropy_bound=2.0, seed=0, stop_entropy=None)
+    plan = plan_run(model, cfg, template="AB" + "█" * 10)
+    assert plan.process == "uniform" and plan.n_blocks == 1 and plan.steps == (5,)
+    tr = sample(model, cfg, plan=plan, batch_size=2)
+    assert tr.process == "uniform" and tr.nfe == 5 and not (tr.final == tok.mask_id).any()
+    assert tr.final[0, :2].tolist() == tok.encode("AB")
+    assert torch.equal(seen[0], torch.ones(2))  # the first call sees only noise
+    renoised = tr.remasked.sum(axis=2)[:-1] / 10  # (steps - 1, rows): what the next call sees as noise
+    np.testing.assert_allclose(torch.stack(seen[1:]).numpy(), renoised, rtol=1e-6)
