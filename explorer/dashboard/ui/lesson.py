@@ -19,35 +19,45 @@ from .palette import ACCENT, FONT
 from .safe import literal
 
 BAR_CLASS, MENU_CLASS = "lesson-bar", "lessons-menu"
+# A notch under the page's type on a projector (20 px there): the bar is read once, the figure below it all along
+BAR_FONT = {False: FONT[False]["base"], True: "17px"}
+# Drop-downs (the index, the header's menu, a folded Differs line) open while the pointer is over them or
+# they hold the focus (a click or Tab): CSS alone, no <details> and no script of their own.
 BAR_CSS = f"""
 .bar {{ border-left: 4px solid {ACCENT}; background: #eef5fb; padding: 4px 10px; line-height: 1.35; }}
 .line {{ display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 10px; }}
-.shows {{ flex: 1 1 20em; }}
+.shows {{ flex: 1 1 0; min-width: 12em; }}
 .nav {{ display: flex; gap: 6px; align-items: baseline; }}
 .nav a, .nav span {{ padding: 0 8px; border: 1px solid {ACCENT}; border-radius: 4px; text-decoration: none;
   color: {ACCENT}; white-space: nowrap; }}
 .nav span {{ opacity: 0.35; }}
 .nav a:hover {{ background: {ACCENT}; color: white; }}
 .notice {{ margin-top: 2px; }}
-.differs {{ display: inline; color: #8a3b00; }}
-.differs summary {{ display: inline; color: white; background: #D55E00; padding: 0 6px; border-radius: 3px; }}
-.differs summary::after {{ content: " ▸"; }}
-.differs[open] summary {{ margin-right: 6px; }}
-.differs[open] summary::after {{ content: " ▾"; }}
-details {{ position: relative; }}
-summary {{ cursor: pointer; color: {ACCENT}; white-space: nowrap; list-style: none; }}
-summary::-webkit-details-marker {{ display: none; }}
-details ol, details ul {{ position: absolute; right: 0; z-index: 20; background: white; border: 1px solid #ccc;
-  box-shadow: 0 2px 8px rgba(0,0,0,.2); margin: 2px 0; padding: 6px 10px 6px 28px; width: max-content;
-  max-width: 70vw; max-height: 60vh; overflow-y: auto; }}
+.differs {{ color: #8a3b00; outline: none; }}
+.differs .tag {{ color: white; background: #D55E00; padding: 0 6px; border-radius: 3px; margin-right: 6px;
+  white-space: nowrap; cursor: default; }}
+.differs.folded .tag {{ cursor: pointer; }}
+.differs.folded .tag::after {{ content: " ▸"; }}
+.differs.folded .text {{ display: none; }}
+.differs.folded:hover .text, .differs.folded:focus-within .text {{ display: inline; }}
+.differs.folded:hover .tag::after, .differs.folded:focus-within .tag::after {{ content: " ▾"; }}
+.drop {{ position: relative; outline: none; }}
+.drop > .label {{ cursor: pointer; color: {ACCENT}; white-space: nowrap; }}
+.drop > ol {{ display: none; position: absolute; left: 0; top: 100%; z-index: 20; background: white;
+  border: 1px solid #ccc; box-shadow: 0 2px 8px rgba(0,0,0,.2); margin: 0; padding: 6px 10px 6px 28px;
+  width: max-content; max-width: 70vw; max-height: 60vh; overflow-y: auto; }}
+.drop:hover > ol, .drop:focus-within > ol {{ display: block; }}
+.others {{ list-style: none; margin-top: 6px; }}
+.others ul {{ padding-left: 14px; }}
 li.current {{ font-weight: bold; }}
 """
 MENU_CSS = """
-details { position: relative; display: inline-block; }
-summary { cursor: pointer; color: white; font-weight: bold; list-style: none; padding: 2px 10px;
-  border: 1px solid rgba(255,255,255,.7); border-radius: 4px; white-space: nowrap; }
-ul { position: absolute; right: 0; z-index: 1000; background: white; border: 1px solid #ccc; margin: 4px 0;
-  padding: 6px 12px 6px 12px; list-style: none; width: max-content; box-shadow: 0 2px 8px rgba(0,0,0,.25); }
+.drop { position: relative; display: inline-block; outline: none; }
+.label { cursor: pointer; color: white; font-weight: bold; padding: 2px 10px; border: 1px solid rgba(255,255,255,.7);
+  border-radius: 4px; white-space: nowrap; }
+ul { display: none; position: absolute; right: 0; top: 100%; z-index: 1000; background: white; border: 1px solid #ccc;
+  margin: 0; padding: 6px 12px; list-style: none; width: max-content; box-shadow: 0 2px 8px rgba(0,0,0,.25); }
+.drop:hover ul, .drop:focus-within ul { display: block; }
 li { margin: 3px 0; } a { color: #0072B2; } .what { color: #555; font-size: 0.85em; }
 """
 
@@ -87,9 +97,8 @@ def _index(item: Lesson, current: int, presentation: bool) -> str:
                    f"{literal(fig.section)} {literal(fig.shows)}</a></li>" for fig in item.figures)
     others = "".join(f'<li><a href="{literal(_href(other.figures[0], presentation))}">{literal(other.title)}</a></li>'
                      for other in LESSONS if other is not item)
-    return (f'<details class="lesson-index"><summary>Index ▾</summary><ol>{figs}'
-            f'<li style="list-style: none; margin-top: 6px"><b>Other lessons</b><ul style="position: static; '
-            f'box-shadow: none; border: 0; padding-left: 14px">{others}</ul></li></ol></details>')
+    return (f'<span class="drop lesson-index" tabindex="0"><span class="label">Index ▾</span><ol>{figs}'
+            f'<li class="others"><b>Other lessons</b><ul>{others}</ul></li></ol></span>')
 
 
 def bar_html(slug: str, index: int, presentation: bool = False) -> str:
@@ -102,14 +111,17 @@ def bar_html(slug: str, index: int, presentation: bool = False) -> str:
     nxt = _href(item.figures[index], presentation) if index < n else None
     where = f"figure {index} of {n}" if fig else f"{n} figures"
     shows = f"{fig.section} {fig.shows}" if fig else item.summary
-    line = (f'<div class="line"><b class="title">{literal(item.title)}</b><span class="count">{literal(where)}</span>'
-            f'<span class="shows">{literal(shows)}</span><span class="nav">{_nav("◀ Previous", prev, "lesson-prev")}'
-            f'{_nav("Next ▶" if fig else "Start ▶", nxt, "lesson-next")}</span>{_index(item, index, presentation)}</div>')
+    # the index first: its list opens rightwards, inside the window wherever the line wraps
+    line = (f'<div class="line">{_index(item, index, presentation)}<b class="title">{literal(item.title)}</b>'
+            f'<span class="count">{literal(where)}</span><span class="shows">{literal(shows)}</span>'
+            f'<span class="nav">{_nav("◀ Previous", prev, "lesson-prev")}'
+            f'{_nav("Next ▶" if fig else "Start ▶", nxt, "lesson-next")}</span></div>')
     notice = ""
     if fig is not None:
-        # open at a desk; on a projector one click away, so that the bar keeps to two lines there
-        differs = (f' <details class="differs"{"" if presentation else " open"}><summary>Differs from the notebook'
-                   f'</summary>{literal(fig.differs)}</details>' if fig.differs else "")
+        # shown at a desk; on a projector folded behind its mark (pointer or click), so the bar keeps to two lines
+        folded = " folded" if presentation else ""
+        differs = (f' <span class="differs{folded}" tabindex="0"><span class="tag">Differs from the notebook</span>'
+                   f'<span class="text">{literal(fig.differs)}</span></span>' if fig.differs else "")
         notice = f'<div class="notice"><b>Notice:</b> {literal(fig.notice)}{differs}</div>'
     keys = KEYS_JS.replace("PREV", _js(prev)).replace("NEXT", _js(nxt))
     return f'<div class="bar" data-lesson="{literal(slug)}" data-figure="{int(index)}">{line}{notice}</div>{keys}'
@@ -129,7 +141,7 @@ def lesson_bar(url, session) -> pn.pane.HTML:
     def draw(*events):
         if url.lesson:
             pane.object = bar_html(url.lesson, url.figure, session.presentation)
-            pane.styles = {"font-size": FONT[session.presentation]["base"]}
+            pane.styles = {"font-size": BAR_FONT[session.presentation]}
 
     draw()
     session.param.watch(draw, "presentation")
@@ -140,7 +152,7 @@ def menu_html(presentation: bool = False) -> str:
     """The header's Lessons menu: each lesson's title, what it teaches, linked to its first figure."""
     items = "".join(f'<li><a href="{literal(_href(item.figures[0], presentation))}">{literal(item.title)}</a>'
                     f'<div class="what">{literal(item.summary)}</div></li>' for item in LESSONS)
-    return f'<details><summary>Lessons ▾</summary><ul>{items}</ul></details>'
+    return f'<div class="drop" tabindex="0"><span class="label">Lessons ▾</span><ul>{items}</ul></div>'
 
 
 def lessons_menu(session) -> pn.pane.HTML:
