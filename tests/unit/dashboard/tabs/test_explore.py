@@ -258,6 +258,11 @@ def test_the_header_tells_only_what_is_known_of_a_run(state):
     assert "8 steps" not in run_status(state.model, SamplerConfig(threshold=0.9), frames)
     for config, rule in ((SamplerConfig(factor=1.0), "factor rule"), (SamplerConfig(entropy_bound=0.5), "entropy-bound rule")):
         assert rule in run_status(state.model, config, frames) and "8 steps" not in run_status(state.model, config, frames)
+    frames.process = "uniform"  # a uniform-state run: its blocks stop when stable and confident, not by a rule
+    uniform = SamplerConfig(steps=8, entropy_bound=0.5)
+    assert "stable and confident (at most 8 steps)" in run_status(state.model, uniform, frames)
+    assert run_status(state.model, uniform.replace(stop_entropy=None), frames) == "sampling 8 steps from random tokens …"
+    frames.process = "masked"
     state.threshold = 0.9
     assert explore(state).start_run(wait=True)
     traj = explore(state).trajectory

@@ -45,6 +45,10 @@ def run_status(model, config, frames) -> str:
     n = frames.expected_rows - 1
     if model is not None and model.config.kind == "ar":
         return f"sampling {n} characters left to right, one model call each …"
+    if getattr(frames, "process", "masked") == "uniform":  # random-token noise: its stop is its own
+        if config.stop_entropy is None:
+            return f"sampling {n} steps from random tokens …"
+        return f"sampling from random tokens, each block until stable and confident (at most {config.steps} steps) …"
     if config.threshold is not None:
         return f"sampling until every position clears the threshold {config.threshold:g} (one model call per step) …"
     if config.adaptive:  # the factor or entropy-bound rule: no step count either
