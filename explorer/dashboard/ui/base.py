@@ -65,6 +65,13 @@ def widget_type_size(widget, presentation: bool) -> None:
            "label { white-space: normal; overflow-wrap: anywhere; }")
     ours = [s for s in widget.stylesheets if not (isinstance(s, str) and s.startswith(":host { --font-size:"))]
     widget.stylesheets = ours + ([css] if presentation else [])
+    if isinstance(widget, pn.widgets.Select) and widget.width:  # a fixed width clipped its value at projector type
+        normal = widget.__dict__.setdefault("_desk_width", widget.width)
+        widget.width = round(normal * _px(base) / _px(FONT[False]["base"])) if presentation else normal
+
+
+def _px(size: str) -> float:
+    return float(size.removesuffix("px"))
 
 
 def watch_presentation(session, figures=(), panes=(), text_panes=(), widgets=()) -> None:

@@ -39,7 +39,7 @@ from .state import OFF_TEXT, PRESETS, ModelState
 PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}
 PAGE_CSS = """
 .meta-table { border-collapse: collapse; width: 100%; font-size: 0.92em; }
-.meta-table th { text-align: left; font-weight: 600; padding: 2px 12px 2px 0; white-space: nowrap; width: 40%;
+.meta-table th { text-align: left; font-weight: 600; padding: 2px 16px 2px 0; white-space: nowrap; width: 1%;
                  vertical-align: top; color: #333; }
 .meta-table td { padding: 2px 0; overflow-wrap: anywhere; }  /* the vocabulary is one 65-character word */
 .meta-commands code { white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
@@ -265,7 +265,23 @@ class CheckpointPage(ModelView):
         right = pn.Column(self.curves, self.schedule, self.csv, self.time_emb, sizing_mode="stretch_width",
                           styles=flex_item(3, 420))
         left = pn.Column(self.summary, styles=flex_item(2, 360))
+        projector_layout(self.state.session, figures=right, tables=left)
         return side_by_side(left, right, css_classes=["model-page"])  # at 1024 px the plots go under the summary
+
+
+def projector_layout(session, figures, tables) -> None:
+    """In presentation mode the stored curves come first and the tables take the page's whole width under
+    them: beside the figures, at projector type, a 1366-pixel page left the tables a third of its width and
+    their values wrapped every two or three words (at 1024 px the tables came first and pushed the curves
+    off the first screen). CSS only: the same Bokeh models either way."""
+    def place(*events):
+        whole = {"flex": "1 1 100%", "min-width": "0px"}
+        figures.styles = {**figures.styles, **(whole if session.presentation else flex_item(3, 420)),
+                          "order": "-1" if session.presentation else "0"}
+        tables.styles = {**tables.styles, **(whole if session.presentation else flex_item(2, 360))}
+
+    place()
+    session.param.watch(place, "presentation")
 
 
 class TrainingPanel(ModelView):
