@@ -293,6 +293,9 @@ class CompareView(pn.viewable.Viewer):
         frames = [r["frames"] for r in results if r and not r.get("error")]
         if frames:
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
+            key = legend_html(getattr(frames[0], "process", "masked")) + LEGEND_TEXTS  # the runs' process's cells
+            if self.legend.object != key:
+                self.legend.object = key
 
     def __panel__(self):
         # wraps rather than running off the page: five 280 px columns need about 1,800 px
