@@ -137,6 +137,13 @@ LEGEND_CSS = """
 """
 
 
+# The t axis's label of a step tick (row_t's masked fraction), '' where the tick above reads the same
+T_TICK = """const t = src.data.t;
+const label = k => Number.isInteger(k) && k >= 0 && k < t.length ? t[k].toFixed(2) : '';
+const text = label(tick);
+return index > 0 && label(ticks[index - 1]) === text ? '' : text;"""
+
+
 class HeatmapFigure:
     """A step x position heatmap and its sources; what every heatmap of the dashboard is drawn with.
 
@@ -202,9 +209,9 @@ class HeatmapFigure:
 
     def _t_axis(self) -> LinearAxis:
         """The reverse process labelled by t as well as by step (the teaching notebooks write it t = 1 -> 0): each
-        row's masked fraction beside its step, from `row_t`."""
-        code = ("const t = src.data.t; return Number.isInteger(tick) && tick >= 0 && tick < t.length ? "
-                "t[tick].toFixed(2) : '';")
+        row's masked fraction beside its step, from `row_t`. A label the tick above already reads is left
+        out: the rows after the canvas is filled (a run's post steps) all read 0.00, and the axis repeated it."""
+        code = T_TICK
         axis = LinearAxis(axis_label="t (masked fraction)",
                           formatter=CustomJSTickFormatter(args=dict(src=self.row_t), code=code))
         axis.ticker.min_interval = 1

@@ -427,6 +427,24 @@ def test_heatmap_rows_are_labelled_by_t_as_well_as_by_step(state):
     assert axis.axis_label == "t (masked fraction)"
 
 
+def test_the_t_axis_does_not_repeat_a_label():
+    """Rows after the canvas is filled (a run's post steps) all have t = 0, and the t axis read 0.00 at each
+    of their ticks: a label the tick above already reads is left out (the formatter run by node)."""
+    import json
+    import shutil
+    import subprocess
+
+    from explorer.dashboard.ui.heatmap import T_TICK
+
+    if shutil.which("node") is None:
+        pytest.skip("needs node to run the axis's JavaScript")
+    src = {"data": {"t": [1.0, 0.5, 0.25, 0.0, 0.0, 0.0, 0.0]}}
+    script = (f"const src = {json.dumps(src)}; const f = new Function('tick', 'index', 'ticks', 'src', {json.dumps(T_TICK)});"
+              "const ticks = [0, 2, 3, 4, 6, 8]; console.log(JSON.stringify(ticks.map((k, i) => f(k, i, ticks, src))));")
+    out = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == ["1.00", "0.25", "0.00", "", "", ""]
+
+
 def test_several_samples_are_each_seeds_solo_run(state):
     """The 5-sample showcase of "Generation: Iterative Unmasking" in one view: row j is the real sampler's
     run of seed + j alone, so row 0 is the run above, and the view shows every text with its seed."""
