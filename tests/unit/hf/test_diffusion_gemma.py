@@ -52,6 +52,15 @@ def test_the_cache_is_encoded_once_and_matches_the_whole_prefix(gemma):
     torch.testing.assert_close(a, b)
 
 
+def test_the_prompt_and_each_earlier_block_are_encoded_once(gemma, monkeypatch):
+    encoder, widths = gemma.net.model.encoder, []
+    forward = encoder.forward
+    monkeypatch.setattr(encoder, "forward", lambda *a, **k: (widths.append(k["input_ids"].shape[1]), forward(*a, **k))[1])
+    tr = sample(gemma, SamplerConfig(steps=3, seed=0, stop_entropy=None), template=gemma.tokenizer.decode([7, 8, 9])
+                + "█" * (3 * CANVAS), batch_size=2)
+    assert widths == [3, CANVAS, CANVAS] and tr.nfe == 9  # the prompt, then blocks 0 and 1; 3 decoder calls a block
+
+
 def _generate(gemma, prompt: list[int], rows: int, seed: int, new: int, cfg: SamplerConfig):
     """transformers' own DiffusionGemma generate with the same knobs, after torch.manual_seed(seed)."""
     from transformers.models.diffusion_gemma.generation_diffusion_gemma import EntropyBoundSamplerConfig
