@@ -182,7 +182,8 @@ BOTH = ("diffusion", "ar")  # the AR baseline draws each token with the same pro
 MASKED, UNIFORM = ("masked",), ("uniform",)  # knobs of one diffusion process's sampler (sampling/uniform.py)
 KNOBS: dict[str, Knob] = registry(
     Knob("steps", int, 32, "Denoising steps: model calls per sample (1 = everything in one shot; threshold "
-         "and factor decoding set their own count)", lo=1, hi=MAX_STEPS, label="Steps", ui_range=(1, 256),
+         "and factor decoding set their own count; a uniform-state model takes at most this many per block)",
+         lo=1, hi=MAX_STEPS, label="Steps", ui_range=(1, 256),
          exact=True, merge="vary", sweep=True, sweep_default="1,2,4,8,16,32"),
     Knob("temperature", float, 1.0, "Sampling temperature: 0 = always the most likely token (greedy); higher = "
          "more varied, more errors", lo=0, hi=100, greedy_below=MIN_TEMPERATURE, label="Temperature",
