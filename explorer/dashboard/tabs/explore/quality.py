@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 IDLE_HINT = "not computed for these knobs yet: press Compute"
 
 
+SHORT_SWEET_SPOT = "sweet spot (90% of the best)"
+
+
 def quality_figure(summary, metric: str, x: str, presentation: bool):
     """The shared quality-vs-steps figure (sweet spots starred by explorer.plots), styled for the
     dashboard: stretched to the column, legend below, hover on every curve, the presentation fonts."""
@@ -34,6 +37,9 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     # type two: three ran past a 1366-pixel page's column ("sweet sp").
     plot = quality_speed_plot(summary, metric, x=x, height=620 if presentation else 380, title="")  # width=None: responsive
     plot = plot.map(lambda el: el.opts(tools=["hover"]), [hv.Curve, hv.Scatter])
+    if presentation:  # the rule in words ran past the column's edge at projector type: the stars' short name
+        plot = plot.map(lambda el: el.relabel(SHORT_SWEET_SPOT) if str(el.label).startswith("sweet spot") else el,
+                        [hv.Scatter])
     return plot.opts(
         legend_position="bottom", legend_cols=1 if presentation else 2,
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],

@@ -627,3 +627,25 @@ def test_several_samples_of_an_ar_model_and_a_bad_prompt(checkpoints):
     ex.prompts = "AB | a lower-case prompt!"
     assert "several samples:" in ex.samples_notice and ex.samples_task.result is None
     s.close()
+
+
+@pytest.mark.slow
+def test_the_quality_legend_names_the_stars_briefly_at_projector_type():
+    """At projector type the stars' legend entry (the rule in words, about 65 characters) ran past a 1366-pixel
+    page's right edge: there it is the short name."""
+    import holoviews as hv
+    import pandas as pd
+
+    from explorer.dashboard.tabs.explore.quality import SHORT_SWEET_SPOT, quality_figure
+
+    hv.extension("bokeh")
+    summary = pd.DataFrame({"sampler": "diffusion", "strategy": "confidence", "steps": [1, 2, 4, 8],
+                            "pattern_quality_mean": [0.2, 0.5, 0.9, 0.95], "pattern_quality_std": 0.1,
+                            "tokens_per_s_mean": [500.0, 250, 120, 60], "tokens_per_s_std": 0.0})
+
+    def legend(presentation):
+        fig = hv.render(quality_figure(summary, "pattern_quality", "steps", presentation))
+        return [item.label.value for lg in fig.legend for item in lg.items]
+
+    assert any(label.startswith("sweet spot: fewest steps") for label in legend(False))
+    assert SHORT_SWEET_SPOT in legend(True) and max(map(len, legend(True))) <= 35
