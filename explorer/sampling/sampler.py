@@ -56,8 +56,9 @@ the canvas changed, which groups step and how many positions each draws for), wh
 record=True keeps the steps on the device and copies them to the host once, when the run ends, and an
 on_step callback adds one copy of the step (recorder.py); one generator per row adds one copy of the
 rows' own t; threshold decoding, a few scalar reads to move rows to their next block.
-sample()'s driver adds one per model call of several rows (call_model: are they one canvas?). A merged
-walk (merged.py) reads once a step. tests/unit/sampling/test_host_syncs.py counts them on the CPU.
+Whether several rows are all one canvas (call_model computes them as one row) is part of that read; a
+guided call's rows are not, and the driver asks the device (one more). A merged walk (merged.py) reads
+once a step. tests/unit/sampling/test_host_syncs.py counts them on the CPU.
 
 The loop is a generator (`sample_steps`): it yields the model calls it needs as a list of ModelCalls
 (x, t) and reads the logits its driver puts there. `sample` drives one run, calling the model itself;
@@ -126,6 +127,7 @@ class _Run:
         self.stale = [True] * len(self.batch.groups)  # per group: changed since the model was last called for it
         self.total_steps = None if self.plan.steps is None else sum(self.plan.steps)
         self.edited = None  # (B, L) what the last step edited (token editing), else None
+        self.one_canvas = None  # whether the rows were all one canvas at the last read (several rows only)
 
 
 @contextmanager
@@ -163,14 +165,17 @@ def resolve_generators(generator, batch_size: int | None, seed: int):
     return len(generator), [cpu_generator(g, seed) for g in generator]
 
 
-def call_model(model, x: torch.Tensor, t: torch.Tensor, kwargs: dict | None = None) -> torch.Tensor:
+def call_model(model, x: torch.Tensor, t: torch.Tensor, kwargs: dict | None = None,
+               one_row: bool | None = None) -> torch.Tensor:
     """model(x, t), computing a batch whose rows are all the same canvas as one row: every batched run
     starts so (all [MASK], or one template), and at step 1 of a 30-row sweep that is a 30x cheaper call.
     Each row then gets exactly the logits of its solo run (a solo run is this one-row call).
     kwargs: the extended call's (a cache holds the rows' context: the call is made as it is)."""
     if kwargs:
         return model(x, t, **kwargs)
-    if x.shape[0] > 1 and bool((x == x[:1]).all()):
+    if one_row is None:  # not read with the run's step (ModelCall.one_row): asking waits for the device
+        one_row = x.shape[0] > 1 and bool((x == x[:1]).all())
+    if x.shape[0] > 1 and one_row:
         return model(x[:1], t[:1]).expand(x.shape[0], -1, -1)  # (B, L, V) view of one row
     return model(x, t)
 
@@ -184,13 +189,15 @@ def _group_temperatures(run: _Run, st: step.State, masked: torch.Tensor) -> list
     return [step.temperature(cfg, st.step, None, masked[g.a:g.b], n) for g in run.batch.groups]
 
 
-def _read_step(run: _Run, masked: torch.Tensor, todo: torch.Tensor, post: torch.Tensor | None = None):
+def _read_step(run: _Run, masked: torch.Tensor, todo: torch.Tensor, post: torch.Tensor | None = None, x=None):
     """What the host needs of a step, read from the device at once (on a GPU each read waits for it:
     read one by one these were four or five waits a step): the canvas' masked fraction t (recorded,
     exactly masked.float().mean()), whether the last step changed the canvas (then the model is
     called again), which groups have something to commit (alone, the others would skip the step) and
     each group's masked positions (so the proposals' entries are found without another wait).
     post (B,): the rows whose filled block takes a step for its edits alone (token editing).
+    x (B, L), the canvas of several rows: whether they are all one canvas (run.one_canvas; call_model
+    computes such a batch as one row) is read too, instead of by the driver before the model call.
     Returns (t, the stepping groups, each group's masked count, the groups that edit: stepping or post)."""
     groups = run.batch.groups
     if run.batch.one:
@@ -199,8 +206,10 @@ def _read_step(run: _Run, masked: torch.Tensor, todo: torch.Tensor, post: torch.
     else:  # one group per row
         has, counts, changed = todo.any(dim=1), masked.sum(dim=1), run.changed  # (B,) each
     # float64 holds the float32 mean and every count exactly
+    same = [] if x is None or x.shape[0] < 2 else [(x == x[:1]).all()[None].double()]  # (1,)
     host = torch.cat([masked.float().mean()[None].double(), changed.double(), has.double(), counts.double(),
-                      *([] if post is None else [post.double()])]).tolist()
+                      *([] if post is None else [post.double()]), *same]).tolist()
+    run.one_canvas = bool(host.pop()) if same else None
     G = len(groups)
     changed, has, counts = host[1:1 + G], host[1 + G:1 + 2 * G], host[1 + 2 * G:1 + 3 * G]
     run.part.stale = run.part.stale or any(c > 0 for c in changed)
@@ -219,7 +228,7 @@ def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s: int, 
     nan = torch.full(st.x.shape, NAN, device=st.x.device)
     if not editing:  # editing includes stepping
         return st.x, nan, nan, torch.zeros_like(todo), False
-    called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock)
+    called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock, run.one_canvas)
     if not stepping:
         return st.x, nan, nan, torch.zeros_like(todo), bool(called)
     proposals, scores, conf = step.propose(run.batch, st, masked, stepping, temperatures, counts)
@@ -234,7 +243,7 @@ def _step(run: _Run, st: step.State, block: torch.Tensor, s: int, S: int | None,
     start = run.clock()
     masked = st.x == run.batch.mask_id  # (B, L)
     todo = masked & block
-    t_mean, stepping, counts, editing = _read_step(run, masked, todo, post)
+    t_mean, stepping, counts, editing = _read_step(run, masked, todo, post, st.x)
     temperatures = _group_temperatures(run, st, masked)
     temperature = temperatures[0] if run.batch.one else step.temperature(
         run.config, st.step, run.total_steps, masked, run.plan.n_generate)  # what the batch records
@@ -369,7 +378,7 @@ def drive(model, steps) -> Trajectory:
     try:
         while True:
             for call in next(steps):
-                call.logits = call_model(model, call.x, call.t, call.kwargs)  # (B, L, V)
+                call.logits = call_model(model, call.x, call.t, call.kwargs, call.one_row)  # (B, L, V)
     except StopIteration as done:
         return done.value
 

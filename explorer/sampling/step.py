@@ -57,6 +57,7 @@ class ModelCall:
     logits: torch.Tensor | None = None  # (B, L, V) model(x, t), or bit-identical to it
     seconds: float | None = None  # what the run is charged for the call; None: all the time it was away
     kwargs: dict | None = None  # the extended call's arguments (a uniform-state model's cache, uniform.py)
+    one_row: bool | None = None  # every row is one canvas, as the run read it with its step (None: unknown)
 
 
 @dataclass(eq=False)
@@ -190,16 +191,21 @@ def rank_in_row(key: torch.Tensor, descending: bool) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------- refresh
 
-def refresh(batch: Batch, st: State, masked: torch.Tensor, parts: list[Part], clock=None):
+def refresh(batch: Batch, st: State, masked: torch.Tensor, parts: list[Part], clock=None, one_canvas=None):
     """Ask one model call for each stale part (yields the list of ModelCalls; its driver fills their
     logits), and put what comes back into st.logits (float32, [MASK] and suppressed EOS at -inf).
     t is row-wise, so a part's slice is what its run alone computes. clock: pause() / resume(charged)
-    around the wait (sampler.RunClock). Returns the parts that were called (each stale no more)."""
+    around the wait (sampler.RunClock). one_canvas: whether every row of the batch is one canvas, when the
+    caller read it (its call then says so: the driver need not ask the device). Returns the parts that
+    were called (each stale no more)."""
     stale = [p for p in parts if p.stale]
     if not stale:
         return []
     t = masked.float().mean(dim=1)  # (B,) masked fraction of each row's canvas
     calls = [_model_call(batch, st.x[p.a:p.b], t[p.a:p.b]) for p in stale]
+    if one_canvas is not None and not batch.guided:  # whether all rows are one canvas, read with the step
+        for call, p in zip(calls, stale):
+            call.one_row = one_canvas if (p.a, p.b) == (0, batch.B) else None
     if clock is not None:
         clock.pause()
     yield calls

@@ -25,14 +25,14 @@ def worst(steps: list[dict]) -> int:
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("batch_size", [1, 32])
 def test_a_step_reads_the_device_as_often_recorded_or_not(monkeypatch, record, temperature, batch_size):
-    """Once a step (_read_step); a batch adds its driver's check of equal rows (call_model asks whether
-    all rows are one canvas before each model call). Recording adds nothing inside a step: its copies
+    """Once a step (_read_step, which also reads whether a batch's rows are one canvas: call_model asked
+    the device before each model call, one wait more). Recording adds nothing inside a step: its copies
     to the host (six a step before, seven with token editing) are one, when the run ends."""
     model = adaln_patterns_model()
     config = SamplerConfig(steps=8, temperature=temperature, strategy="margin")
     with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
         sample(model, config, batch_size=batch_size, record=record)
-    assert worst(steps) == (1 if batch_size == 1 else 2), steps
+    assert worst(steps) == 1, steps
 
 
 @pytest.mark.parametrize("batch_size", [1, 32])
@@ -59,22 +59,22 @@ def test_a_step_handed_to_on_step_is_one_copy_more(monkeypatch):
     assert len(seen) == 8 and seen[-1].tokens.dtype.name == "int64" and seen[-1].committed.dtype == bool
 
 
-def test_a_batched_step_adds_only_its_drivers_check_of_equal_rows(monkeypatch):
-    """sample()'s driver (call_model) asks whether all rows are one canvas before each model call."""
+def test_a_batched_step_with_blocks_and_revision_reads_once(monkeypatch):
+    """Whether all rows are one canvas (call_model computes them as one row) comes with the step's read."""
     model = adaln_patterns_model()
     for record in (False, True):
         with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
             sample(model, SamplerConfig(steps=8, temperature=1.0, remask=0.2, block_length=12), batch_size=5,
                    record=record)
-        assert worst(steps) == 2, steps
+        assert worst(steps) == 1, steps
 
 
 def test_a_step_with_one_generator_per_row_reads_once_plus_its_rows_facts(monkeypatch):
-    """Plus the rows' t (one copy: the run records each row's own t), and call_model's check."""
+    """Plus the rows' t (one copy: the run records each row's own t)."""
     model = adaln_patterns_model()
     with torch.no_grad(), per_step_syncs(monkeypatch) as steps:
         sample(model, SamplerConfig(steps=8, temperature=1.0), generator=[gen(1), gen(2), gen(3)], record=False)
-    assert worst(steps) == 3, steps
+    assert worst(steps) == 2, steps
 
 
 def test_a_merged_walk_reads_the_device_once_a_step(monkeypatch):
