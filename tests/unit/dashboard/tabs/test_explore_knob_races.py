@@ -70,6 +70,7 @@ def settled(s) -> bool:
     return job is not None and job.done.is_set() and not e.running and s.dispatch.idle()
 
 
+@pytest.mark.slow  # a loaded session and four rounds of runs: about a second
 def test_the_last_of_changes_made_together_while_a_run_is_in_flight_is_the_run_shown(served, monkeypatch):
     """Each round: a change (the seed) reads the knobs, and before it makes its run the current one a
     second change (the steps) is made and runs its own watcher; the second's run must win. Before the
