@@ -53,12 +53,15 @@ FORMATTERS = {"$x": "return `${x}: ${g[d.token[i]]} (id ${d.token[i]})`;",
 
 # Characters in the cells once a cell is big enough to hold one: copied in the browser from the
 # cells source for the visible window only, into a source that is never synced back to the server.
-# White ink on dark cells (fixed, or committed with high confidence), black elsewhere.
+# White ink on dark cells (fixed, or committed with high confidence), black elsewhere. The type is the
+# cell's size, up to 10 px: a 64-character canvas at 1024 px (cells 7 px wide) had no letters at 10 px.
 FIT_LABELS = _JS_STATES + f"""
 const xr = p.x_range, yr = p.y_range;
 const w = p.inner_width / Math.abs(xr.end - xr.start), h = p.inner_height / Math.abs(yr.end - yr.start);
 const out = {{x: [], y: [], glyph: [], ink: []}};
-if (w >= 8 && h >= 10) {{
+if (w >= 6 && h >= 8) {{
+  const size = Math.floor(Math.min(10, w * 1.3, h * 0.9));
+  if (glyph.text_font_size.value !== `${{size}}px`) glyph.text_font_size = {{value: `${{size}}px`}};
   const d = cells.data, g = vocab.data.glyph, x0 = Math.min(xr.start, xr.end), x1 = Math.max(xr.start, xr.end);
   const y0 = Math.min(yr.start, yr.end), y1 = Math.max(yr.start, yr.end);
   for (let i = 0; i < d.x.length; i++) {{
@@ -198,9 +201,11 @@ class HeatmapFigure:
             p.add_layout(self._t_axis(), "right")
         p.toolbar.logo = None
         if labels and not self.progress:  # (progress rows are too thin to hold a character)
-            p.text("x", "y", text="glyph", source=self.labels, text_align="center", text_baseline="middle",
-                   text_color="ink", text_font_size="10px")
-            fit = CustomJS(args=dict(p=p, cells=self.cells, labels=self.labels, vocab=self.vocab), code=FIT_LABELS)
+            text = p.text("x", "y", text="glyph", source=self.labels, text_align="center", text_baseline="middle",
+                          text_color="ink", text_font_size="10px")
+            text.glyph.syncable = False  # its type is set in the browser (FIT_LABELS), not sent back
+            fit = CustomJS(args=dict(p=p, cells=self.cells, labels=self.labels, vocab=self.vocab, glyph=text.glyph),
+                           code=FIT_LABELS)
             for model, attr in ((p.x_range, "start"), (p.x_range, "end"), (p.y_range, "start"),
                                 (p.y_range, "end"), (p, "inner_width"), (p, "inner_height"),
                                 (self.cells, "patching"), (self.cells, "data")):

@@ -649,3 +649,30 @@ def test_the_quality_legend_names_the_stars_briefly_at_projector_type():
 
     assert any(label.startswith("sweet spot: fewest steps") for label in legend(False))
     assert SHORT_SWEET_SPOT in legend(True) and max(map(len, legend(True))) <= 35
+
+
+def test_heatmap_letters_shrink_with_narrow_cells():
+    """A 64-character canvas at 1024 px drew cells about 7 px wide, and the cell letters (10 px, shown from
+    8 px cells) vanished: they now show from 6 px cells, their type the cell's size (the labelling
+    script run by node over a 64 x 10 grid, 7 x 30 px cells)."""
+    import json
+    import shutil
+    import subprocess
+
+    from explorer.dashboard.frames import CODE
+    from explorer.dashboard.ui.heatmap import FIT_LABELS
+
+    if shutil.which("node") is None:
+        pytest.skip("needs node to run the heatmap's JavaScript")
+    L, R = 64, 10
+    cells = {"x": [i % L for i in range(L * R)], "y": [i // L for i in range(L * R)],
+             "state": [CODE["earlier"]] * (L * R), "token": [1] * (L * R), "conf": [0.9] * (L * R)}
+    args = {"p": {"x_range": {"start": -0.5, "end": L - 0.5}, "y_range": {"start": R - 0.5, "end": -0.5},
+                  "inner_width": 7 * L, "inner_height": 30 * R},
+            "cells": {"data": cells}, "labels": {"data": {"x": []}}, "vocab": {"data": {"glyph": ["A", "B"]}},
+            "glyph": {"text_font_size": {"value": "10px"}}}
+    script = (f"const a = {json.dumps(args)}; new Function('p', 'cells', 'labels', 'vocab', 'glyph', {json.dumps(FIT_LABELS)})"
+              "(a.p, a.cells, a.labels, a.vocab, a.glyph);"
+              "console.log(JSON.stringify([a.labels.data.x.length, a.glyph.text_font_size.value]));")
+    out = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == [L * R, "9px"]
