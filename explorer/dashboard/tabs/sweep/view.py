@@ -55,10 +55,21 @@ def format_score(metric: str, value) -> str:
     return f"{value:.1f}" if metric == "gen_ppl" else f"{value:.2f}"
 
 
-def _cell(text: str, score: str, collapsed: bool = False) -> str:
+# A grid of short samples (patterns) keeps each on one line, its period in view, its type shrunk to the
+# column: wrapped at projector type, a 24-symbol row of 1024 px's five columns broke mid-period. Monospace
+# characters are about 0.6 em wide; cqw is the grid's container's width (grid_html).
+ONE_LINE_CHARS = 48
+
+
+def one_line_css(n_columns: int, chars: int) -> str:
+    ems = max(n_columns, 1) * (chars + 2) * 0.6
+    return f"font-family: monospace; white-space: pre; font-size: min(0.86em, calc(100cqw / {ems:.1f})); line-height: 1.25"
+
+
+def _cell(text: str, score: str, collapsed: bool = False, css: str = CELL_CSS) -> str:
     mark = ' class="collapsed" style="vertical-align: top; background: #fdecea"' if collapsed else \
         ' style="vertical-align: top"'
-    return f'<td{mark}><div style="{CELL_CSS}">{literal(text)}</div><b>{score}</b></td>'
+    return f'<td{mark}><div style="{css}">{literal(text)}</div><b>{score}</b></td>'
 
 
 def collapsed_rows(rows: pd.DataFrame) -> pd.Series:
@@ -84,6 +95,8 @@ def grid_html(table: pd.DataFrame, metric: str) -> str:
     diff = diff.assign(_collapsed=collapsed_rows(diff))
     steps = sorted(diff["steps"].dropna().unique())
     head = "".join(f"<th>{int(s)} step{'s' if s != 1 else ''}</th>" for s in steps)
+    chars = int(diff["text"].fillna("").map(len).max()) if len(diff) else 0
+    css = one_line_css(len(steps), chars) if chars <= ONE_LINE_CHARS else CELL_CSS
     rows = []
     for i in sorted(diff["sample"].dropna().unique()):
         cells = []
@@ -94,7 +107,7 @@ def grid_html(table: pd.DataFrame, metric: str) -> str:
                 continue
             gone = bool(r["_collapsed"].iloc[0])
             score = "collapsed" if gone else format_score(metric, float(r[metric].iloc[0]))
-            cells.append(_cell(r["text"].iloc[0], score, gone))
+            cells.append(_cell(r["text"].iloc[0], score, gone, css))
         rows.append(f"<tr>{''.join(cells)}</tr>")
     means = []
     for s in steps:
@@ -105,8 +118,8 @@ def grid_html(table: pd.DataFrame, metric: str) -> str:
     better = {1: ", higher is better", -1: ", lower is better"}.get(METRIC_DIRECTION.get(metric, 0), "")
     caption = (f"<caption style='caption-side: top'>score: {literal(LABELS.get(metric, metric))}{better}; "
                "collapsed: one symbol fills the sample (counted as a failure)</caption>")
-    return (f'<table class="quality-grid" style="table-layout: fixed; width: 100%">{caption}<tr>{head}</tr>'
-            f'{"".join(rows)}<tr>{"".join(means)}</tr></table>')
+    return (f'<div style="container-type: inline-size"><table class="quality-grid" style="table-layout: fixed; '
+            f'width: 100%">{caption}<tr>{head}</tr>{"".join(rows)}<tr>{"".join(means)}</tr></table></div>')
 
 
 def temperature_html(table: pd.DataFrame, summary: pd.DataFrame, metric: str) -> str:

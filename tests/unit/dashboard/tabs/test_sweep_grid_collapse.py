@@ -34,3 +34,14 @@ def test_a_collapse_with_a_stray_symbol_is_marked_too_and_counts_show_as_integer
     assert format_score("distinct_symbols", 2.0) == "2"
     # a count has no success to fail: the mean is the patterned rows' (3 and 2 symbols), collapses left out
     assert "<b>mean 2.50</b> (4 collapsed)" in page and "<b>2</b></td>" in page
+
+
+def test_short_samples_stay_on_one_line_and_long_ones_wrap():
+    """At projector type the grid's 24-symbol rows wrapped in 1024 px's five columns, breaking each period:
+    short samples keep one line (their type shrunk to the column), text of a sentence or more wraps."""
+    table = _grid_table()
+    page = grid_html(table, "pattern_quality")
+    assert "container-type: inline-size" in page and page.count("white-space: pre;") == 6
+    assert "pre-wrap" not in page
+    long = table.assign(text=["To be, or not to be, that is the question: whether 'tis nobler"] * 6)
+    assert "white-space: pre;" not in grid_html(long, "pattern_quality")
