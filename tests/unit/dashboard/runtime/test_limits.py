@@ -149,11 +149,12 @@ def test_a_large_compare_link_waits_for_run(opened, limit):
     assert compare.running or compare.results
 
 
-def test_the_quality_sweep_a_link_or_a_knob_asks_for_waits_for_compute(opened):
+def test_the_quality_sweep_a_link_or_a_knob_asks_for_waits_for_compute(opened, limit):
+    limit(auto_start_seconds=0.01)  # the tiny model's 64 samples share their batched calls: under a second
     s, _ = opened()
     e = explore(s)
     e.sweep_auto = True
-    e.sweep_samples = 64  # as `?sweep_samples=64` sets it: ~5,500 calls, seconds here
+    e.sweep_samples = 64  # as `?sweep_samples=64` sets it
     assert not e.quality.running and e.quality.result is None
     assert "not started by itself" in e.quality.status and "press Compute" in e.quality.status
     e.compute_sweep = True
