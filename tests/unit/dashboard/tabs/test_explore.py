@@ -73,9 +73,14 @@ def test_diffusion_only_knobs_are_disabled_while_an_ar_model_is_loaded(state):
     """The AR baseline ignores steps, strategy, schedule, blocks, threshold and
     revision; their widgets say so by being disabled, and come back with a diffusion model."""
     from explorer.dashboard.tabs.explore.controls import DIFFUSION_ONLY, ControlsView
+    from explorer.sampling import knobs as schema
 
+    # the masked model's knobs; the uniform-state process's own (its stop) stay disabled for it
+    masked = [k for k in DIFFUSION_ONLY if "masked" in schema.KNOBS[k].processes]
+    uniform_only = [k for k in DIFFUSION_ONLY if k not in masked]
     controls = ControlsView(state=explore(state))
-    assert not any(controls.widgets[k].disabled for k in DIFFUSION_ONLY)
+    assert not any(controls.widgets[k].disabled for k in masked)
+    assert uniform_only and all(controls.widgets[k].disabled for k in uniform_only)
     explore(state).sweep_samples = 2
     assert explore(state).start_sweep(wait=True) and explore(state).quality.result is not None
     state.load("tiny-ar", wait=True)
@@ -83,7 +88,7 @@ def test_diffusion_only_knobs_are_disabled_while_an_ar_model_is_loaded(state):
     assert all(controls.widgets[k].disabled for k in DIFFUSION_ONLY)
     assert not any(controls.widgets[k].disabled for k in ("temperature", "top_p", "top_k", "length", "seed"))
     state.load("tiny", wait=True)
-    assert not any(controls.widgets[k].disabled for k in DIFFUSION_ONLY)
+    assert not any(controls.widgets[k].disabled for k in masked)
 
 
 def test_live_rows_equal_a_replay_of_the_trajectory(state):
