@@ -9,8 +9,10 @@ from explorer.checkpoint import checkpoints_dir, list_checkpoints
 
 pytestmark = pytest.mark.slow  # each test loads a shipped checkpoint (up to 25 MB); some sample hundreds of texts
 
-SHIPPED = ["patterns", "shakespeare", "shakespeare-large", "shakespeare-ar"]
-TEXT_DIFFUSION = ["shakespeare", "shakespeare-large"]  # the Shakespeare diffusion models: each meets the bars
+SHIPPED = ["patterns", "shakespeare", "shakespeare-large", "shakespeare-ar", "shakespeare-uniform"]
+# the masked Shakespeare diffusion models: each meets the bars (shakespeare-uniform has its own test)
+TEXT_DIFFUSION = ["shakespeare", "shakespeare-large"]
+UNIFORM_NELBO_BAR = 2.75  # shakespeare-uniform's held-out NELBO at 256, nats/char
 MAX_BYTES = {"shakespeare-large": 26_000_000}  # 12.3M parameters at fp16; the others stay under 20 MB
 
 
@@ -115,3 +117,22 @@ def test_shakespeare_recommends_settings_that_read_like_the_reference(name):
         assert bar["gen_ppl"] <= PPL_BAR * bar["ref_gen_ppl"], name
         assert abs(bar["entropy"] - bar["ref_entropy"]) <= ENTROPY_BAR, name
     assert "--write" in m.meta["metrics"]["text_bars_command"]
+
+
+def test_shakespeare_uniform_is_the_uniform_state_twin_of_shakespeare():
+    """The uniform-state model beside the masked one: the same network and tokenizer, from the same AR
+    checkpoint, its metadata naming its process; its held-out figures (docs/model-card.md, the whole split)
+    against its bars: NELBO at 256 at most UNIFORM_NELBO_BAR (a uniform guess scores log 65 = 4.17), every
+    shorter length within 0.10 of it, and denoising accuracy at t = 0.3 recorded at every length."""
+    m, masked = _require("shakespeare-uniform"), _require("shakespeare")
+    assert m.meta["process"] == "uniform" and m.meta["train_config"]["process"] == "uniform"
+    assert m.meta["train_config"]["init_from"] == "shakespeare-ar" and m.config.shift_logits
+    assert m.n_params == masked.n_params and m.tokenizer.chars == masked.tokenizer.chars
+    assert m.meta["corpus"]["sha256"] == masked.meta["corpus"]["sha256"]
+    metrics = m.meta["metrics"]
+    assert 0 < metrics["nelbo_nats_per_char"] <= UNIFORM_NELBO_BAR
+    assert metrics["nelbo_bits_per_char"] == pytest.approx(metrics["nelbo_nats_per_char"] / math.log(2))
+    for L in (32, 64, 128):
+        assert metrics[f"nelbo_nats_per_char_L{L}"] <= metrics["nelbo_nats_per_char"] + 0.10, L
+    for L in (32, 64, 128, 256):
+        assert 0 < metrics[f"changed_accuracy_t0.3_L{L}"] <= 1 and 0 < metrics[f"accuracy_t0.3_L{L}"] <= 1, L
