@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from .wrapped import WrappedNet
+
 # DiffusionGemmaGenerationConfig's defaults (its _get_default_generation_params) as the project's knobs:
 # what a model recommends when its generation_config.json leaves them unset
 GENERATION_DEFAULTS = {"max_denoising_steps": 48, "entropy_bound": 0.1, "t_max": 0.8, "t_min": 0.4,
@@ -66,24 +68,12 @@ class BlockCache:
         self.pending = tokens if self.pending is None else torch.cat([self.pending, tokens], dim=1)
 
 
-class HFBlockDenoiser(nn.Module):
+class HFBlockDenoiser(WrappedNet):
     """transformers' DiffusionGemmaForBlockDiffusion as a uniform-state denoiser (module docstring)."""
 
     def __init__(self, net: nn.Module, config: HFBlockConfig):
         super().__init__()
         self.net, self.config = net, config
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.net.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.net.parameters()).dtype
-
-    @property
-    def n_params(self) -> int:
-        return sum(p.numel() for p in self.net.parameters())
 
     def new_cache(self) -> BlockCache:
         from transformers import DynamicCache

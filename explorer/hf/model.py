@@ -12,6 +12,7 @@ from ..errors import CheckpointError
 from .source import (LLADA_MASK_ID, HFOptions, HFSource, check_sizes, detect_family, needs_remote_code, parse_source,
                      read_config)
 from .tokenizer import HFTokenizer
+from .wrapped import WrappedNet
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_CONTEXT = 512  # when a config names no context length
@@ -47,16 +48,12 @@ class HFJudgeConfig:
         return asdict(self)
 
 
-class HFCausalJudge(nn.Module):
+class HFCausalJudge(WrappedNet):
     """A Hugging Face causal LM as a judge of text: model(x) -> next-token logits (B, L, V)."""
 
     def __init__(self, net: nn.Module, config: HFJudgeConfig):
         super().__init__()
         self.net, self.config = net, config
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.net.parameters()).device
 
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
         if kwargs.get("cache") is not None:
@@ -64,7 +61,7 @@ class HFCausalJudge(nn.Module):
         return self.net(input_ids=x).logits[..., : self.config.vocab_size]
 
 
-class HFDenoiser(nn.Module):
+class HFDenoiser(WrappedNet):
     """The wrapped transformers model; t is accepted and ignored (these models are not time-conditioned)."""
 
     def __init__(self, net: nn.Module, config: HFModelConfig, never: list[int] | None = None):
@@ -72,18 +69,6 @@ class HFDenoiser(nn.Module):
         self.net, self.config = net, config
         # ids that are never text (a BERT-family model's [CLS], [SEP], [PAD], [UNK]): -inf logits
         self.register_buffer("never", torch.tensor(sorted(never or []), dtype=torch.long), persistent=False)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.net.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.net.parameters()).dtype
-
-    @property
-    def n_params(self) -> int:
-        return sum(p.numel() for p in self.net.parameters())
 
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None) -> torch.Tensor:
         if x.shape[1] > self.config.block_size:
