@@ -83,6 +83,9 @@ def train(state, name: str) -> tuple[str, str]:
 
 
 def test_a_served_dashboard_trains_nothing_unless_allowed(served, checkpoints):
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
     from explorer.dashboard.tabs import new_view
 
     port, states = served()
@@ -91,7 +94,10 @@ def test_a_served_dashboard_trains_nothing_unless_allowed(served, checkpoints):
     assert tab.owner == "user alice" and not tab.allowed
     assert train(state, "my-run") == ("", OFF_TEXT)
     assert not (checkpoints / "my-run.safetensors").exists()
-    shown = new_view(tab).train_panel.__panel__()  # what the tab shows instead of its controls
+    # Built in the test's thread with a document of its own: with none, Panel falls back to Bokeh's
+    # process-wide current document, which the server's thread sets and clears meanwhile
+    with set_curdoc(Document()):
+        shown = new_view(tab).train_panel.__panel__()  # what the tab shows instead of its controls
     assert "--allow-training" in shown.object and shown.visible and "train-disabled" in shown.css_classes
 
 
