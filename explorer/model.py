@@ -6,6 +6,7 @@ the same Block; the AR baseline is the same stack with a causal attention mask.
 Public call used everywhere downstream:
     logits = model(x, t)   # x (B, L) long, may hold [MASK]; t (B,) float masked fraction
     logits = ar_model(x)   # next-token logits (B, L, V)
+    logits = model(x[:, a:b], t, cache=CanvasKV(a, kv.k, kv.v))  # block diffusion: a window over a cache
 """
 from __future__ import annotations
 
@@ -118,6 +119,14 @@ class KVCache:
         self.v: list[torch.Tensor | None] = []
         self.length = 0  # number of positions already cached
 
+    @property
+    def position(self) -> int:
+        """The position of the next call's first token: the positions cached so far."""
+        return self.length
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         while len(self.k) <= layer:
             self.k.append(None)
@@ -127,6 +136,55 @@ class KVCache:
             v = torch.cat([self.v[layer], v], dim=2)
         self.k[layer], self.v[layer] = k, v
         return k, v
+
+
+class CanvasKV:
+    """Every layer's keys and values over a whole canvas, for block diffusion's approximate cache
+    (Fast-dLLM): a full forward writes them (`start` None: x is the whole canvas), then forwards over a
+    window of the canvas (`start`: x holds positions start .. start + T - 1) attend to the stored keys and
+    values outside the window and to their own, freshly computed, inside it. A bidirectional model's stored
+    entries are what the canvas looked like at the write (its tokens then, and t then under adaLN): the
+    approximation. A window's keys and values are written over the stored ones (the next call of the same
+    window recomputes them), so the stored tensors are read and written in place: no copy per call.
+
+    Args:
+        start: None to write (a full forward), else the first position of the window.
+        k, v: per layer (B, nh, L, hs), from an earlier write (a window reads them).
+    """
+
+    def __init__(self, start: int | None = None, k: list | None = None, v: list | None = None):
+        self.start = start
+        self.k: list[torch.Tensor] = [] if k is None else k
+        self.v: list[torch.Tensor] = [] if v is None else v
+
+    @property
+    def position(self) -> int:
+        """The position of x's first token (the model's position embedding starts there)."""
+        return 0 if self.start is None else self.start
+
+    def advance(self, n: int) -> None:
+        """A canvas cache does not grow with the tokens it sees (KVCache does)."""
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """The keys and values layer `layer` attends to: a write's own, or the stored ones with the
+        window's (B, nh, T, hs) written over positions start .. start + T - 1."""
+        if self.start is None:
+            k, v = k.contiguous(), v.contiguous()  # its own storage: windows write into it
+            if layer == len(self.k):
+                self.k.append(k)
+                self.v.append(v)
+            else:
+                self.k[layer], self.v[layer] = k, v
+            return k, v
+        if layer >= len(self.k):
+            raise ValueError("a window forward needs a canvas cache written by a full forward first")
+        ck, cv = self.k[layer], self.v[layer]  # (B, nh, L, hs)
+        if ck.shape[0] != k.shape[0] or self.start + k.shape[2] > ck.shape[2]:
+            raise ValueError(f"the window ({k.shape[0]} rows, positions {self.start} to {self.start + k.shape[2] - 1}) "
+                             f"lies outside the cached canvas ({ck.shape[0]} rows, {ck.shape[2]} positions)")
+        ck[:, :, self.start:self.start + k.shape[2]] = k
+        cv[:, :, self.start:self.start + v.shape[2]] = v
+        return ck, cv
 
 
 class SelfAttention(nn.Module):
@@ -241,9 +299,16 @@ class Transformer(nn.Module):
     def device(self) -> torch.device:
         return self.tok_emb.weight.device
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, *, cache: KVCache | None = None):
+    # forward(x, t, cache=CanvasKV(...)) reads and writes a canvas cache (block diffusion, sampling/cache.py)
+    canvas_kv = True
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, *, cache: KVCache | CanvasKV | None = None):
+        """Logits (B, T, V) of x (B, T). cache: a KVCache (the AR baseline's incremental decoding: x
+        follows the cached positions), or a CanvasKV (block diffusion: a full forward writes it; a window
+        forward, x the canvas' positions start .. start + T - 1, reads it outside the window). With
+        shift_logits a window's first row is its own position's (it has no position before it)."""
         B, T = x.shape
-        start = cache.length if cache is not None else 0
+        start = cache.position if cache is not None else 0
         if start + T > self.config.block_size:
             raise ValueError(f"sequence of {start + T} exceeds the model's context of {self.config.block_size}")
         pos = torch.arange(start, start + T, device=x.device)
@@ -256,7 +321,7 @@ class Transformer(nn.Module):
         for i, block in enumerate(self.blocks):
             h = block(h, temb, cache, i)
         if cache is not None:
-            cache.length += T
+            cache.advance(T)
         logits = self.head(self.ln_f(h))  # (B, T, V)
         if self.config.shift_logits:
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)  # (B, T, V): row i from position i-1

@@ -21,6 +21,8 @@ HF_FAMILIES = ("mlm", "llada", "dream", "diffusion_gemma", "causal")  # BERT-fam
 # Dream-style (shifted logits); DiffusionGemma-style block diffusion (uniform-state noise, a cache of what precedes
 # the block); causal LMs (GPT-2, Llama ...), which judge text (gen-PPL) and are not sampled here
 HF_DTYPES = ("bf16", "fp16", "fp32")
+# block diffusion's key/value cache (Fast-dLLM): none; the committed prefix; the prefix and what follows the block
+CACHES = ("none", "prefix", "dual")
 SUPPRESS_EOS = ("off", "logits", "confidence", "both")  # LLaDA: EOS / end-of-turn never proposed, or committed last
 # `run.py serve --scheduler ADDRESS` hands the Dask scheduler's address to the app in this variable; here so
 # that a sweep can tell whether there is a cluster without importing explorer.cluster (and Dask)

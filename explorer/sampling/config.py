@@ -71,6 +71,10 @@ class SamplerConfig:
         if self.remask > 0 and self.adaptive:
             raise ValueError(f"remask must be 0 when {rules[0]} is set (no step schedule to absorb re-masked "
                              f"positions), got remask={self.remask}")
+        if self.cache != "none" and self.block_length == 0:
+            # the cache is written at each block's start: one block is the whole canvas, nothing to reuse
+            raise ValueError(f"cache {self.cache!r} needs block_length > 0 (the cache is refreshed at each "
+                             "block's start): set block_length, or cache none")
         if self.alg_temp > 0 and self.adaptive:
             raise ValueError("alg_temp draws how many the schedule asks for; it does not combine with "
                              "threshold, factor or entropy-bound decoding")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..names import KINDS, PROCESSES, SCHEDULE_ALIASES, SCHEDULES, STRATEGIES, SUPPRESS_EOS
+from ..names import CACHES, KINDS, PROCESSES, SCHEDULE_ALIASES, SCHEDULES, STRATEGIES, SUPPRESS_EOS
 
 MAX_STEPS = 4096
 # A positive temperature below this divides the logits past float64's range (1/1e-320 is inf) and
@@ -40,7 +40,9 @@ class Knob:
     the slider, links and Compare where it is narrower than the config's), `step`, `widget`, `exact`
     (a number box beside the slider), `real_model` (the card of LLaDA / Dream / Fast-dLLM knobs).
     Where it applies: `kinds` (model kinds whose sampler reads it: the sidebar disables it for others),
-    `processes` (the diffusion processes whose sampler reads it: masked, uniform-state; the same).
+    `processes` (the diffusion processes whose sampler reads it: masked, uniform-state; the same);
+    `needs`, a feature the model must have (a key of the dashboard's model_info, true where it has it:
+    the sidebar disables the knob for other models, and their runs refuse it while it is on).
     `merge`: merged runs (merged.py) may "vary" in it, must "share" it, or merge only while it is "off"
     (the merged stepper does not implement it: the safe choice for a new knob). `sweep`: `run.py sweep`
     takes a list of it, `sweep_default` its list when not given.
@@ -69,6 +71,7 @@ class Knob:
     real_model: bool = False
     kinds: tuple = ("diffusion",)
     processes: tuple = PROCESSES
+    needs: str | None = None
     merge: str = "off"
     sweep: bool = False
     sweep_default: str | None = None
@@ -213,6 +216,11 @@ KNOBS: dict[str, Knob] = registry(
     Knob("block_length", int, 0, "Semi-autoregressive: fill blocks of this many generated positions left to "
          "right; the last block may be shorter", lo=0, off=0, off_means="one block", label="Block length",
          ui_range=(0, 256), widget="input", sweep=True),
+    Knob("cache", str, "none", "Fast-dLLM's key/value cache for blocks (needs block_length > 0 and one of this "
+         "project's own models): one full forward at each block's start, then each step recomputes the block and "
+         "everything after it (prefix) or the block alone (dual), attending to the cached keys and values of the "
+         "rest. Approximate: those were computed from the canvas (and t) at the block's start", choices=CACHES,
+         off="none", label="KV cache (blocks)", widget="select", processes=MASKED, needs="kv_cache", sweep=True),
     Knob("threshold", float, None, "Fast-dLLM: commit every position scoring at least this (replaces the "
          "schedule)", lo=0, hi=1, none=True, off=None, ui_off=0.0, label="Threshold", step=0.05, sweep=True,
          processes=MASKED),

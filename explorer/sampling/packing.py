@@ -63,6 +63,7 @@ class _Unit:
 
     groups: list[list[ModelCall]] = field(default_factory=list)
     one_row: bool = False  # the group's rows are all one canvas: computed as one row (call_model)
+    alone: bool = False  # an extended call (a cache holds its rows' context): made as it is, shared with none
 
     @property
     def tokens(self) -> int:
@@ -114,8 +115,8 @@ def _groups(calls: list[ModelCall]) -> list[tuple[bool, list[ModelCall]]]:
 def _units(calls: list[ModelCall], tokens_per_call: int) -> list[_Unit]:
     """The model calls that serve `calls`: identical ones computed once, wide ones packed by length."""
     wide: dict[int, list[list[ModelCall]]] = {}
-    units = []
-    for one, group in _groups(calls):
+    units = [_Unit([[c]], alone=True) for c in calls if c.kwargs]
+    for one, group in _groups([c for c in calls if not c.kwargs]):
         if one or group[0].x.shape[0] < MIN_PACK_ROWS:
             units.append(_Unit([group], one_row=one))
         else:
@@ -164,7 +165,9 @@ def _serve(model, unit: _Unit) -> None:
     """Fill every call of the unit with its logits, and charge it the unit's time by its share of rows."""
     start = time.perf_counter()
     firsts = [g[0] for g in unit.groups]
-    if unit.one_row:
+    if unit.alone:
+        parts = [model(firsts[0].x, firsts[0].t, **firsts[0].kwargs)]
+    elif unit.one_row:
         out = model(firsts[0].x[:1], firsts[0].t[:1])  # (1, L, V)
         parts = [out]
     else:

@@ -32,6 +32,9 @@ Blocks (rule 5) partition the positions to generate, in order, into runs of `blo
 run may be shorter: any block_length works). For a prompt this is LLaDA's semi-AR layout; for an
 infill template it fills the gaps left to right. The steps are split as evenly as possible across
 blocks, the first blocks taking the remainder, and every block gets at least one step.
+With the `cache` knob (cache.py: Fast-dLLM's prefix and dual caches) a block's first model call is a full
+forward that writes every layer's keys and values, and its later calls run the model on a window of the
+canvas (the block and what follows it, or the block alone) over them: approximate for a bidirectional model.
 With a threshold (factor, entropy bound) the step count is not fixed: each block runs until it is fully
 decoded (and, with editing, until its edits stop).
 
@@ -76,6 +79,7 @@ import torch
 
 from ..devices import model_device
 from . import step, uniform
+from .cache import BlockCache, check_cache
 from .config import SamplerConfig
 from .plan import RunPlan, check_plan, plan_run
 from .recorder import Recorder
@@ -120,6 +124,7 @@ class _Run:
     part: Part = None  # every row: one model call
     recorder: Recorder | None = None
     clock: RunClock = field(default_factory=RunClock)
+    cache: BlockCache | None = None  # the `cache` knob's keys and values (cache.py), None when off
 
     def __post_init__(self):
         self.part = Part(0, self.batch.B)
@@ -228,7 +233,7 @@ def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s: int, 
     nan = torch.full(st.x.shape, NAN, device=st.x.device)
     if not editing:  # editing includes stepping
         return st.x, nan, nan, torch.zeros_like(todo), False
-    called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock, run.one_canvas)
+    called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock, run.one_canvas, run.cache)
     if not stepping:
         return st.x, nan, nan, torch.zeros_like(todo), bool(called)
     proposals, scores, conf = step.propose(run.batch, st, masked, stepping, temperatures, counts)
@@ -284,8 +289,10 @@ def _per_row_facts(run: _Run, masked: torch.Tensor, temperatures: list[float], a
             "row_called": np.array(row_called, dtype=bool)}
 
 
-def _run_block(run: _Run, st: step.State, block: torch.Tensor, S: int) -> None:
-    """The S steps of one block."""
+def _run_block(run: _Run, st: step.State, block: torch.Tensor, S: int, b: int) -> None:
+    """The S steps of block b (`block` (L,) its positions)."""
+    if run.cache is not None:
+        run.cache.at([b] * st.x.shape[0])
     st.block_start_masked = ((st.x == run.batch.mask_id) & block).sum(dim=1)  # (B,) N of the schedule
     for s in range(S):
         yield from _step(run, st, block, s, S)
@@ -318,6 +325,8 @@ def _run_until_decoded(run: _Run, st: step.State, block_ids: torch.Tensor, n_blo
         if not bool(active.any()):
             return
         block = block_ids == cur[0] if run.batch.one else block_ids[None, :] == cur[:, None]  # (L,) or (B, L)
+        if run.cache is not None:  # each row's block, read by the host (one more read a step, cached runs only)
+            run.cache.at(cur.tolist())
         filled = None
         if editing:
             filled = active & ~(masked & block).any(dim=1)  # (B,) rows whose step is a post step
@@ -422,7 +431,10 @@ def sample_steps(model, config: SamplerConfig, *, batch_size: int | None = None,
     eos = getattr(getattr(model, "tokenizer", None), "eos_ids", None) or []
     batch = step.Batch(groups, config, model.config.mask_id, device, eos_ids=eos,
                        fixed=torch.as_tensor(plan.canvas.fixed, device=device))
+    check_cache(model, config)
     run = _Run(model, config, plan, batch, per_row)
+    if config.cache != "none":
+        run.cache = BlockCache(config.cache, plan.blocks, batch_size, bool(getattr(model.config, "shift_logits", False)))
     seed = config.seed if generator is None else -1
     return _walk(run, batch_size, (record, on_step, should_stop), seed)
 
@@ -437,7 +449,7 @@ def _walk(run: _Run, batch_size: int, recording: tuple, seed: int):
         yield from _run_until_decoded(run, st, block_ids, plan.n_blocks)
     else:
         for b, S in enumerate(plan.steps):
-            yield from _run_block(run, st, block_ids == b, S)
+            yield from _run_block(run, st, block_ids == b, S, b)
     return run.recorder.finish(
         final=st.x, committed_at=st.committed_at, commit_confidence=st.commit_conf, fixed=plan.canvas.fixed,
         nfe=run.part.nfe, config=run.config, seed=seed, mask_id=run.batch.mask_id,

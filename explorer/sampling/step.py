@@ -191,13 +191,15 @@ def rank_in_row(key: torch.Tensor, descending: bool) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------- refresh
 
-def refresh(batch: Batch, st: State, masked: torch.Tensor, parts: list[Part], clock=None, one_canvas=None):
+def refresh(batch: Batch, st: State, masked: torch.Tensor, parts: list[Part], clock=None, one_canvas=None,
+            cache=None):
     """Ask one model call for each stale part (yields the list of ModelCalls; its driver fills their
     logits), and put what comes back into st.logits (float32, [MASK] and suppressed EOS at -inf).
     t is row-wise, so a part's slice is what its run alone computes. clock: pause() / resume(charged)
     around the wait (sampler.RunClock). one_canvas: whether every row of the batch is one canvas, when the
-    caller read it (its call then says so: the driver need not ask the device). Returns the parts that
-    were called (each stale no more)."""
+    caller read it (its call then says so: the driver need not ask the device). cache: the run's
+    cache.BlockCache (one part): the part's call is made as its full and window forwards. Returns the
+    parts that were called (each stale no more)."""
     stale = [p for p in parts if p.stale]
     if not stale:
         return []
@@ -206,14 +208,17 @@ def refresh(batch: Batch, st: State, masked: torch.Tensor, parts: list[Part], cl
     if one_canvas is not None and not batch.guided:  # whether all rows are one canvas, read with the step
         for call, p in zip(calls, stale):
             call.one_row = one_canvas if (p.a, p.b) == (0, batch.B) else None
+    sent = calls if cache is None else cache.calls(calls[0])
     if clock is not None:
         clock.pause()
-    yield calls
+    yield sent
     if clock is not None:
-        charged = [c.seconds for c in calls]
+        charged = [c.seconds for c in sent]
         clock.resume(None if None in charged else sum(charged))
-    for c in calls:
+    for c in sent:
         check_device(c.logits, batch.device)
+    if cache is not None:
+        calls[0].logits = cache.logits(sent)  # (B, L, V) the window's, and the block's full forward's elsewhere
     outs = [_guided(batch, c.logits) if batch.guided else c.logits for c in calls]
     _store(batch, st, stale, outs)
     for p, call in zip(stale, calls):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from explorer.model import KVCache, ModelConfig, Transformer
+from explorer.model import CanvasKV, KVCache, ModelConfig, Transformer
 from tests.support.models import make_model
 
 
@@ -49,6 +49,33 @@ def test_ar_is_causal_and_kv_cache_matches_full_forward():
     for i in range(5, 12):
         steps.append(m(x[:, i:i + 1], cache=cache))
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("tc", ["none", "adaln"])
+def test_canvas_cache_window_forward_reads_the_rest_from_the_cache(tc):
+    """Block diffusion's cache: a full forward writes every layer's keys and values; a window forward of the
+    same canvas gives the full forward's logits there, while a change outside the window goes unseen (the
+    cached entries are what the canvas was: the approximation), exactly so for one layer, whose keys and
+    values outside the window only the tokens there (and t) decide."""
+    m = make_model(time_conditioning=tc, n_layer=2)
+    x, t = torch.randint(0, 11, (2, 16)), torch.tensor([0.5, 0.25])
+    with torch.no_grad():
+        full, kv = m(x, t), CanvasKV()
+        assert torch.equal(m(x, t, cache=kv), full) and len(kv.k) == 2 and kv.k[0].shape == (2, 4, 16, 8)
+        assert torch.allclose(m(x[:, 4:8], t, cache=CanvasKV(4, kv.k, kv.v)), full[:, 4:8], atol=1e-5)  # dual
+        assert torch.allclose(m(x[:, 4:], t, cache=CanvasKV(4, kv.k, kv.v)), full[:, 4:], atol=1e-5)  # prefix
+        x2 = x.clone()
+        x2[:, 5] = (x2[:, 5] + 1) % 11  # inside the window: a two-layer model's rest is stale
+        window = m(x2[:, 4:8], t, cache=CanvasKV(4, kv.k, kv.v))
+        assert not torch.allclose(window, m(x2, t)[:, 4:8], atol=1e-4)
+        one = make_model(time_conditioning=tc, n_layer=1)
+        kv = CanvasKV()
+        one(x, t, cache=kv)
+        assert torch.allclose(one(x2[:, 4:8], t, cache=CanvasKV(4, kv.k, kv.v)), one(x2, t)[:, 4:8], atol=1e-5)
+        with pytest.raises(ValueError, match="written by a full forward first"):
+            m(x[:, :4], t, cache=CanvasKV(0))
+        with pytest.raises(ValueError, match="outside the cached canvas"):
+            m(x[:1, :4], t[:1], cache=CanvasKV(0, kv.k, kv.v))
 
 
 def test_config_validation_and_round_trip():

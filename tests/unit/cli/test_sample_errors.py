@@ -24,6 +24,8 @@ from tests.support.dashboard import LENGTH
     (["--top-p", "1.01"], "top_p must be in (0, 1], got 1.01"),
     (["--top-k", "-3"], "top_k must be an integer >= 0 (0 = off), got -3"),
     (["--strategy", "best"], "unknown strategy 'best'; valid: confidence, margin"),
+    (["--cache", "dual"], "cache 'dual' needs block_length > 0"),
+    (["--cache", "nearby", "--block-length", "4"], "unknown cache 'nearby'; valid: none, prefix, dual"),
     (["--checkpoint", "truncated"], "truncated.safetensors is not a readable safetensors checkpoint"),
     (["--checkpoint", "notes"], "notes.safetensors is not a readable safetensors checkpoint"),
     (["--checkpoint", "foreign"], "has no mdlm-explorer metadata"),

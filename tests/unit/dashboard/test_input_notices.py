@@ -87,6 +87,20 @@ def test_knobs_the_sampler_refuses_together_are_a_notice(state):
     refused(state, "remask must be 0 when threshold is set")
 
 
+def test_the_cache_without_blocks_is_a_notice(state):
+    state.cache = "dual"  # the cache is refreshed at each block's start: with one block it has nothing to reuse
+    refused(state, "cache 'dual' needs block_length > 0")
+    state.block_length = 4
+    assert explore(state).start_run(wait=True) and state.error == ""
+
+
+def test_the_sidebar_disables_the_cache_for_a_model_that_cannot_take_it(state):
+    controls = ControlsView(state=explore(state))
+    assert not controls.widgets["cache"].disabled  # the project's own model takes it
+    state.model_info = {**state.model_info, "kv_cache": False}  # what the card says of LLaDA or Dream
+    assert controls.widgets["cache"].disabled and not controls.widgets["block_length"].disabled
+
+
 def test_block_length_that_does_not_divide_the_length_works(state):
     """Accepted by design; the knob's help says the last block may be shorter."""
     state.param.update(block_length=5, steps=10)

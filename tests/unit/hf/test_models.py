@@ -95,6 +95,22 @@ def test_remote_code_runs_only_with_the_flag(tmp_path, capsys, style):
         assert torch.allclose(got, raw)
 
 
+@pytest.mark.parametrize("style", ["llada", "dream"])
+def test_remote_code_models_refuse_the_kv_cache(tmp_path, capsys, style):
+    """Their forward takes no cached keys and values: a run with the cache on is one error line, and the
+    dashboard's model card says so (the sidebar disables the knob from it)."""
+    from explorer.dashboard.checkpoints import describe
+
+    d = remote_code_dir(tmp_path / style, style)
+    rc = cli_main(["sample", "--checkpoint", str(d), "--length", "8", "--steps", "4", "--block-length", "4",
+                   "--cache", "dual", "--device", "cpu", "--trust-remote-code"])
+    err = capsys.readouterr().err  # (the tiny model's writing shows a progress bar there too)
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert rc == 2 and len(errors) == 1 and "Traceback" not in err
+    assert errors[0].endswith(f"this {style} model does not: set cache to none")
+    assert describe(load_checkpoint(str(d), hf=HFOptions(trust_remote_code=True)), style)["kv_cache"] is False
+
+
 def test_overrides_win_over_the_config(tmp_path):
     d = remote_code_dir(tmp_path / "m", "llada")
     model = load_checkpoint(str(d), hf=HFOptions(trust_remote_code=True, family="dream", mask_id=5,

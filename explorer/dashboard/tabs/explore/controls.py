@@ -82,12 +82,14 @@ class ControlsView(StateView):
         self.widgets["stop"].disabled = not self.state.running
 
     def _kind(self):
-        """Disable the knobs the loaded model's sampler does not read (schema: Knob.kinds, Knob.processes)."""
-        kind = self.state.session.model_info.get("kind")
-        process = self.state.session.model_info.get("process", "masked")
+        """Disable the knobs the loaded model's sampler does not read (schema: Knob.kinds, Knob.processes)
+        or the model cannot take (Knob.needs: a feature model_info says it lacks)."""
+        info = self.state.session.model_info
+        kind, process = info.get("kind"), info.get("process", "masked")
         for knob in schema.sidebar_knobs():
             unused = (kind is not None and kind not in knob.kinds
-                      or kind == "diffusion" and process not in knob.processes)
+                      or kind == "diffusion" and process not in knob.processes
+                      or kind is not None and knob.needs is not None and not info.get(knob.needs))
             self.widgets[knob.name].disabled = unused
             if knob.name in EXACT:
                 self.widgets[f"{knob.name}_exact"].disabled = unused
