@@ -1,0 +1,109 @@
+"""Block diffusion with a key/value cache (the `cache` knob: Fast-dLLM's prefix and dual caches) against the
+uncached sampler, on the shipped checkpoints, one run.
+
+    python benchmarks/bench_cache.py [--checkpoints shakespeare shakespeare-large] [--length 256]
+                                     [--block-length 32] [--steps 64 128] [--temperatures 0 0.8]
+                                     [--samples 3] [--judge shakespeare-ar] [--threads 1]
+
+For every checkpoint, step count and temperature, each sample is generated three times in a row, uncached,
+with the prefix cache and with the dual cache (same seed, one sample a call: a sample's latency), so the
+three see the same load; printed per mode: wall seconds per sample (median), the speed-up over uncached
+(the median of the samples' ratios), the fraction of positions holding the uncached run's token (greedy:
+the cache's approximation alone; at a temperature a changed token also changes every later draw, so there
+it says how soon the runs part) and the mean gen-NLL (nats per character, judged by the causal model
+--judge; lower is better: the quality the cache costs). Strategy: confidence (LLaDA's low-confidence
+remasking, the block-diffusion setting Fast-dLLM accelerates); greedy runs sample once (without a prompt
+every greedy sample is the same).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from explorer import load_checkpoint  # noqa: E402
+from explorer.checkpoint import resolve_checkpoint  # noqa: E402
+from explorer.metrics import gen_nll  # noqa: E402
+from explorer.sampling import SamplerConfig, sample  # noqa: E402
+
+MODES = ("none", "prefix", "dual")
+
+
+def timed(model, cfg: SamplerConfig, length: int):
+    """(seconds, final tokens (L,), text) of one sample."""
+    start = time.perf_counter()
+    traj = sample(model, cfg, batch_size=1, length=length, record=False)
+    return time.perf_counter() - start, traj.final[0], traj.texts()[0]
+
+
+def measure(model, judge, steps: int, temperature: float, args) -> dict:
+    """Each mode's seconds, tokens and texts over the samples, the modes of a sample back to back."""
+    n = 1 if temperature == 0 else args.samples
+    out = {mode: {"seconds": [], "tokens": [], "texts": []} for mode in MODES}
+    for seed in range(n):
+        for mode in MODES:
+            cfg = SamplerConfig(steps=steps, block_length=args.block_length, temperature=temperature,
+                                strategy="confidence", cache=mode, seed=seed)
+            seconds, tokens, text = timed(model, cfg, args.length)
+            out[mode]["seconds"].append(seconds)
+            out[mode]["tokens"].append(tokens)
+            out[mode]["texts"].append(text)
+    for mode in MODES:
+        out[mode]["gen_nll"] = float(np.mean(gen_nll(judge, out[mode]["texts"])))
+    return out
+
+
+def rows(name: str, steps: int, temperature: float, got: dict) -> list[str]:
+    base = got["none"]
+    lines = []
+    for mode in MODES:
+        mine = got[mode]
+        speedup = statistics.median(b / s for b, s in zip(base["seconds"], mine["seconds"]))
+        agree = float(np.mean([np.mean(a == b) for a, b in zip(mine["tokens"], base["tokens"])]))
+        lines.append(f"| {name} | {steps} | {temperature:g} | {mode} | {len(mine['seconds'])} | "
+                     f"{statistics.median(mine['seconds']):.2f} | {speedup:.2f}x | {agree:.3f} | {mine['gen_nll']:.3f} |")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--checkpoints", nargs="+", default=["shakespeare", "shakespeare-large"])
+    p.add_argument("--length", type=int, default=256)
+    p.add_argument("--block-length", type=int, default=32)
+    p.add_argument("--steps", type=int, nargs="+", default=[64, 128])
+    p.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.8])
+    p.add_argument("--samples", type=int, default=3, help="samples per sampled (T > 0) configuration")
+    p.add_argument("--judge", default="shakespeare-ar")
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    judge = load_checkpoint(args.judge)
+    print(f"# torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f} at the start; "
+          f"{args.length} characters, blocks of {args.block_length}, strategy confidence")
+    print("| checkpoint | steps | T | cache | samples | s / sample | speed-up | same tokens | gen-NLL |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.checkpoints:
+        try:
+            resolve_checkpoint(name)
+        except (ValueError, OSError):
+            print(f"# {name}: not found, skipped")
+            continue
+        model = load_checkpoint(name)
+        for steps in args.steps:
+            for temperature in args.temperatures:
+                for line in rows(name, steps, temperature, measure(model, judge, steps, temperature, args)):
+                    print(line, flush=True)
+    print(f"# load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    with torch.no_grad():
+        main()
