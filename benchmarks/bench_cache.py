@@ -3,12 +3,12 @@ uncached sampler, on the shipped checkpoints, one run.
 
     python benchmarks/bench_cache.py [--checkpoints shakespeare shakespeare-large] [--length 256]
                                      [--block-length 32] [--steps 64 128] [--temperatures 0 0.8]
-                                     [--samples 3] [--judge shakespeare-ar] [--threads 1]
+                                     [--samples 3] [--repeats 1] [--judge shakespeare-ar] [--threads 1]
 
 For every checkpoint, step count and temperature, each sample is generated three times in a row, uncached,
 with the prefix cache and with the dual cache (same seed, one sample a call: a sample's latency), so the
-three see the same load; printed per mode: wall seconds per sample (median), the speed-up over uncached
-(the median of the samples' ratios), the fraction of positions holding the uncached run's token (greedy:
+three see the same load (--repeats times, for steadier times on a loaded machine); printed per mode: wall
+seconds per sample (median), the speed-up over uncached (the median of the back-to-back ratios), the fraction of positions holding the uncached run's token (greedy:
 the cache's approximation alone; at a temperature a changed token also changes every later draw, so there
 it says how soon the runs part) and the mean gen-NLL (nats per character, judged by the causal model
 --judge; lower is better: the quality the cache costs). Strategy: confidence (LLaDA's low-confidence
@@ -49,13 +49,15 @@ def measure(model, judge, steps: int, temperature: float, args) -> dict:
     n = 1 if temperature == 0 else args.samples
     out = {mode: {"seconds": [], "tokens": [], "texts": []} for mode in MODES}
     for seed in range(n):
-        for mode in MODES:
-            cfg = SamplerConfig(steps=steps, block_length=args.block_length, temperature=temperature,
-                                strategy="confidence", cache=mode, seed=seed)
-            seconds, tokens, text = timed(model, cfg, args.length)
-            out[mode]["seconds"].append(seconds)
-            out[mode]["tokens"].append(tokens)
-            out[mode]["texts"].append(text)
+        for repeat in range(args.repeats):
+            for mode in MODES:
+                cfg = SamplerConfig(steps=steps, block_length=args.block_length, temperature=temperature,
+                                    strategy="confidence", cache=mode, seed=seed)
+                seconds, tokens, text = timed(model, cfg, args.length)
+                out[mode]["seconds"].append(seconds)
+                if repeat == 0:  # the same seed gives the same sample
+                    out[mode]["tokens"].append(tokens)
+                    out[mode]["texts"].append(text)
     for mode in MODES:
         out[mode]["gen_nll"] = float(np.mean(gen_nll(judge, out[mode]["texts"])))
     return out
@@ -68,7 +70,7 @@ def rows(name: str, steps: int, temperature: float, got: dict) -> list[str]:
         mine = got[mode]
         speedup = statistics.median(b / s for b, s in zip(base["seconds"], mine["seconds"]))
         agree = float(np.mean([np.mean(a == b) for a, b in zip(mine["tokens"], base["tokens"])]))
-        lines.append(f"| {name} | {steps} | {temperature:g} | {mode} | {len(mine['seconds'])} | "
+        lines.append(f"| {name} | {steps} | {temperature:g} | {mode} | {len(mine['texts'])} | "
                      f"{statistics.median(mine['seconds']):.2f} | {speedup:.2f}x | {agree:.3f} | {mine['gen_nll']:.3f} |")
     return lines
 
@@ -81,6 +83,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, nargs="+", default=[64, 128])
     p.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.8])
     p.add_argument("--samples", type=int, default=3, help="samples per sampled (T > 0) configuration")
+    p.add_argument("--repeats", type=int, default=1, help="times each sample is timed in each mode")
     p.add_argument("--judge", default="shakespeare-ar")
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
