@@ -40,7 +40,9 @@ would cost more than the step. So a seed gives one run per device type, not one 
 Our own uniform-state models (a checkpoint whose metadata says process=uniform) have no cache and no
 self-conditioning: the block is the whole canvas by default, the model sees the whole canvas with
 t = the fraction of positions it sees as noise, and noise is drawn from the real tokens (the ids below
-[MASK], which is never proposed).
+[MASK], which is never proposed). Their network leaves each position's own token out (the optimum of the
+ELBO they train on), so what a step draws from is p(x0 | x_t), that output with the own token put back
+(own_model_logits): a token accepted at one step is evidence for itself at the next, and the canvas clears.
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ import numpy as np
 import torch
 
 from ..devices import model_device
+from ..diffusion import uniform_posterior_logits
 from .recorder import Recorder
 from .step import NAN, ModelCall
 
@@ -247,7 +250,7 @@ def _run_block(model, config, x, idx, steps: int, generator, cache, clock, state
         clock.resume(call.seconds)
         state["nfe"] += 1
         logits = call.logits if cache is not None else call.logits[:, idx]  # (B, Lb, V)
-        ev = _denoise(model, logits, blk, temperature, bound, generator, config)
+        ev = _denoise(model, logits, blk, temperature, bound, generator, config, n_noise.float() / Lb)
         was_done = blk.done.clone()
         blk.done |= _stop(config, blk, ev)
         last = bool(blk.done.all()) or s == steps - 1
@@ -264,12 +267,13 @@ def _run_block(model, config, x, idx, steps: int, generator, cache, clock, state
             return
 
 
-def _denoise(model, logits, blk: _Block, temperature: torch.Tensor, bound: float, generator, config) -> dict:
-    """Steps 3-6 on the block: draw, accept, re-noise (DiffusionGemma's _denoising_step, its ops in order)."""
+def _denoise(model, logits, blk: _Block, temperature: torch.Tensor, bound: float, generator, config,
+             t: torch.Tensor) -> dict:
+    """Steps 3-6 on the block: draw, accept, re-noise (DiffusionGemma's _denoising_step, its ops in order).
+    t (B,): the noise level the model was told."""
     B, Lb, V = logits.shape
-    if not getattr(model.config, "cached", False):  # our own models: [MASK] is never a token of the text
-        logits = logits.float().index_fill(-1, torch.tensor([model.config.mask_id], device=logits.device),
-                                           float("-inf"))
+    if not getattr(model.config, "cached", False):
+        logits = own_model_logits(logits, blk.cur, t)
     greedy = float(temperature) == 0
     processed = logits if greedy else logits / temperature  # (B, Lb, V)
     probs = torch.softmax(processed, dim=-1, dtype=torch.float32)  # (B, Lb, V)
@@ -294,6 +298,15 @@ def _denoise(model, logits, blk: _Block, temperature: torch.Tensor, bound: float
     top = probs.gather(-1, draft[..., None])[..., 0]  # (B, Lb) p(draft)
     return {"drawn": drawn, "accepted": accepted & ~done, "renoised": ~accepted & ~done, "entropy": entropy,
             "conf": conf, "top": top}
+
+
+def own_model_logits(logits: torch.Tensor, cur: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """(B, Lb, V) what our own uniform-state model predicts for the clean block: p(x0 | x_t), its network's
+    output with each position's own token put back (diffusion.uniform_posterior_logits: the ELBO it was
+    trained on leaves that token out), and [MASK], never a token of the text, at -inf.
+    logits (B, Lb, V); cur (B, Lb) the block the model saw; t (B,) the noise level it was told."""
+    post = uniform_posterior_logits(logits, cur, t)  # (B, Lb, V - 1)
+    return torch.cat([post, post.new_full((*post.shape[:-1], 1), float("-inf"))], dim=-1)  # (B, Lb, V)
 
 
 def _stop(config, blk: _Block, ev: dict) -> torch.Tensor:

@@ -143,8 +143,61 @@ def test_uniform_nelbo_and_accuracy_of_a_perfect_predictor():
     assert diffusion.uniform_nelbo(oracle, tokens, n_t=4)["nats_per_char"] < 1e-3
     acc = diffusion.uniform_accuracy(oracle, tokens, 0.5)
     assert acc == {"all": 1.0, "changed": 1.0}
-    blind = diffusion.uniform_accuracy(ConstantModel(torch.arange(n + 1.0)), tokens, 0.5)  # always id n-1
+    # always id n-1: far surer of it than any position's own token can argue against (log 9 at t = 0.5)
+    blind = diffusion.uniform_accuracy(ConstantModel(torch.zeros(n + 1).index_fill(0, torch.tensor([n - 1]), 30.0)),
+                                       tokens, 0.5)
     assert blind["all"] == pytest.approx((tokens == n - 1).float().mean().item())
+
+
+class IidData:
+    """Text whose characters are drawn independently from m (n of them): the best network the uniform ELBO
+    can train is known, and so is the exact posterior p(x0 | x_t) at each position."""
+
+    def __init__(self, n=6, rows=48, length=64):
+        self.m = torch.tensor([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])[:n]
+        self.m = self.m / self.m.sum()
+        self.x0 = torch.multinomial(self.m, rows * length, replacement=True,
+                                    generator=torch.Generator().manual_seed(0)).view(rows, length)
+
+    def posterior(self, xt, t):
+        """(B, L, n) p(x0 | x_t) ∝ m(x) q(x_t | x), q(z | x) = (1 - t)[x = z] + t/n."""
+        n = self.m.numel()
+        t = t.reshape(-1, 1, 1)
+        lik = torch.nn.functional.one_hot(xt, n) * (1 - t) + t / n  # (B, L, n)
+        post = lik * self.m
+        return post / post.sum(-1, keepdim=True)
+
+
+class PosteriorModel(torch.nn.Module):
+    """The exact p(x0 | x_t) of IidData as its network's output: a denoiser that reads its own token."""
+
+    def __init__(self, data: IidData):
+        super().__init__()
+        self.data, self.config = data, type("Config", (), {"mask_id": data.m.numel()})()
+
+    def forward(self, x, t):
+        post = self.data.posterior(x, t)
+        return torch.cat([post.log(), torch.full((*x.shape, 1), -1e9)], dim=-1)  # (B, L, n + 1)
+
+
+def test_the_elbo_optimum_leaves_the_own_token_out_and_the_posterior_puts_it_back():
+    """On independent characters the ELBO is tight (= the entropy of m) for the network that outputs m,
+    whatever its input: x_theta is p(x0_i | the other positions), not p(x0_i | x_t), which scores worse.
+    uniform_posterior_logits turns that network's output into the exact p(x0 | x_t), and the accuracy
+    reads it: at t = 0.3 it scores what copying the input does, where argmax m alone scores m's largest share."""
+    data = IidData()
+    entropy = -(data.m * data.m.log()).sum().item()
+    loo = ConstantModel(torch.cat([data.m.log(), torch.tensor([-1e9])]))
+    tight = diffusion.uniform_nelbo(loo, data.x0, n_t=8)["nats_per_char"]
+    assert tight == pytest.approx(entropy, rel=0.03)
+    assert diffusion.uniform_nelbo(PosteriorModel(data), data.x0, n_t=8)["nats_per_char"] > tight + 0.5
+    for t in (0.05, 0.5, 0.95):
+        tt = torch.full((data.x0.shape[0],), t)
+        xt, _ = diffusion.forward_uniform(data.x0, tt, data.m.numel(), generator=torch.Generator().manual_seed(1))
+        got = diffusion.uniform_posterior_logits(loo(xt, tt), xt, tt).exp()
+        torch.testing.assert_close(got, data.posterior(xt, tt), rtol=1e-4, atol=1e-6)
+    acc = diffusion.uniform_accuracy(loo, data.x0, 0.3)["all"]
+    assert acc > 0.7  # copying scores about 1 - 0.3 * 5/6 = 0.75 here; argmax m alone, about 0.4
 
 
 @pytest.mark.slow

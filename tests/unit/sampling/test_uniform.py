@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from explorer.sampling import SamplerConfig, plan_run, sample
-from explorer.sampling.uniform import entropy_bound_accept, token_entropy
+from explorer.sampling.uniform import entropy_bound_accept, own_model_logits, token_entropy
 
 from tests.support.models import MASK, TOK, gen, random_mock
 
@@ -45,17 +45,33 @@ def test_a_run_accepts_renoises_and_settles_every_position_once():
     assert live[:, :, gen_pos].all() and not live[:, :, ~gen_pos].any()  # every step touches every position
     assert (tr.settled.sum(axis=0)[:, gen_pos] == 1).all() and tr.settled[-1][:, gen_pos].all()
     assert (tr.committed_at[:, gen_pos] == 9).all() and (tr.committed_at[:, ~gen_pos] == -1).all()
-    # settled tokens are the draft: the argmax of the tempered logits, which for a mock is the table's
-    np.testing.assert_array_equal(tr.final[:, gen_pos], model.table[2:10, :MASK].argmax(dim=1).expand(3, -1).numpy())
+    # settled tokens are the draft: the argmax of p(x0 | x_t) given the canvas of the last call
+    post = own_model_logits(model.table[None].expand(3, -1, -1), torch.as_tensor(tr.tokens[-2]), model.ts[-1])
+    np.testing.assert_array_equal(tr.final[:, gen_pos], post.argmax(-1)[:, gen_pos].numpy())
     np.testing.assert_allclose(tr.temperatures, [0.5 + 0.5 * (10 - s) / 10 for s in range(10)], rtol=1e-6)
+
+
+def test_each_step_reads_the_canvas_it_sees_with_its_own_tokens_put_back():
+    """Our own model's network leaves each position's own token out (the optimum of the ELBO it trains on,
+    diffusion.uniform_posterior_logits); the run reads p(x0 | x_t), so a token on the canvas (one accepted
+    the step before) is evidence for itself: each step's entropies are those of that posterior, given the
+    canvas the model saw and the t it was told, not the network's output alone."""
+    model = uniform_mock(L=8, seed=4)
+    cfg = SamplerConfig(steps=6, temperature=0.9, entropy_bound=2.0, seed=0, stop_entropy=None)
+    tr = sample(model, cfg, length=8, batch_size=2)
+    assert (torch.stack(model.ts[1:]) < 1).any()  # some steps see part of the canvas as clean
+    for s in range(6):
+        post = own_model_logits(model.table[None].expand(2, -1, -1), torch.as_tensor(tr.tokens[s]), model.ts[s])
+        np.testing.assert_allclose(-tr.scores[s], token_entropy(post / 0.9).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_the_same_seed_gives_the_same_run_and_the_stop_ends_blocks_early():
     model = uniform_mock()
+    model.table = model.table * 10  # so sure of its argmax that no token on the canvas outweighs it
     cfg = SamplerConfig(steps=40, temperature=0.3, entropy_bound=0.5, seed=1, stop_entropy=5.0, stable_steps=2)
     a, b = sample(model, cfg, length=12, batch_size=2), sample(model, cfg, length=12, batch_size=2)
     np.testing.assert_array_equal(a.tokens, b.tokens)
-    # a mock's draft never changes: stable from step 3 on (two equal drafts before it), and confident
+    # this mock's draft never changes: stable from step 3 on (two equal drafts before it), and confident
     assert a.n_steps == 3 and a.settled[2].all()
     with pytest.raises(ValueError, match="one generator"):
         sample(model, cfg, length=12, generator=[gen(0), gen(1)])
