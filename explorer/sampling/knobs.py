@@ -253,8 +253,9 @@ KNOBS: dict[str, Knob] = registry(
          lo=0, hi=100, lo_open=True, none=True, off=None, ui_off=0.0, label="Entropy bound (EB)",
          ui_range=(0.0, 5.0), step=0.05, real_model=True, sweep=True),
     Knob("edit_threshold", float, 0.0, "Token editing (LLaDA2.1): replace a committed token of the current "
-         "block by the model's most likely token when that one's probability exceeds this", lo=0, hi=1,
-         off=0.0, label="Edit threshold (LLaDA2.1)", step=0.05, real_model=True, merge="share", sweep=True,
+         "block by the token drawn there when it differs and its probability exceeds this; a block filled before "
+         "its last step takes post steps while they edit (diffusers' BlockRefinementScheduler)", lo=0, hi=1,
+         off=0.0, label="Edit threshold (LLaDA2.1)", step=0.05, real_model=True, merge="off", sweep=True,
          processes=MASKED),
 )
 

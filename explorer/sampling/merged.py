@@ -18,7 +18,7 @@ Trajectory to it, timings aside):
     row, exactly as call_model does alone), and the same NFE;
   - a group steps while s < its own step count, and its k comes from its own schedule.
 Only what merges exactly is merged (merge_key()): one block, schedule decoding (no threshold, factor or
-entropy bound; token editing shared), no revision, guidance, alg_temp, annealing or EOS rules, one generator per run, record=False and no
+entropy bound), no token editing (its blocks end with post steps: each run its own count), no revision, guidance, alg_temp, annealing or EOS rules, one generator per run, record=False and no
 on_step; top-k / top-p and the canvas (length and template, or a plan's) shared. sample_many merges such
 runs and packs the rest.
 """
@@ -151,8 +151,6 @@ class _Walk:
                 todo = todo & self.batch.rows_of(active)[:, None]
             chosen = step.choose(self.batch, todo, scores, active, s, None, self.N)
             step.commit(st, chosen, proposals, conf, s)
-            if self.batch.config.edit_threshold > 0:  # token editing: the runs share its threshold
-                chosen = chosen | step.edit(self.batch, st, self.block, masked, active, s)
             self.changed = chosen.any(dim=1)
         seconds = time.perf_counter() - start - self.waited.seconds  # the model calls are charged by the driver
         rows = sum(g.rows for g in stepping)

@@ -16,7 +16,8 @@ Rows are exact for schedule decoding (sum of the blocks' steps, + 1) and for the
 per generated position). Threshold / factor decoding runs until every block is decoded: there the plan
 holds a guess (`rows_exact` False) and `max_steps`, a bound it never passes (every step commits at
 least one position and nothing is re-masked: SamplerConfig refuses remask with either; token editing adds
-at most step.EDIT_POST_STEPS + 1 steps per block).
+at most step.EDIT_POST_STEPS + 1 steps per block; under a schedule it ends a block filled before its last
+step with post steps instead of its remaining steps, so there too `rows` is a guess).
 
 For a causal (AR) model the canvas is the AR canvas: a prompt as a fixed prefix, or with no prompt a
 start token at position 0 ("\\n" where the vocabulary has it, else one drawn from the config's seed:
@@ -184,6 +185,10 @@ def plan_run(model, config: SamplerConfig, *, length: int | None = None, templat
         most = n + (int(blocks.max()) + 1) * (EDIT_POST_STEPS + 1) * (config.edit_threshold > 0)
         return RunPlan(kind, config, canvas, blocks, None, min(n, GUESSED_STEPS) + 1, False, most)
     steps = tuple(split_steps(config.steps, int(blocks.max()) + 1))
+    if config.edit_threshold > 0:  # a block filled before its last step ends with post steps instead
+        sizes = np.bincount(blocks[blocks >= 0], minlength=len(steps))
+        most = sum(max(S, min(S - 1, int(n)) + EDIT_POST_STEPS + 1) for S, n in zip(steps, sizes))
+        return RunPlan(kind, config, canvas, blocks, steps, sum(steps) + 1, False, most)
     return RunPlan(kind, config, canvas, blocks, steps, sum(steps) + 1, True, sum(steps))
 
 

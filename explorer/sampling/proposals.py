@@ -109,3 +109,49 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     if every:
         return drawn  # (M,)
     return logits.argmax(dim=-1).masked_scatter(sel, drawn)  # temperature-0 rows: argmax
+
+
+def draw_block(logits: torch.Tensor, temperature: float, generator: torch.Generator, top_k: int = 0,
+               top_p: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token editing's draw: one token per entry of `logits` (M, V), the positions of a block in row-major
+    order, exactly as diffusers' BlockRefinementScheduler._sample_from_logits draws them (its reference):
+    temperature 0 is the argmax of softmax(logits); otherwise logits / T, its top-k then top-p filtering
+    (filtered logits at the dtype's lowest value, a token dropped once the mass before it exceeds p), softmax
+    in float32 and one torch.multinomial call for all M entries from `generator`. Multinomial reads V random
+    numbers per entry, so the M entries must be drawn in one call, in diffusers' order, to get its tokens.
+    The generator is a CPU one (the same numbers on every device): off the CPU the probabilities are copied
+    there for the draw (one (M, V) copy a step).
+
+    Returns (tokens (M,) long, their probabilities (M,) float32, the distribution (M, V) float32)."""
+    if temperature == 0:
+        probs = torch.softmax(logits.float(), dim=-1)  # (M, V)
+        token = logits.argmax(dim=-1, keepdim=True)  # (M, 1)
+        return token.squeeze(-1), probs.gather(-1, token).squeeze(-1), probs
+    scaled = logits if temperature == 1.0 else logits / temperature  # (M, V)
+    probs = torch.softmax(_top_p_as_diffusers(_top_k_as_diffusers(scaled, top_k), top_p).float(), dim=-1)
+    if len(probs) == 0:
+        return torch.zeros(0, dtype=torch.long, device=logits.device), probs[:, 0], probs
+    token = torch.multinomial(probs.cpu(), num_samples=1, generator=generator).to(probs.device)  # (M, 1)
+    return token.squeeze(-1), probs.gather(-1, token).squeeze(-1), probs
+
+
+def _top_k_as_diffusers(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    """BlockRefinementScheduler._top_k_filtering: below the k-th logit, the dtype's lowest value."""
+    if top_k is None or top_k <= 0 or top_k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k=top_k, dim=-1).values[..., -1, None]  # (M, 1)
+    return logits.masked_fill(logits < kth, torch.finfo(logits.dtype).min)
+
+
+def _top_p_as_diffusers(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """BlockRefinementScheduler._top_p_filtering: drop a token once the mass of the tokens before it (in
+    descending order) exceeds p; the most likely one always stays."""
+    if top_p is None or top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, descending=True, dim=-1)  # (M, V)
+    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)  # (M, V)
+    drop = cumulative > float(top_p)
+    drop[..., 1:] = drop[..., :-1].clone()
+    drop[..., 0] = False
+    sorted_logits = sorted_logits.masked_fill(drop, torch.finfo(sorted_logits.dtype).min)
+    return logits.scatter(-1, order, sorted_logits)

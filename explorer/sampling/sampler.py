@@ -21,12 +21,19 @@ One step, in numbered rules (rule 5, the blocks, is described after the list):
  11. entropy_bound (EB-sampler, Ben-Hamu et al. 2025), a third rule beside threshold and factor: in the
      strategy's order, commit the longest run of positions whose entropies sum to at most the bound plus
      the largest of them (at least one).
- 12. edit_threshold (token editing, LLaDA2.1; diffusers' BlockRefinementScheduler): at every step a token
-     of the current block committed at an earlier step is replaced by the model's most likely token when
-     that one differs and its probability exceeds the threshold (from the step's logits: no extra call).
-     Under a schedule the block keeps its steps; under threshold / factor / entropy-bound decoding a
-     filled block takes one more step, and more while they edit (at most step.EDIT_POST_STEPS + 1), as
-     diffusers' LLaDA2 loop does.
+ 12. edit_threshold (token editing, LLaDA2.1): the step is diffusers' BlockRefinementScheduler.step, driven
+     as its LLaDA2 pipeline drives it. Every position of the current block draws a token as the scheduler
+     draws it (rule 2 gives way: logits / T, its top-k then top-p, one torch.multinomial call for the
+     block from the run's generator; the argmax at T = 0), scored on the distribution it was drawn from
+     (rule 3 gives way: confidence is that token's tempered, filtered probability); the masked ones commit
+     by the schedule's k (torch.topk, as there) or the threshold rule (strictly above it, else the best),
+     and a token committed at an earlier step is replaced by the token drawn there when it differs and
+     its probability exceeds edit_threshold (from the step's logits: no extra call). A block filled
+     before its last step (a schedule's spare steps; threshold decoding in fewer steps than the block's
+     positions) then takes post steps while they edit, at most step.EDIT_POST_STEPS + 1; one that used
+     all its steps takes none. Runs without editing keep rules 2 and 3 and their draws (their seeds give
+     the trajectories they always gave), and a schedule's spare steps stay empty steps there: nothing can
+     change in them, and the plan's step count stays exact.
 
 Blocks (rule 5) partition the positions to generate, in order, into runs of `block_length` (the last
 run may be shorter: any block_length works). For a prompt this is LLaDA's semi-AR layout; for an
@@ -36,7 +43,8 @@ With the `cache` knob (cache.py: Fast-dLLM's prefix and dual caches) a block's f
 forward that writes every layer's keys and values, and its later calls run the model on a window of the
 canvas (the block and what follows it, or the block alone) over them: approximate for a bidirectional model.
 With a threshold (factor, entropy bound) the step count is not fixed: each block runs until it is fully
-decoded (and, with editing, until its edits stop).
+decoded (and, with editing, until its edits stop); with editing each group walks its own blocks under a
+schedule too (_run_until_decoded), as its post steps are its own.
 
 One generator per row (`generator=[g0, g1, ...]`): row i of the batch is exactly the run of row i alone
 with generator gi (batch invariance of the model's own arithmetic aside: see test_batched_rows.py). Every
@@ -225,26 +233,36 @@ def _read_step(run: _Run, masked: torch.Tensor, todo: torch.Tensor, post: torch.
     return host[0], stepping, counts, editing
 
 
-def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s: int, S: int | None, read):
+def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s, S, read, block=None):
     """Proposals, scores, confidence and the commit mask of one step (step.py); the model is not
     called and nothing is drawn when nothing of the block is left to commit (or, token editing, to
-    edit: a filled block's step draws nothing). read: _read_step's."""
+    edit). read: _read_step's. Token editing (`block` given) draws at every position of the block as
+    diffusers does (step.propose_block), a filled block's post step too; its draws come back as a sixth
+    value for step.edit."""
     masked, stepping, counts, editing = read
     nan = torch.full(st.x.shape, NAN, device=st.x.device)
     if not editing:  # editing includes stepping
-        return st.x, nan, nan, torch.zeros_like(todo), False
+        return st.x, nan, nan, torch.zeros_like(todo), False, None
+    if block is not None:
+        called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock, run.one_canvas, run.cache)
+        proposals, scores, conf, drawn = step.propose_block(run.batch, st, masked, block, stepping, editing,
+                                                             temperatures)
+        chosen = (step.choose_block(run.batch, todo, scores, block, stepping, s, S, st.block_start_masked,
+                                    st.entropy) if stepping else torch.zeros_like(todo))
+        return proposals, scores, conf, chosen, bool(called), drawn
     called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock, run.one_canvas, run.cache)
     if not stepping:
-        return st.x, nan, nan, torch.zeros_like(todo), bool(called)
+        return st.x, nan, nan, torch.zeros_like(todo), bool(called), None
     proposals, scores, conf = step.propose(run.batch, st, masked, stepping, temperatures, counts)
     chosen = step.choose(run.batch, todo, scores, stepping, s, S, st.block_start_masked, st.entropy)
-    return proposals, scores, conf, chosen, bool(called)
+    return proposals, scores, conf, chosen, bool(called), None
 
 
-def _step(run: _Run, st: step.State, block: torch.Tensor, s: int, S: int | None, active=None, post=None) -> None:
-    """One step; `block` is (L,) or, threshold rows walking their own blocks, (B, L); `active` (B,)
-    marks the rows that are not done yet (one generator per row only); `post` (B,) the rows whose
-    filled block steps for its edits (token editing under threshold decoding)."""
+def _step(run: _Run, st: step.State, block: torch.Tensor, s, S, active=None, post=None) -> None:
+    """One step; `block` is (L,) or, rows walking their own blocks, (B, L); s and S the step within the
+    block and its steps (ints, or (B,) each row's when rows walk their own blocks; S None: no schedule);
+    `active` (B,) marks the rows that are not done yet (one generator per row only); `post` (B,) the rows
+    whose filled block steps for its edits (token editing)."""
     start = run.clock()
     masked = st.x == run.batch.mask_id  # (B, L)
     todo = masked & block
@@ -252,20 +270,25 @@ def _step(run: _Run, st: step.State, block: torch.Tensor, s: int, S: int | None,
     temperatures = _group_temperatures(run, st, masked)
     temperature = temperatures[0] if run.batch.one else step.temperature(
         run.config, st.step, run.total_steps, masked, run.plan.n_generate)  # what the batch records
-    proposals, scores, conf, chosen, called = yield from _decide(run, st, todo, temperatures, s, S,
-                                                                 (masked, stepping, counts, editing))
+    editing_on = run.config.edit_threshold > 0
+    proposals, scores, conf, chosen, called, drawn = yield from _decide(
+        run, st, todo, temperatures, s, S, (masked, stepping, counts, editing), block if editing_on else None)
     per_row = _per_row_facts(run, masked, temperatures, active, called, editing) if run.per_row else None
     step.commit(st, chosen, proposals, conf, st.step)
     changed = chosen
     run.edited = None
-    if run.config.edit_threshold > 0 and editing:
-        run.edited = step.edit(run.batch, st, block, masked, editing, st.step)
+    if editing_on and editing:
+        run.edited = step.edit(run.batch, st, block, masked, editing, st.step, drawn)
         changed = changed | run.edited
         # recorded as a commit is: the new token as the proposal, its probability as the confidence
         proposals, conf = torch.where(run.edited, st.x, proposals), torch.where(run.edited, st.commit_conf, conf)
     remask = torch.zeros_like(chosen)
-    if run.config.remask > 0 and S is not None and s < S - 1:  # never at a block's last step
-        remask = step.revise(run.batch, st, block)
+    if run.config.remask > 0 and S is not None:  # never at a block's last step, nor in a post step
+        late = s < S - 1  # bool, or (B,) each row's
+        if post is not None:
+            late = late & ~post
+        if torch.is_tensor(late) or late:
+            remask = step.revise(run.batch, st, block, late if torch.is_tensor(late) else None)
     run.changed = (changed | remask).any(dim=1)  # (B,) read with the next step's statistics (_read_step)
     run.recorder.add(st.step, st.x, proposals, scores, conf, chosen, remask, t=t_mean,
                      temperature=temperature, called=called, seconds=run.clock() - start,
@@ -299,43 +322,68 @@ def _run_block(run: _Run, st: step.State, block: torch.Tensor, S: int, b: int) -
 
 
 def _run_until_decoded(run: _Run, st: step.State, block_ids: torch.Tensor, n_blocks: int) -> None:
-    """Threshold / factor / entropy-bound decoding: each group walks its own blocks, a block until the
-    group has decoded it, exactly as it would alone; a finished group waits for the others (its padding
-    steps are marked inactive). With token editing a decoded block takes post steps (for its edits
-    alone) as diffusers' check_block_should_continue says: one, then more while the last one edited, at
-    most step.EDIT_POST_STEPS + 1 (a group's post steps are those that began with its block filled)."""
+    """Threshold / factor / entropy-bound decoding, and every run with token editing: each group walks its
+    own blocks, a block until the group has decoded it, exactly as it would alone; a finished group waits
+    for the others (its padding steps are marked inactive). With token editing a block ends as diffusers'
+    LLaDA2 loop ends it (check_block_should_continue): once its last [MASK] is filled, it takes a post step
+    (for its edits alone) if its filling steps were fewer than its budget (diffusers' num_inference_steps:
+    a schedule's steps for the block; under threshold decoding the block's positions, one commit a step at
+    least), then more while the last one edited, at most step.EDIT_POST_STEPS + 1 (a group's post steps
+    are those that began with its block filled). So a schedule's steps left after its block is filled
+    become post steps, and a block that took its whole budget takes none."""
     mask_id, B, dev = run.batch.mask_id, st.x.shape[0], st.x.device
-    editing = run.config.edit_threshold > 0
+    editing, schedule = run.config.edit_threshold > 0, run.plan.steps is not None
+    budget = _budgets(run.plan, n_blocks, dev)  # (n_blocks + 1,) long
     cur = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) each row's block
     post = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) post steps each row took in its block
     edits = torch.zeros(B, dtype=torch.bool, device=dev)  # (B,) whether the row's last step edited
+    taken = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) steps each row took in its block
+    one, fresh = [0, 0], torch.ones(B, dtype=torch.bool, device=dev)  # one group's block and steps in it; new blocks
     while True:
         masked = st.x == mask_id
         while True:  # move groups whose block is decoded (and, editing, done with its edits) on to the next
             left = (masked & (block_ids[None, :] == cur[:, None])).any(dim=1)  # (B,)
             if editing:
-                left |= ((post == 0) | edits & (post <= step.EDIT_POST_STEPS)) & (cur < n_blocks)
+                first = (post == 0) & (taken < budget[cur])  # filled within its budget: a post step
+                again = (post > 0) & edits & (post <= step.EDIT_POST_STEPS)  # the last post step edited
+                left |= (first | again) & (cur < n_blocks)
             if run.batch.one:  # the rows of one group move together
                 left = left.any().expand(B)
             move = ~left & (cur < n_blocks)
             if not bool(move.any()):
                 break
             cur, post, edits = cur + move.long(), post.masked_fill(move, 0), edits & ~move
+            taken, fresh, one = taken.masked_fill(move, 0), fresh | move, [one[0] + 1, 0]
         active = cur < n_blocks
         if not bool(active.any()):
             return
         block = block_ids == cur[0] if run.batch.one else block_ids[None, :] == cur[:, None]  # (L,) or (B, L)
         if run.cache is not None:  # each row's block, read by the host (one more read a step, cached runs only)
             run.cache.at(cur.tolist())
+        s, S = 0, None
+        if schedule:  # token editing under a schedule: each row's step in its block, and the block's steps
+            start = ((masked & block).sum(dim=1))  # (B,) N of the schedule, taken where a block starts
+            st.block_start_masked = start if st.block_start_masked is None else torch.where(
+                fresh, start, st.block_start_masked)
+            s, S = (one[1], run.plan.steps[one[0]]) if run.batch.one else (taken, budget[cur])
+            fresh = torch.zeros_like(fresh)
         filled = None
         if editing:
             filled = active & ~(masked & block).any(dim=1)  # (B,) rows whose step is a post step
             filled = filled.all().expand(B) if run.batch.one else filled  # one group's: every row filled
-        yield from _step(run, st, block, 0, None, active if run.per_row else None, filled)
+        yield from _step(run, st, block, s, S, active if run.per_row else None, filled)
         if editing:
-            post = post + filled.long()
+            post, taken, one[1] = post + filled.long(), taken + 1, one[1] + 1
             edits = torch.zeros_like(edits) if run.edited is None else run.edited.any(dim=1)
             edits = edits.any().expand(B) if run.batch.one else edits
+
+
+def _budgets(plan: RunPlan, n_blocks: int, device) -> torch.Tensor:
+    """(n_blocks + 1,) long: each block's filling steps at most, diffusers' num_inference_steps (the last
+    entry, 1, is for rows past their last block): a schedule's steps for the block, or under threshold
+    decoding (one commit a step at least) the block's positions."""
+    steps = plan.steps if plan.steps is not None else np.bincount(plan.blocks[plan.blocks >= 0], minlength=n_blocks)
+    return torch.tensor([*map(int, steps), 1], dtype=torch.long, device=device)
 
 
 def as_config(config) -> SamplerConfig:
@@ -445,7 +493,7 @@ def _walk(run: _Run, batch_size: int, recording: tuple, seed: int):
     st = initial_state(plan.canvas, batch_size, run.batch.device)
     run.recorder = Recorder(st.x, *recording, clock=run.clock)
     block_ids = torch.as_tensor(plan.blocks, device=run.batch.device)  # (L,)
-    if plan.steps is None:  # threshold / factor decoding: each group walks its blocks until decoded
+    if plan.steps is None or run.config.edit_threshold > 0:  # each group walks its blocks until decoded
         yield from _run_until_decoded(run, st, block_ids, plan.n_blocks)
     else:
         for b, S in enumerate(plan.steps):

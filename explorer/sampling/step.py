@@ -14,7 +14,8 @@ A step is, in order (the rules are sampler.py's):
            group's strategy, and take its untempered probability (rules 2, 3, 10: EOS rules);
   choose   which of them commit: the schedule's k best, or the threshold / factor / entropy-bound rule,
            after Dream's Gumbel noise (rules 4, 6, 10, 11);
-  commit   write them into the canvas; edit replaces committed tokens the model now rejects (rule 12);
+  commit   write them into the canvas; edit replaces committed tokens the model now rejects (rule 12:
+           propose_block and choose_block take propose's and choose's place, diffusers' step);
            revise sends decoded ones back to [MASK] (rule 7).
 
 Seed compatibility: a group draws from its generator exactly what a run of that group alone draws,
@@ -24,7 +25,9 @@ tokens the earlier code produced):
   1. one float64 uniform per masked position of the group, row-major, at temperature > 0 (draw);
   2. a position-only strategy's (rows, L) uniforms (random);
   3. with alg_temp, (rows, L) float64 uniforms for the Gumbel noise;
-and a group with nothing to commit at a step draws nothing (alone it would skip the step). What is
+and a group with nothing to commit at a step draws nothing (alone it would skip the step). Token editing
+draws instead as diffusers' BlockRefinementScheduler does (propose_block: one torch.multinomial call over
+every position of the group's block, a post step too; then a position-only strategy's uniforms). What is
 computed per row (softmax, scores, ranks, schedules) is row-wise, so a row's values do not depend on
 the rows beside it; the model's own arithmetic is the caller's to keep batch-invariant (packing.py).
 """
@@ -36,7 +39,7 @@ import numpy as np
 import torch
 
 from .config import SamplerConfig
-from .proposals import draw, draw_rows, gumbel
+from .proposals import draw, draw_block, draw_rows, gumbel
 from .schedules import get_schedule
 from .strategies import get_strategy
 from .template import Canvas
@@ -167,7 +170,8 @@ def temperature(config: SamplerConfig, step: int, total_steps: int | None, maske
     if config.temperature_end is None:
         return config.temperature
     if total_steps is not None:
-        frac = step / (total_steps - 1) if total_steps > 1 else 0.0
+        # min: token editing's post steps may take a run past its planned steps (the end temperature then)
+        frac = min(step / (total_steps - 1), 1.0) if total_steps > 1 else 0.0
     else:
         frac = 1.0 - float(masked.sum()) / (masked.shape[0] * n_generate)
     return config.temperature + (config.temperature_end - config.temperature) * frac
@@ -375,6 +379,37 @@ def choose(batch: Batch, todo: torch.Tensor, scores: torch.Tensor, stepping: lis
     return todo & (rank < k.clamp(min=0).minimum(n)[:, None])
 
 
+def choose_block(batch: Batch, todo: torch.Tensor, scores: torch.Tensor, block: torch.Tensor, stepping: list[Group],
+                 s, S, N: torch.Tensor | None, entropy: torch.Tensor | None = None) -> torch.Tensor:
+    """Token editing's choose (rule 12): the pick of diffusers' BlockRefinementScheduler.step, its reference.
+    Row by row over the block's positions in order (`block` (L,) or (B, L)), with the score where the
+    block is masked and -inf elsewhere: a schedule's k positions by torch.topk (so ties, common once
+    top-k / top-p leave one token at probability 1, go as torch.topk sends them); the threshold rule
+    every position above the threshold (strictly, as there), else the best by torch.topk. The factor and
+    entropy-bound rules have no counterpart there: choose()'s. Returns (B, L) bool as choose() does."""
+    cfg = batch.config
+    if cfg.factor is not None or cfg.entropy_bound is not None:
+        return choose(batch, todo, scores, stepping, s, S, N, entropy)
+    if cfg.alg_temp > 0:
+        scores = scores / cfg.alg_temp + _gumbel(batch, stepping, todo)  # (B, L)
+    key = torch.where(todo, scores.float(), float("-inf"))  # (B, L)
+    n = todo.sum(dim=1)  # (B,)
+    high = key > cfg.threshold if cfg.threshold is not None else torch.zeros_like(todo)  # (B, L)
+    k = torch.ones_like(n) if cfg.threshold is not None else _commit_counts(batch, stepping, n, N, s, S)
+    ks, ns, highs = torch.stack([k.clamp(min=0).minimum(n), n, high.sum(dim=1)]).tolist()  # one read
+    on = block.expand_as(todo) if block.dim() == 1 else block  # (B, L)
+    chosen = torch.zeros_like(todo)
+    for b in range(todo.shape[0]):
+        if ns[b] == 0:
+            continue
+        if cfg.threshold is not None and highs[b] >= 1:
+            chosen[b] = high[b]
+        elif ks[b] > 0:
+            at = on[b].nonzero().squeeze(1)  # (bl,) the block's positions, in order
+            chosen[b, at[torch.topk(key[b, at], k=ks[b]).indices]] = True
+    return chosen
+
+
 def _entropy_bound_counts(entropy: torch.Tensor, todo: torch.Tensor, rank: torch.Tensor, bound: float):
     """(B,) EB-sampler (Ben-Hamu et al. 2025, rule 11): the longest prefix of each row's positions in
     rank order whose entropies sum to at most `bound` plus the largest of them (its first position
@@ -390,6 +425,8 @@ def _commit_counts(batch: Batch, stepping: list[Group], n, N, s: int, S: int | N
     """(B,) k of each row from its group's schedule. Rows outside `stepping` have nothing in todo, so
     their k is never read: a schedule that every stepping group shares is one call for all rows."""
     names = sorted({g.config.schedule for g in stepping})
+    if torch.is_tensor(s):  # token editing: each row at its own step s (B,) of its own block of S (B,) steps
+        return _commit_counts_per_row(stepping, n, N, s, torch.maximum(S, s + 1))  # past S: finished rows
     if S is None:
         # remaining and linear are integer arithmetic, elementwise in S: one call for all their rows with
         # each row's own step count (rows already past theirs have nothing to do; s + 1 keeps them finite)
@@ -404,6 +441,18 @@ def _commit_counts(batch: Batch, stepping: list[Group], n, N, s: int, S: int | N
         else:  # cosine's plan needs a scalar S: each group apart
             for g in mine:
                 k[g.a:g.b] = g.schedule(n[g.a:g.b], N[g.a:g.b], s, g.steps)
+    return k
+
+
+def _commit_counts_per_row(stepping: list[Group], n, N, s: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+    """(B,) k when rows walk their own blocks (one run: its groups share the schedule): remaining and
+    linear are elementwise in s and S; cosine's plan takes scalars, so each group apart."""
+    schedule = stepping[0].schedule
+    if stepping[0].config.schedule in ELEMENTWISE:
+        return schedule(n, N, s, S)
+    k = torch.zeros_like(n)
+    for g in stepping:
+        k[g.a:g.b] = schedule(n[g.a:g.b], N[g.a:g.b], int(s[g.a]), int(S[g.a]))
     return k
 
 
@@ -430,37 +479,80 @@ def commit(st: State, chosen: torch.Tensor, proposals: torch.Tensor, conf: torch
     st.commit_conf = torch.where(chosen, conf, st.commit_conf)
 
 
+def propose_block(batch: Batch, st: State, masked: torch.Tensor, block: torch.Tensor, stepping: list[Group],
+                  editing: list[Group], temperatures: list[float]):
+    """Token editing's propose (rule 12): the step of diffusers' BlockRefinementScheduler, its reference. Every
+    position of the current block (`block` (L,) or (B, L)) in the rows of `editing` gets a token drawn as
+    proposals.draw_block draws it (one call per group, all its rows' block positions, row-major: diffusers'
+    call for a batch) and that token's probability under the distribution it was drawn from (tempered and
+    filtered: diffusers' sampled_probs). The masked positions of `stepping` propose their token, scored by
+    the strategy on that same distribution (so confidence is diffusers'); the others are edit candidates.
+
+    Returns proposals, scores, confidence as propose() does, and (tokens, probs) (B, L), the draws at every
+    block position of `editing` (the current token and NaN elsewhere), which edit() reads."""
+    cfg, (B, L) = batch.config, st.x.shape
+    on = block.expand(B, L) if block.dim() == 1 else block  # (B, L)
+    tokens, probs = st.x.clone(), torch.full((B, L), NAN, device=st.x.device)
+    scores, entropy = torch.full((B, L), NAN, device=st.x.device), torch.full((B, L), NAN, device=st.x.device)
+    ids, steps = {id(g) for g in editing}, {id(g) for g in stepping}
+    for g, T in zip(batch.groups, temperatures):
+        if id(g) not in ids:
+            continue
+        at = on[g.a:g.b]  # (rows, L) the group's block positions
+        tok, p, dist = draw_block(st.logits[g.a:g.b][at], T, g.generator, cfg.top_k, cfg.top_p)  # (M,) (M,) (M, V)
+        tokens[g.a:g.b].masked_scatter_(at, tok)
+        probs[g.a:g.b].masked_scatter_(at, p)
+        if id(g) not in steps:
+            continue
+        if g.position_only:  # its (rows, L) uniforms, after the tokens' draw
+            scores[g.a:g.b] = g.strategy(None, batch.shape(g.rows, L), g.generator).float().to(st.x.device)
+        else:
+            scores[g.a:g.b].masked_scatter_(at, g.strategy(dist[None], tok[None], None)[0].float())
+        if cfg.entropy_bound is not None:
+            entropy[g.a:g.b].masked_scatter_(at, -torch.special.xlogy(dist, dist).sum(dim=-1))
+    need = masked & on if stepping else torch.zeros_like(masked)  # (B, L) the positions that propose
+    if stepping and len(stepping) < len(batch.groups):
+        need = need & batch.rows_of(stepping)[:, None]
+    st.entropy = entropy if cfg.entropy_bound is not None else None
+    proposals = torch.where(need, tokens, st.x)  # (B, L)
+    if cfg.suppress_eos in ("confidence", "both") and len(batch.eos_index):  # as propose() does
+        scores = scores.masked_fill(torch.isin(proposals, batch.eos_index), float("-inf"))
+    return proposals, scores.masked_fill(~need, NAN), probs.masked_fill(~need, NAN), (tokens, probs)
+
+
 def edit(batch: Batch, st: State, block: torch.Tensor, masked: torch.Tensor, editing: list[Group],
-         step: int) -> torch.Tensor:
+         step: int, drawn: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Rule 12, token editing (LLaDA2.1): a token of the current block committed before this step (`block`
     (L,) or (B, L), `masked` the canvas's [MASK]s at the step's start), in the rows of `editing`, is replaced
-    by the model's most likely token there when that token differs and its probability exceeds
-    edit_threshold. Returns the (B, L) positions edited.
+    by the token drawn there at this step when that token differs and its probability exceeds
+    edit_threshold. drawn: propose_block's (tokens, probs) (B, L). Returns the (B, L) positions edited.
 
-    This is diffusers' BlockRefinementScheduler.step with editing_threshold, mask-token mode, greedy
-    sampling (temperature 0 there; prompt positions never edited): the candidate is the argmax of the
-    untempered, unfiltered distribution and its probability, at any temperature here, so a run's random
-    draws are those it makes without editing. Every (B, L) entry is computed (no host sync to find them)."""
+    This is diffusers' BlockRefinementScheduler.step with editing_threshold in mask-token mode (prompt
+    positions never edited: blocks hold none): its candidate is the token it sampled at that position
+    (the argmax at temperature 0) and its confidence that token's sampled probability. Every (B, L) entry
+    is computed (no host sync to find them)."""
+    tokens, p = drawn
     editable = block & ~masked  # (B, L)
     if not batch.one and len(editing) < len(batch.groups):
         editable = editable & batch.rows_of(editing)[:, None]
-    top, best = st.logits.max(dim=-1)  # (B, L) each
-    p = torch.exp(top - torch.logsumexp(st.logits, dim=-1))  # (B, L) probability of the most likely token
-    edited = editable & (best != st.x) & (p > batch.config.edit_threshold)
-    st.x = torch.where(edited, best, st.x)  # (B, L) a new tensor: recorded rows stay intact
+    edited = editable & (tokens != st.x) & (p > batch.config.edit_threshold)  # NaN compares False
+    st.x = torch.where(edited, tokens, st.x)  # (B, L) a new tensor: recorded rows stay intact
     st.committed_at.masked_fill_(edited, step)
     st.commit_conf = torch.where(edited, p, st.commit_conf)
     return edited
 
 
-def revise(batch: Batch, st: State, block: torch.Tensor) -> torch.Tensor:
-    """Rule 7: send the ceil(eta * d) lowest-confidence decoded tokens of the block back to [MASK], in
-    rows whose block masked fraction lies in [t_off, t_on]. Returns the (B, L) positions re-masked."""
+def revise(batch: Batch, st: State, block: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Rule 7: send the ceil(eta * d) lowest-confidence decoded tokens of the block (`block` (L,) or
+    (B, L)) back to [MASK], in rows whose block masked fraction lies in [t_off, t_on] (and, given, `rows`
+    (B,) bool). Returns the (B, L) positions re-masked."""
     cfg = batch.config
     masked = st.x == batch.mask_id  # (B, L)
     decoded = block & ~masked  # (B, L) committed, never fixed (blocks hold no fixed position)
-    t_block = (block & masked).sum(dim=1) / block.sum()  # (B,)
+    t_block = (block & masked).sum(dim=1) / block.sum(dim=-1)  # (B,)
     active = (t_block >= cfg.remask_t_off) & (t_block <= cfg.remask_t_on)
+    if rows is not None:
+        active = active & rows
     # float64 and a tiny epsilon so that e.g. 0.3 * 10 counts as 3, not 4
     r = torch.ceil(decoded.sum(dim=1).double() * cfg.remask - 1e-9).long() * active  # (B,)
     rank = rank_in_row(st.commit_conf.masked_fill(~decoded, float("inf")), descending=False)

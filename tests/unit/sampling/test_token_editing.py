@@ -1,13 +1,18 @@
-"""Token editing (edit_threshold, step.edit): step for step what diffusers' BlockRefinementScheduler does
-with editing_threshold, driven by the loop of diffusers' LLaDA2 pipeline (copied below), on the same
-scripted logits; and every batched, merged and packed run with editing equal to its solo run."""
+"""Token editing (edit_threshold, step.propose_block / step.edit): step for step what diffusers'
+BlockRefinementScheduler does with editing_threshold, driven by the loop of diffusers' LLaDA2 pipeline
+(copied below), on the same scripted logits and the same generator, at every temperature, with top-k /
+top-p, under a schedule (its steps left once a block is filled become post steps) and under threshold
+decoding (a block that took its whole budget takes no post step); and every batched and packed run with
+editing equal to its solo run."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from explorer.sampling import SamplerConfig, sample, sample_many
+from explorer.sampling import SamplerConfig, plan_run, sample, sample_many
 from explorer.sampling.merged import merge_key
 from explorer.sampling.packing import _walks
 from explorer.sampling.step import EDIT_POST_STEPS
@@ -19,15 +24,18 @@ MASK = TOK.mask_id
 
 
 def diffusers_run(model, *, length: int, block_length: int, steps: int, threshold: float, editing_threshold: float,
+                  temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None, seed: int = 0,
                   max_post_steps: int = EDIT_POST_STEPS) -> list[dict]:
-    """Greedy decoding of one all-[MASK] row by the loop of diffusers' LLaDA2Pipeline.__call__ (its
-    block loop, post steps and check_block_should_continue; no prompt, no EOS stop) around
-    BlockRefinementScheduler.step. One difference, the model's: it is called on the whole canvas (later
-    blocks still [MASK]), as the project's sampler calls it, instead of on the blocks up to the current
-    one. Returns one record per step: the canvas after it, the positions committed and edited."""
+    """Decoding of one all-[MASK] row by the loop of diffusers' LLaDA2Pipeline.__call__ (its block loop,
+    post steps and check_block_should_continue; multinomial sampling, its default; no prompt, no EOS stop)
+    around BlockRefinementScheduler.step, with a generator seeded with `seed`. One difference, the
+    model's: it is called on the whole canvas (later blocks still [MASK]), as the project's sampler calls
+    it, instead of on the blocks up to the current one. Returns one record per step: the canvas after it,
+    the positions committed and edited."""
     scheduler = diffusers.BlockRefinementScheduler(block_length=block_length, num_inference_steps=steps,
                                                    threshold=threshold, editing_threshold=editing_threshold)
     scheduler.set_timesteps(steps, block_length=block_length)
+    generator = gen(seed)
     x = torch.full((1, length), MASK, dtype=torch.long)
     records = []
     for start in range(0, length, block_length):
@@ -38,14 +46,15 @@ def diffusers_run(model, *, length: int, block_length: int, steps: int, threshol
             masks_remaining = bool((tokens == MASK).any())
             post_steps += not masks_remaining
             logits = model(x, None)[:, block]  # (1, block_length, V)
-            out = scheduler.step(logits, step_idx, tokens, mask_token_id=MASK, temperature=0.0,
-                                 threshold=threshold, editing_threshold=editing_threshold, minimal_topk=1)
+            out = scheduler.step(logits, step_idx, tokens, mask_token_id=MASK, temperature=temperature,
+                                 top_k=top_k, top_p=top_p, sampling_method="multinomial", threshold=threshold,
+                                 editing_threshold=editing_threshold, minimal_topk=1, generator=generator)
             final = out.transfer_index | out.editing_transfer_index
             x = x.clone()
             x[:, block] = torch.where(final, out.prev_sample, tokens)
             committed, edited = torch.zeros(length, dtype=torch.bool), torch.zeros(length, dtype=torch.bool)
             committed[block], edited[block] = out.transfer_index[0], out.editing_transfer_index[0]
-            records.append(dict(x=x[0].clone(), committed=committed, edited=edited))
+            records.append(dict(x=x[0].clone(), committed=committed, edited=edited, filling=masks_remaining))
             step_idx += masks_remaining
             go_on = scheduler.check_block_should_continue(
                 step_idx=step_idx, masks_remaining=masks_remaining, editing_enabled=True,
@@ -55,52 +64,143 @@ def diffusers_run(model, *, length: int, block_length: int, steps: int, threshol
 
 
 def assert_same_steps(traj, records):
-    assert traj.n_steps == len(records)
-    for s, rec in enumerate(records):
+    for s, rec in enumerate(records[:traj.n_steps]):
         assert traj.committed[s, 0].tolist() == rec["committed"].tolist(), f"step {s}: committed"
         assert traj.edited[s, 0].tolist() == rec["edited"].tolist(), f"step {s}: edited"
         assert traj.tokens[s + 1, 0].tolist() == rec["x"].tolist(), f"step {s}: canvas"
+    assert traj.n_steps == len(records)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_schedule_decoding_edits_as_diffusers_block_refinement(seed):
+def ours_and_theirs(*, seed: int, model_seed: int, length: int, block_length: int, steps: int | None,
+                    threshold: float | None, edit: float, temperature: float, top_k: int = 0, top_p: float = 1.0):
+    """Our run and diffusers' of one setting: a schedule of `steps` per block (diffusers' threshold 1.0: none
+    passes, its transfer schedule alone is our linear schedule), or threshold decoding (diffusers with
+    num_inference_steps = block_length: at least one commit a step, every position above the threshold)."""
+    model = ScriptedDenoiser(block_size=length, seed=model_seed)
+    n_blocks = -(-length // block_length)
+    knobs = dict(steps=steps * n_blocks) if threshold is None else dict(threshold=threshold)
+    ours = sample(model, SamplerConfig(block_length=block_length, temperature=temperature, top_k=top_k, top_p=top_p,
+                                       edit_threshold=edit, **knobs), length=length, generator=gen(seed))
+    theirs = diffusers_run(model, length=length, block_length=block_length, seed=seed,
+                           steps=steps if threshold is None else block_length,
+                           threshold=1.0 if threshold is None else threshold, editing_threshold=edit,
+                           temperature=temperature, top_k=top_k or None, top_p=None if top_p >= 1 else top_p)
+    return ours, theirs
+
+
+def block_steps(records, block_length: int) -> list[tuple[int, int]]:
+    """(filling steps, post steps) of each block of a diffusers run."""
+    blocks = {}
+    for rec, block in zip(records, _block_of_steps(records, block_length)):
+        f, p = blocks.get(block, (0, 0))
+        blocks[block] = (f + rec["filling"], p + (not rec["filling"]))
+    return [blocks[b] for b in sorted(blocks)]
+
+
+def _block_of_steps(records, block_length: int) -> list[int]:
+    """The block each step worked on: the first block holding a [MASK] before the step, or, a post step,
+    the block whose last [MASK] went before it."""
+    blocks, before = [], torch.full_like(records[0]["x"], MASK)
+    for rec in records:
+        masked = np.flatnonzero((before == MASK).numpy())
+        current = int(masked[0]) // block_length if rec["filling"] else blocks[-1]
+        blocks.append(current)
+        before = rec["x"]
+    return blocks
+
+
+SCHEDULED = [  # (block_length, steps per block, edit threshold, temperature, top_k, top_p)
+    (4, 3, 0.5, 0.0, 0, 1.0),
+    (4, 3, 0.5, 0.8, 0, 1.0),
+    (3, 3, 0.4, 1.0, 3, 1.0),
+    (4, 6, 0.5, 0.0, 0, 1.0),  # spare steps: 2 a block after its 4 commits
+    (3, 5, 0.3, 0.7, 0, 0.9),
+    (6, 8, 0.6, 1.3, 4, 0.95),
+    (2, 4, 0.2, 0.5, 2, 1.0),
+]
+
+
+@pytest.mark.parametrize("case", SCHEDULED, ids=lambda c: "bl{}-S{}-e{}-T{}-k{}-p{}".format(*c))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_schedule_decoding_edits_as_diffusers_block_refinement(case, seed):
     """Our linear schedule is diffusers' transfer schedule (block_length spread evenly over the steps, the
-    first steps one more) when its threshold can never be passed (1.0: nothing is > 1): the block takes
-    its steps (at most one per position), editing rides along, and no post steps follow (diffusers stops
-    a block at its last step)."""
-    model = ScriptedDenoiser(block_size=12, seed=seed)
-    ours = sample(model, SamplerConfig(steps=3 * 3, block_length=4, temperature=0, edit_threshold=0.5),
-                  length=12)
-    theirs = diffusers_run(model, length=12, block_length=4, steps=3, threshold=1.0, editing_threshold=0.5)
+    first steps one more; 0 once the block's positions are spent) when its threshold can never be passed
+    (1.0: nothing is > 1). A block filled at its last step takes no post step; one filled sooner (more
+    steps than positions) spends its spare steps as diffusers does: post steps while they edit."""
+    bl, steps, edit, temperature, top_k, top_p = case
+    ours, theirs = ours_and_theirs(seed=seed, model_seed=seed + 3, length=12, block_length=bl, steps=steps,
+                                   threshold=None, edit=edit, temperature=temperature, top_k=top_k, top_p=top_p)
     assert_same_steps(ours, theirs)
-    assert ours.edited.any()  # there was something to edit
+    if steps > bl:
+        assert sum(p for _, p in block_steps(theirs, bl)) > 0  # spare steps became post steps
 
 
+THRESHOLDS = [  # (block_length, commit threshold, edit threshold, temperature, top_k, top_p)
+    (4, 0.6, 0.6, 0.0, 0, 1.0),
+    (4, 0.95, 0.5, 0.0, 0, 1.0),  # one commit a step: blocks that take their whole budget
+    (3, 0.7, 0.4, 0.9, 0, 1.0),
+    (6, 0.5, 0.5, 1.2, 3, 1.0),
+    (4, 0.99, 0.3, 0.6, 0, 0.9),
+    (2, 0.8, 0.2, 1.0, 0, 1.0),
+]
+
+
+@pytest.mark.parametrize("case", THRESHOLDS, ids=lambda c: "bl{}-t{}-e{}-T{}-k{}-p{}".format(*c))
 @pytest.mark.parametrize("seed", [0, 1, 4])
-def test_threshold_decoding_edits_and_takes_post_steps_as_diffusers(seed):
+def test_threshold_decoding_edits_and_takes_post_steps_as_diffusers(case, seed):
     """diffusers with one commit per step at least (num_inference_steps = block_length) and a threshold is
-    our threshold rule (every position above it, at least the best); a filled block then takes post steps
-    while they edit, at most max_post_steps + 1. (diffusers' loop takes none after a block that used
-    all its num_inference_steps, one commit each; threshold decoding has no step budget, so here a
-    filled block always takes its post step: the seeds are ones whose blocks fill sooner.)"""
-    model = ScriptedDenoiser(block_size=12, seed=seed)
-    ours = sample(model, SamplerConfig(threshold=0.6, block_length=4, temperature=0, edit_threshold=0.6),
-                  length=12)
-    theirs = diffusers_run(model, length=12, block_length=4, steps=4, threshold=0.6, editing_threshold=0.6)
-    commits = ours.committed[:, 0].reshape(ours.n_steps, 3, 4).any(axis=2)  # (S, blocks): every filling step commits
-    assert commits.sum(axis=0).max() < 4  # every block filled in fewer steps than it has positions
+    our threshold rule (every position above it, at least the best); a block filled in fewer steps than
+    its positions takes post steps while they edit (at most max_post_steps + 1), one that used them all
+    takes none (diffusers stops a block at its last step)."""
+    bl, threshold, edit, temperature, top_k, top_p = case
+    ours, theirs = ours_and_theirs(seed=seed, model_seed=seed, length=12, block_length=bl, steps=None,
+                                   threshold=threshold, edit=edit, temperature=temperature, top_k=top_k, top_p=top_p)
     assert_same_steps(ours, theirs)
-    assert ours.edited.any() and commits.sum() < ours.n_steps  # edits, and post steps
+
+
+def test_the_cases_reach_a_full_budget_spare_steps_and_edits():
+    """The cases above are not vacuous: some block takes its whole budget (and then no post step), some
+    block fills early and edits in its post steps, and every kind of step edits somewhere."""
+    full = early = 0
+    for seed in (0, 1, 4):
+        for bl, threshold, edit, temperature, top_k, top_p in THRESHOLDS[:2]:
+            _, theirs = ours_and_theirs(seed=seed, model_seed=seed, length=12, block_length=bl, steps=None,
+                                        threshold=threshold, edit=edit, temperature=temperature)
+            counts = block_steps(theirs, bl)
+            full += sum(f == bl and p == 0 for f, p in counts)
+            early += sum(f < bl and p > 0 for f, p in counts)
+    assert full and early
+    ours, _ = ours_and_theirs(seed=0, model_seed=3, length=12, block_length=4, steps=6, threshold=None, edit=0.5,
+                              temperature=0.0)
+    assert ours.edited.any()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), bl=st.sampled_from([2, 3, 4, 5]), n_blocks=st.integers(1, 3), steps=st.integers(1, 7),
+       threshold=st.sampled_from([None, 0.5, 0.8, 0.97]), edit=st.sampled_from([0.05, 0.3, 0.6, 0.9]),
+       temperature=st.sampled_from([0.0, 0.5, 1.0, 1.7]), top_k=st.sampled_from([0, 2, 4]),
+       top_p=st.sampled_from([1.0, 0.85]))
+def test_property_random_scripted_logits_match_diffusers(seed, bl, n_blocks, steps, threshold, edit, temperature,
+                                                          top_k, top_p):
+    """Any scripted model, block length, schedule or threshold, edit threshold, temperature, top-k / top-p:
+    the same steps as diffusers."""
+    ours, theirs = ours_and_theirs(seed=seed, model_seed=seed % 97, length=bl * n_blocks, block_length=bl, steps=steps,
+                                   threshold=threshold, edit=edit, temperature=temperature, top_k=top_k, top_p=top_p)
+    assert_same_steps(ours, theirs)
 
 
 def test_a_post_step_that_edits_nothing_ends_the_block():
     """Calm logits (little noise): the one post step of each block finds nothing to edit, and the next
-    block starts from the same canvas, so it reuses that call's logits (no model call)."""
+    block starts from the same canvas, so it reuses that call's logits (no model call). A block that took
+    one step per position (its whole budget) takes no post step at all."""
     model = ScriptedDenoiser(block_size=8, seed=3, noise=0.0)
-    tr = sample(model, SamplerConfig(threshold=0.9, block_length=4, temperature=0, edit_threshold=0.5), length=8)
-    plain = sample(model, SamplerConfig(threshold=0.9, block_length=4, temperature=0), length=8)
-    assert not tr.edited.any() and (tr.final == plain.final).all()
-    assert tr.n_steps == plain.n_steps + 2 and tr.nfe == plain.nfe + 1  # a post step each; the last block's calls
+    for threshold, post_steps in ((0.5, 2), (0.9, 0)):
+        tr = sample(model, SamplerConfig(threshold=threshold, block_length=4, temperature=0, edit_threshold=0.5),
+                    length=8)
+        plain = sample(model, SamplerConfig(threshold=threshold, block_length=4, temperature=0), length=8)
+        assert not tr.edited.any() and (tr.final == plain.final).all()
+        assert tr.n_steps == plain.n_steps + post_steps  # a post step each block, or none
+        assert tr.nfe == plain.nfe + (post_steps > 0)  # the last block's post step calls the model
 
 
 def test_editing_off_changes_nothing():
@@ -114,6 +214,11 @@ def test_editing_off_changes_nothing():
 
 CASES = {
     "schedule": SamplerConfig(steps=6, edit_threshold=0.5, temperature=0.8),
+    "schedule, spare steps, top-p": SamplerConfig(steps=15, block_length=4, edit_threshold=0.3, top_p=0.9),
+    "cosine, spare steps, top-k": SamplerConfig(steps=18, block_length=3, schedule="cosine", edit_threshold=0.4,
+                                                top_k=3, temperature=1.3),
+    "remaining, revision": SamplerConfig(steps=9, block_length=4, schedule="remaining", edit_threshold=0.5,
+                                         remask=0.3),
     "schedule, blocks, random": SamplerConfig(steps=8, block_length=4, strategy="random", edit_threshold=0.4),
     "threshold, blocks": SamplerConfig(threshold=0.7, block_length=4, edit_threshold=0.6, temperature=1.2),
     "entropy bound": SamplerConfig(entropy_bound=1.0, edit_threshold=0.5, temperature=0.5),
@@ -129,16 +234,16 @@ def test_each_row_with_editing_is_its_solo_run(name):
         assert_same_run(batch.row(i), sample(model, config, generator=gen(seed), template="ab██████c██d"))
 
 
-def test_merged_and_packed_runs_with_editing_equal_their_solo_runs():
-    """Runs that share edit_threshold merge (merged.py edits as step.edit does); threshold and
-    entropy-bound runs with editing are packed; each run is its solo run."""
+def test_packed_runs_with_editing_equal_their_solo_runs():
+    """Runs with editing never merge (each block's post steps are its run's own count): they are packed,
+    schedule, threshold and entropy-bound alike, and each run is its solo run."""
     model = ScriptedDenoiser(block_size=12, seed=7)
-    configs = [SamplerConfig(steps=5, edit_threshold=0.5), SamplerConfig(steps=9, strategy="margin", edit_threshold=0.5),
+    configs = [SamplerConfig(steps=5, edit_threshold=0.5), SamplerConfig(steps=14, strategy="margin", edit_threshold=0.5),
                SamplerConfig(steps=12, strategy="random", edit_threshold=0.5, temperature=0),
                SamplerConfig(threshold=0.6, edit_threshold=0.5), SamplerConfig(entropy_bound=0.8, edit_threshold=0.5)]
     runs = [dict(config=c, batch_size=3, generator=gen(20 + i), record=False) for i, c in enumerate(configs)]
-    assert merge_key(runs[0]) == merge_key(runs[1]) != merge_key(dict(runs[0], config=SamplerConfig(steps=5)))
-    assert _walks(runs, merge=True) == [[0, 1, 2], [3], [4]]
+    assert merge_key(runs[0]) is None and merge_key(dict(runs[0], config=SamplerConfig(steps=5))) is not None
+    assert _walks(runs, merge=True) == [[0], [1], [2], [3], [4]]
     got = sample_many(model, runs)
     for i, config in enumerate(configs):
         assert_same_run(got[i], sample(model, config, batch_size=3, generator=gen(20 + i), record=False))
@@ -160,3 +265,15 @@ def test_an_edit_is_recorded_with_its_step_and_confidence():
     assert tr.proposals[s, b, i] == after and np.isclose(tr.confidence[s, b, i], float(p.max()))
     last = np.flatnonzero(tr.edited[:, b, i] | tr.committed[:, b, i])[-1]  # the final token's step
     assert tr.committed_at[b, i] == last
+
+
+def test_a_schedule_plan_with_editing_guesses_its_rows_and_bounds_them():
+    """Under a schedule, editing makes the step count the run's own (spare steps become post steps): the
+    plan's rows are a guess and max_steps a bound the runs reach but never pass."""
+    model = ScriptedDenoiser(block_size=8, seed=3)
+    config = SamplerConfig(steps=12, block_length=4, edit_threshold=0.1, temperature=1.0)
+    plan = plan_run(model, config, length=8)
+    assert not plan.rows_exact and plan.rows == 13 and plan.max_steps == 2 * (4 + EDIT_POST_STEPS + 1)
+    lengths = [sample(model, config, plan=plan, generator=gen(seed), record=False).n_steps for seed in range(4)]
+    assert max(lengths) <= plan.max_steps and len(set(lengths)) > 1
+    assert plan_run(model, config.replace(edit_threshold=0.0), length=8).rows_exact
