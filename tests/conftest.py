@@ -18,14 +18,40 @@ TESTS = Path(__file__).resolve().parent
 FOLDER_MARKS = {"browser": "browser", "integration": "slow"}  # tests/<folder>/ -> the mark of all its tests
 
 
+# The longest test files (40-80 s each of one worker in a quiet `-n 2` run), started first under -n.
+LONGEST_FIRST = ("browser/test_projector.py", "browser/test_rehearse.py", "browser/test_dashboard.py",
+                 "browser/test_inspect_links.py", "browser/test_tabs_from_url.py", "browser/test_page_close.py")
+FOLDER_ORDER = ("browser", "integration")  # then the rest: unit tests are many short files
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark each test by its folder (browser tests are skipped where Chromium is missing)."""
+    """Mark each test by its folder (browser tests are skipped where Chromium is missing); under -n, the
+    longest files first (_longest_first)."""
     for item in items:
         mark = FOLDER_MARKS.get(_folder(Path(str(item.path))))
         if mark:
             item.add_marker(mark)
         if mark == "browser" and not Path(CHROMIUM).exists():
             item.add_marker(pytest.mark.skip(reason=f"{CHROMIUM} is missing: apt-get install -y chromium"))
+    if hasattr(config, "workerinput"):  # an xdist worker: the order it collects is the order files are handed out
+        items.sort(key=_longest_first)
+
+
+def _longest_first(item) -> tuple[int, int]:
+    """Sort key: the LONGEST_FIRST files in that order, then the browser tests, the integration tests and the
+    rest (a stable sort keeps each file's tests together and in their order). xdist hands out whole files
+    (--dist loadfile, with --no-loadscope-reorder: in the collected order) to whichever worker is free;
+    its own order, most tests first, started the one-test browser files (20-80 s each) last, when no short
+    files were left to even out the two workers' ends. Long files first leave the many short unit files for
+    the end."""
+    try:
+        parts = Path(str(item.path)).relative_to(TESTS).parts
+    except ValueError:  # a test file outside tests/
+        parts = ("",)
+    name = "/".join(parts)
+    first = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    folder = FOLDER_ORDER.index(parts[0]) if parts[0] in FOLDER_ORDER else len(FOLDER_ORDER)
+    return first, folder
 
 
 def pytest_ignore_collect(collection_path, config):
