@@ -44,6 +44,18 @@ def save_tiny_checkpoints(directory: Path) -> Path:
     return directory
 
 
+def save_twins(directory: Path, names=("tiny", "tiny-uniform"), tok=None, block_size: int = LENGTH) -> Path:
+    """A masked diffusion checkpoint and a uniform-state one (metadata process=uniform) of one alphabet
+    (default the patterns'), random weights: the two forward processes side by side."""
+    tok = tok or pattern_tokenizer()
+    for name, extra in zip(names, ({}, {"process": "uniform"})):
+        model = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=block_size, n_layer=1,
+                           n_embd=32, n_head=2, seed=1)
+        meta = {**_meta(tok, model, True), **extra}
+        save_checkpoint(model, directory / f"{name}.safetensors", meta, dtype=torch.float32)
+    return directory
+
+
 def write_bad_checkpoints(d):
     """Next to the good tiny ones: every way a file in checkpoints/ can be wrong."""
     good = d / "tiny.safetensors"

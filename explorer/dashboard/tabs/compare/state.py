@@ -3,7 +3,8 @@
 Each column is the session's knobs (Explore's sidebar) plus a few overrides, written compactly as
 `strategy=random, steps=12` (also the URL form: columns joined by " | "). `model=ar` samples that
 column with the AR checkpoint of the model's alphabet (checkpoints.find_judge), the left-to-right
-baseline. The presets are the teaching notebooks' figures: confidence vs random (the trajectory comparison
+baseline; `model=<name>` with another listed checkpoint of the same alphabet (the masked and the
+uniform-state process side by side), its run the one Explore makes with that checkpoint and these knobs. The presets are the teaching notebooks' figures: confidence vs random (the trajectory comparison
 of "Sampling Strategies & Speed Tradeoffs"), steps 4 vs 32, diffusion vs the AR baseline, temperature 0.3 vs 1.5
 ("Generation: Iterative Unmasking").
 
@@ -46,7 +47,7 @@ PRESETS = {  # key -> (button label, column overrides)
 # What a column may set: every sidebar knob of the schema (sampling/knobs.py) but the seed, which all
 # columns share (the comparison is of one draw), and the model
 OVERRIDES = {**{k.name: k.type for k in schema.sidebar_knobs() if k.name != "seed"}, "model": str}
-MODELS = ("session", "ar")  # model=session: the model loaded in the sidebar; ar: its AR baseline
+MODELS = ("session", "ar")  # model=session: the model loaded in the sidebar; ar: its AR baseline; or a listed name
 METRIC_LABELS = {"gen_ppl": "gen-PPL", "entropy": "entropy", "word_validity": "word validity",
                  "pattern_quality": "pattern quality", "pattern_quality_p2": "pattern quality (period ≥ 2)",
                  "distinct_symbols": "distinct symbols",  # these two show a one-symbol collapse
@@ -76,9 +77,24 @@ def parse_overrides(spec: str, knobs=None) -> dict:
             out[key] = parse_value(knobs[key], value)
         except ValueError as e:
             raise ValueError(f"{key}={value}: {e} (as the sidebar's {knobs[key].label})") from None
-    if out.get("model", "session") not in MODELS:
-        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {out['model']!r}")
+    listed = listed_names(knobs)
+    if out.get("model", "session") not in (*MODELS, *listed):
+        raise ValueError(f"model must be one of {', '.join((*MODELS, *listed))}, got {out['model']!r}")
     return out
+
+
+def listed_names(knobs) -> list[str]:
+    """The checkpoints the sidebar lists (its Checkpoint choices), which a column may name as its model."""
+    try:
+        return [n for n in knobs["checkpoint"].objects if isinstance(n, str)]
+    except KeyError:  # knobs without a checkpoint selector
+        return []
+
+
+def named_model(overrides: dict) -> str | None:
+    """The checkpoint a column names with model=<name>, None for the session's model or the AR baseline."""
+    name = overrides.get("model", "session")
+    return None if name in MODELS else name
 
 
 def format_overrides(overrides: dict) -> str:
@@ -111,6 +127,9 @@ def column_label(overrides: dict) -> str:
     if overrides.get("model") == "ar":
         rest = {k: v for k, v in overrides.items() if k != "model"}
         return "AR baseline (left to right)" + (f", {format_overrides(rest)}" if rest else "")
+    if named_model(overrides):
+        rest = {k: v for k, v in overrides.items() if k != "model"}
+        return overrides["model"] + (f", {format_overrides(rest)}" if rest else "")
     return format_overrides(overrides) or "session knobs"
 
 
@@ -189,14 +208,20 @@ class Plan:
     nbytes: int = 0  # memory its columns' trajectories and frames keep
 
 
-def run_column(job, plan: Plan, column: Column, judge) -> dict:
-    """One column on the worker thread: its model and canvas, the sampler run, its scores."""
+def run_column(job, plan: Plan, column: Column, judge, device=None) -> dict:
+    """One column on the worker thread: its model and canvas, the sampler run, its scores. A column
+    naming a checkpoint loads it on `device` (shared by every session) and starts from the canvas
+    Explore builds for it: its run is that checkpoint's solo run."""
     if column.overrides.get("model") == "ar":
         if judge is None:
             raise ValueError("no AR checkpoint with this model's alphabet in checkpoints/ "
                              "(train one with `python run.py train --kind ar`)")
         model, name = judge, plan.judge_name
         canvas = start_canvas(judge, plan.template, min(plan.length, judge.config.block_size), plan.seed)
+    elif named_model(column.overrides):
+        name = named_model(column.overrides)
+        model = checkpoints.load(name, device)
+        canvas = start_canvas(model, plan.template, min(plan.length, model.config.block_size), plan.seed)
     else:
         model, name, canvas = plan.model, plan.model_name, plan.canvas
     traj = sample_canvas(model, column.config, canvas, on_step=lambda record: not job.cancelled)
@@ -231,7 +256,7 @@ class CompareTask(Task):
             try:
                 if judge is None and plan.judge_name:
                     judge = checkpoints.load(plan.judge_name, self.worker.device)
-                results[i] = run_column(job, plan, column, judge)
+                results[i] = run_column(job, plan, column, judge, self.worker.device)
             except Exception as e:
                 if job.cancelled:  # the sampler stopped because of the cancel: not the column's fault
                     raise TaskCancelled(None, "stopped") from None
@@ -397,7 +422,7 @@ class CompareState(TabState):
         columns = tuple(Column(column_label(o), o, c) for o, c in zip(parsed, configs))
         judge = checkpoints.find_judge(s.model, s.param.checkpoint.objects)
         canvas = s.canvas()
-        rows = [_column_rows(s.model, column, canvas) for column in columns]
+        rows = [_column_rows(s.model, column, canvas, s) for column in columns]
         calls = sum(run_calls(r, c.config.cfg_scale > 0) for r, c in zip(rows, columns))
         name = s.model_info.get("name", "?")
         seconds = calls * call_seconds(s.model_info.get("n_params", 0), canvas.length, rate=cache.SWEEP_RATES.get(name))
@@ -464,9 +489,28 @@ class CompareState(TabState):
         self.session.share.release("compare")
 
 
-def _column_rows(model, column: Column, canvas) -> int:
+def _column_rows(model, column: Column, canvas, session) -> int:
     """Model calls a column's run makes at most (before guidance): its steps; a threshold run's or the
-    AR baseline's, a call per generated position."""
+    AR baseline's, a call per generated position. A named checkpoint is read from its metadata
+    (checkpoints.peek), and refused when its alphabet is not the session model's (the columns share
+    one template and one judge)."""
     if column.overrides.get("model") == "ar":
         return max(canvas.n_generate, 1)
+    name = named_model(column.overrides)
+    if name:
+        card = checkpoints.peek(name)
+        if card is None or not _same_alphabet(card.tokenizer, model.tokenizer):
+            raise ValueError(f"model={name}: a column compares checkpoints of the loaded model's alphabet "
+                             f"({session.model_info.get('name', '?')}'s); {name} has another")
+        model = card
+        canvas = start_canvas(card, session.prompt_template(), min(session.length, card.config.block_size),
+                              session.seed)
     return run_plan(model, column.config, canvas).max_steps
+
+
+def _same_alphabet(a, b) -> bool:
+    """Two tokenizers with the same symbols and ids (a Hugging Face tokenizer matches no character model)."""
+    try:
+        return a.to_dict() == b.to_dict()
+    except AttributeError:
+        return False

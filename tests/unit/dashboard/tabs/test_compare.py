@@ -10,7 +10,8 @@ from explorer.dashboard.session import sample_canvas
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.compare.state import PRESETS, SEP, differing, parse_overrides
-from tests.support.dashboard import LENGTH
+from tests.support.dashboard import LENGTH, save_twins
+from tests.support.models import assert_same_run
 
 
 def make_state(**knobs):
@@ -376,3 +377,24 @@ def test_a_columns_time_is_its_own_model_calls_not_the_waits_between_steps(compa
     for column in plan.columns:
         result = compare_state.run_column(Waiting(), plan, column, None)
         assert result["metrics"]["seconds"] == result["traj"].nfe  # one second per model call, no waits
+
+
+def test_a_column_may_name_another_checkpoint_and_runs_its_solo_run(checkpoints):
+    """model=<name>: the masked and the uniform-state process side by side, each column the run Explore
+    makes with that checkpoint, these knobs, the seed and the canvas; a name not listed is refused."""
+    save_twins(checkpoints)
+    state = make_state(steps=6, seed=3)
+    tab, view = build_tab("Compare", state)
+    assert tab.set_columns("model=tiny" + SEP + "model=tiny-uniform, entropy_bound=2"), tab.error
+    assert tab.start(wait=True)
+    masked, uniform = tab.results
+    assert masked["error"] == uniform["error"] == "" and uniform["label"] == "tiny-uniform, entropy_bound=2.0"
+    assert (masked["model"], masked["traj"].process) == ("tiny", "masked")
+    assert (uniform["model"], uniform["traj"].process) == ("tiny-uniform", "uniform")
+    for name, result, knobs in (("tiny", masked, {}), ("tiny-uniform", uniform, {"entropy_bound": 2.0})):
+        solo = open_session(checkpoint=name, device="cpu", auto_run=False, sweep_auto=False)
+        solo.load(wait=True)
+        solo.param.update(steps=6, seed=3, **knobs)
+        assert_same_run(result["traj"], sample_canvas(solo.model, solo.sampler_config(), solo.canvas()))
+    assert view.columns[1].heat.grid.data["image"][0].shape[0] == uniform["traj"].n_steps + 1
+    assert not tab.set_columns("model=tiny" + SEP + "model=nowhere") and "nowhere" in tab.error
