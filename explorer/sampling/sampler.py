@@ -321,6 +321,23 @@ def _run_block(run: _Run, st: step.State, block: torch.Tensor, S: int, b: int) -
         yield from _step(run, st, block, s, S)
 
 
+@dataclass
+class _Walkers:
+    """Where each row of a run whose rows walk their own blocks is (_run_until_decoded): (B,) each."""
+
+    cur: torch.Tensor  # long: the row's block (n_blocks once done)
+    post: torch.Tensor  # long: post steps the row took in its block (token editing)
+    edits: torch.Tensor  # bool: whether the row's last step edited
+    taken: torch.Tensor  # long: steps the row took in its block
+    fresh: torch.Tensor  # bool: the row started its block since the schedule's N was last taken
+    one: list = field(default_factory=lambda: [0, 0])  # one group: its block and steps in it, on the host
+
+    @classmethod
+    def start(cls, B: int, device) -> "_Walkers":
+        zeros = torch.zeros(B, dtype=torch.long, device=device)
+        return cls(zeros, zeros, zeros.bool(), zeros, torch.ones(B, dtype=torch.bool, device=device))
+
+
 def _run_until_decoded(run: _Run, st: step.State, block_ids: torch.Tensor, n_blocks: int) -> None:
     """Threshold / factor / entropy-bound decoding, and every run with token editing: each group walks its
     own blocks, a block until the group has decoded it, exactly as it would alone; a finished group waits
@@ -332,50 +349,63 @@ def _run_until_decoded(run: _Run, st: step.State, block_ids: torch.Tensor, n_blo
     are those that began with its block filled). So a schedule's steps left after its block is filled
     become post steps, and a block that took its whole budget takes none."""
     mask_id, B, dev = run.batch.mask_id, st.x.shape[0], st.x.device
-    editing, schedule = run.config.edit_threshold > 0, run.plan.steps is not None
+    editing = run.config.edit_threshold > 0
     budget = _budgets(run.plan, n_blocks, dev)  # (n_blocks + 1,) long
-    cur = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) each row's block
-    post = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) post steps each row took in its block
-    edits = torch.zeros(B, dtype=torch.bool, device=dev)  # (B,) whether the row's last step edited
-    taken = torch.zeros(B, dtype=torch.long, device=dev)  # (B,) steps each row took in its block
-    one, fresh = [0, 0], torch.ones(B, dtype=torch.bool, device=dev)  # one group's block and steps in it; new blocks
+    w = _Walkers.start(B, dev)
     while True:
         masked = st.x == mask_id
-        while True:  # move groups whose block is decoded (and, editing, done with its edits) on to the next
-            left = (masked & (block_ids[None, :] == cur[:, None])).any(dim=1)  # (B,)
-            if editing:
-                first = (post == 0) & (taken < budget[cur])  # filled within its budget: a post step
-                again = (post > 0) & edits & (post <= step.EDIT_POST_STEPS)  # the last post step edited
-                left |= (first | again) & (cur < n_blocks)
-            if run.batch.one:  # the rows of one group move together
-                left = left.any().expand(B)
-            move = ~left & (cur < n_blocks)
-            if not bool(move.any()):
-                break
-            cur, post, edits = cur + move.long(), post.masked_fill(move, 0), edits & ~move
-            taken, fresh, one = taken.masked_fill(move, 0), fresh | move, [one[0] + 1, 0]
-        active = cur < n_blocks
+        _move_on(run, w, masked, block_ids, n_blocks, budget)
+        active = w.cur < n_blocks
         if not bool(active.any()):
             return
-        block = block_ids == cur[0] if run.batch.one else block_ids[None, :] == cur[:, None]  # (L,) or (B, L)
+        block = block_ids == w.cur[0] if run.batch.one else block_ids[None, :] == w.cur[:, None]  # (L,) or (B, L)
         if run.cache is not None:  # each row's block, read by the host (one more read a step, cached runs only)
-            run.cache.at(cur.tolist())
-        s, S = 0, None
-        if schedule:  # token editing under a schedule: each row's step in its block, and the block's steps
-            start = ((masked & block).sum(dim=1))  # (B,) N of the schedule, taken where a block starts
-            st.block_start_masked = start if st.block_start_masked is None else torch.where(
-                fresh, start, st.block_start_masked)
-            s, S = (one[1], run.plan.steps[one[0]]) if run.batch.one else (taken, budget[cur])
-            fresh = torch.zeros_like(fresh)
+            run.cache.at(w.cur.tolist())
+        s, S = _schedule_step(run, st, w, masked, block, budget)
         filled = None
         if editing:
             filled = active & ~(masked & block).any(dim=1)  # (B,) rows whose step is a post step
             filled = filled.all().expand(B) if run.batch.one else filled  # one group's: every row filled
         yield from _step(run, st, block, s, S, active if run.per_row else None, filled)
         if editing:
-            post, taken, one[1] = post + filled.long(), taken + 1, one[1] + 1
-            edits = torch.zeros_like(edits) if run.edited is None else run.edited.any(dim=1)
-            edits = edits.any().expand(B) if run.batch.one else edits
+            w.post, w.taken, w.one[1] = w.post + filled.long(), w.taken + 1, w.one[1] + 1
+            edits = torch.zeros_like(w.edits) if run.edited is None else run.edited.any(dim=1)
+            w.edits = edits.any().expand(B) if run.batch.one else edits
+
+
+def _move_on(run: _Run, w: _Walkers, masked: torch.Tensor, block_ids: torch.Tensor, n_blocks: int,
+             budget: torch.Tensor) -> None:
+    """Move the groups whose block is decoded (and, token editing, done with its post steps) on to their
+    next block (_run_until_decoded's rule), as many blocks as that takes."""
+    B = masked.shape[0]
+    while True:
+        left = (masked & (block_ids[None, :] == w.cur[:, None])).any(dim=1)  # (B,)
+        if run.config.edit_threshold > 0:
+            first = (w.post == 0) & (w.taken < budget[w.cur])  # filled within its budget: a post step
+            again = (w.post > 0) & w.edits & (w.post <= step.EDIT_POST_STEPS)  # the last post step edited
+            left |= (first | again) & (w.cur < n_blocks)
+        if run.batch.one:  # the rows of one group move together
+            left = left.any().expand(B)
+        move = ~left & (w.cur < n_blocks)
+        if not bool(move.any()):
+            return
+        w.cur, w.post, w.edits = w.cur + move.long(), w.post.masked_fill(move, 0), w.edits & ~move
+        w.taken, w.fresh, w.one = w.taken.masked_fill(move, 0), w.fresh | move, [w.one[0] + 1, 0]
+
+
+def _schedule_step(run: _Run, st: step.State, w: _Walkers, masked, block, budget):
+    """(s, S) of the step: each row's step in its block and the block's steps when a schedule decides (token
+    editing), the step's ints for one group or (B,) each row's; else (0, None). Takes the schedule's N
+    (st.block_start_masked) of the rows that started a block."""
+    if run.plan.steps is None:
+        return 0, None
+    start = (masked & block).sum(dim=1)  # (B,) masked positions of each row's block
+    st.block_start_masked = start if st.block_start_masked is None else torch.where(w.fresh, start,
+                                                                                    st.block_start_masked)
+    w.fresh = torch.zeros_like(w.fresh)
+    if run.batch.one:
+        return w.one[1], run.plan.steps[w.one[0]]
+    return w.taken, budget[w.cur]
 
 
 def _budgets(plan: RunPlan, n_blocks: int, device) -> torch.Tensor:

@@ -492,24 +492,13 @@ def propose_block(batch: Batch, st: State, masked: torch.Tensor, block: torch.Te
     block position of `editing` (the current token and NaN elsewhere), which edit() reads."""
     cfg, (B, L) = batch.config, st.x.shape
     on = block.expand(B, L) if block.dim() == 1 else block  # (B, L)
-    tokens, probs = st.x.clone(), torch.full((B, L), NAN, device=st.x.device)
-    scores, entropy = torch.full((B, L), NAN, device=st.x.device), torch.full((B, L), NAN, device=st.x.device)
+    out = dict(tokens=st.x.clone(), probs=torch.full((B, L), NAN, device=st.x.device),
+               scores=torch.full((B, L), NAN, device=st.x.device), entropy=torch.full((B, L), NAN, device=st.x.device))
     ids, steps = {id(g) for g in editing}, {id(g) for g in stepping}
     for g, T in zip(batch.groups, temperatures):
-        if id(g) not in ids:
-            continue
-        at = on[g.a:g.b]  # (rows, L) the group's block positions
-        tok, p, dist = draw_block(st.logits[g.a:g.b][at], T, g.generator, cfg.top_k, cfg.top_p)  # (M,) (M,) (M, V)
-        tokens[g.a:g.b].masked_scatter_(at, tok)
-        probs[g.a:g.b].masked_scatter_(at, p)
-        if id(g) not in steps:
-            continue
-        if g.position_only:  # its (rows, L) uniforms, after the tokens' draw
-            scores[g.a:g.b] = g.strategy(None, batch.shape(g.rows, L), g.generator).float().to(st.x.device)
-        else:
-            scores[g.a:g.b].masked_scatter_(at, g.strategy(dist[None], tok[None], None)[0].float())
-        if cfg.entropy_bound is not None:
-            entropy[g.a:g.b].masked_scatter_(at, -torch.special.xlogy(dist, dist).sum(dim=-1))
+        if id(g) in ids:
+            _draw_group(batch, st, g, on[g.a:g.b], T, id(g) in steps, out)
+    tokens, probs, scores, entropy = out["tokens"], out["probs"], out["scores"], out["entropy"]
     need = masked & on if stepping else torch.zeros_like(masked)  # (B, L) the positions that propose
     if stepping and len(stepping) < len(batch.groups):
         need = need & batch.rows_of(stepping)[:, None]
@@ -518,6 +507,25 @@ def propose_block(batch: Batch, st: State, masked: torch.Tensor, block: torch.Te
     if cfg.suppress_eos in ("confidence", "both") and len(batch.eos_index):  # as propose() does
         scores = scores.masked_fill(torch.isin(proposals, batch.eos_index), float("-inf"))
     return proposals, scores.masked_fill(~need, NAN), probs.masked_fill(~need, NAN), (tokens, probs)
+
+
+def _draw_group(batch: Batch, st: State, g: Group, at: torch.Tensor, temperature: float, scored: bool,
+                out: dict) -> None:
+    """propose_block for group g: its draws at `at` (rows, L), its block positions, written into out's
+    (B, L) tokens and probs; and, `scored` (it has positions to commit), its strategy's scores (and
+    entropies, for the entropy bound) on the distribution drawn from."""
+    cfg, rows = batch.config, slice(g.a, g.b)
+    tok, p, dist = draw_block(st.logits[rows][at], temperature, g.generator, cfg.top_k, cfg.top_p)  # (M,) (M,) (M, V)
+    out["tokens"][rows].masked_scatter_(at, tok)
+    out["probs"][rows].masked_scatter_(at, p)
+    if not scored:
+        return
+    if g.position_only:  # its (rows, L) uniforms, after the tokens' draw
+        out["scores"][rows] = g.strategy(None, batch.shape(g.rows, at.shape[1]), g.generator).float().to(at.device)
+    else:
+        out["scores"][rows].masked_scatter_(at, g.strategy(dist[None], tok[None], None)[0].float())
+    if cfg.entropy_bound is not None:
+        out["entropy"][rows].masked_scatter_(at, -torch.special.xlogy(dist, dist).sum(dim=-1))
 
 
 def edit(batch: Batch, st: State, block: torch.Tensor, masked: torch.Tensor, editing: list[Group],

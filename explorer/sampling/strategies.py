@@ -2,8 +2,9 @@
 
 Every strategy has one signature:
     strategy(probs, proposals, generator) -> scores
-    probs      (B, L, V) float32 softmax of the untempered, unfiltered logits, p([MASK]) = 0; None for
-               the strategies marked `position_only` (they never read it, so the sampler skips it)
+    probs      (B, L, V) float32 softmax of the untempered, unfiltered logits, p([MASK]) = 0 (token
+               editing: the tempered, filtered distribution its tokens are drawn from, diffusers'); None
+               for the strategies marked `position_only` (they never read it, so the sampler skips it)
     proposals  (B, L)    long, the token drawn at each position this step
     generator  torch.Generator (CPU) for strategies that need randomness, or a list of them, one per
                row (then row i's noise is exactly what a run of row i alone with generators[i] draws)

@@ -23,7 +23,7 @@ class StepRecord:
     tokens: np.ndarray  # (B, L) canvas after this step
     scores: np.ndarray  # (B, L) score of each masked position's proposal; NaN elsewhere
     proposals: np.ndarray  # (B, L) proposed token at every position (fixed/decoded: current token; edited: new)
-    confidence: np.ndarray  # (B, L) p(proposal) under the untempered distribution; NaN where neither masked nor edited
+    confidence: np.ndarray  # (B, L) p(proposal) under the untempered distribution (token editing: the one drawn from); NaN where neither masked nor edited
     committed: np.ndarray  # (B, L) bool: committed at this step
     remasked: np.ndarray  # (B, L) bool: returned to [MASK] at this step (revision)
     t: float  # masked fraction the model was called with (mean over the batch)

@@ -159,24 +159,32 @@ def test_threshold_decoding_edits_and_takes_post_steps_as_diffusers(case, seed):
 
 
 def test_the_cases_reach_a_full_budget_spare_steps_and_edits():
-    """The cases above are not vacuous: some block takes its whole budget (and then no post step), some
-    block fills early and edits in its post steps, and every kind of step edits somewhere."""
+    """The cases above are not vacuous: under threshold decoding some block takes its whole budget (and
+    then no post step) and some fills early; edits happen in filling steps and in post steps, at T = 0 and
+    above; under a schedule with steps to spare, post steps follow and edit."""
     full = early = 0
+    edits = {(filling, hot): 0 for filling in (True, False) for hot in (True, False)}
     for seed in (0, 1, 4):
-        for bl, threshold, edit, temperature, top_k, top_p in THRESHOLDS[:2]:
-            _, theirs = ours_and_theirs(seed=seed, model_seed=seed, length=12, block_length=bl, steps=None,
-                                        threshold=threshold, edit=edit, temperature=temperature)
+        for bl, threshold, edit, temperature, top_k, top_p in THRESHOLDS:
+            model = ScriptedDenoiser(block_size=12, seed=seed)
+            theirs = diffusers_run(model, length=12, block_length=bl, steps=bl, threshold=threshold,
+                                   editing_threshold=edit, temperature=temperature, top_k=top_k or None,
+                                   top_p=None if top_p >= 1 else top_p, seed=seed)
             counts = block_steps(theirs, bl)
             full += sum(f == bl and p == 0 for f, p in counts)
             early += sum(f < bl and p > 0 for f, p in counts)
-    assert full and early
-    ours, _ = ours_and_theirs(seed=0, model_seed=3, length=12, block_length=4, steps=6, threshold=None, edit=0.5,
-                              temperature=0.0)
-    assert ours.edited.any()
+            for rec in theirs:
+                edits[rec["filling"], temperature > 0] += bool(rec["edited"].any())
+    assert full and early and all(edits.values()), (full, early, edits)
+    spare = [block_steps(diffusers_run(ScriptedDenoiser(block_size=12, seed=3), length=12, block_length=bl,
+                                       steps=steps, threshold=1.0, editing_threshold=edit), bl)
+             for bl, steps, edit, *_ in SCHEDULED if steps > bl]
+    assert all(p > 0 for counts in spare for _, p in counts)  # every block filled early takes a post step
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**16), bl=st.sampled_from([2, 3, 4, 5]), n_blocks=st.integers(1, 3), steps=st.integers(1, 7),
+@given(seed=st.integers(0, 2**16), bl=st.sampled_from([2, 3, 4, 5]), n_blocks=st.integers(1, 3),
+       steps=st.integers(1, 7),
        threshold=st.sampled_from([None, 0.5, 0.8, 0.97]), edit=st.sampled_from([0.05, 0.3, 0.6, 0.9]),
        temperature=st.sampled_from([0.0, 0.5, 1.0, 1.7]), top_k=st.sampled_from([0, 2, 4]),
        top_p=st.sampled_from([1.0, 0.85]))
@@ -238,7 +246,8 @@ def test_packed_runs_with_editing_equal_their_solo_runs():
     """Runs with editing never merge (each block's post steps are its run's own count): they are packed,
     schedule, threshold and entropy-bound alike, and each run is its solo run."""
     model = ScriptedDenoiser(block_size=12, seed=7)
-    configs = [SamplerConfig(steps=5, edit_threshold=0.5), SamplerConfig(steps=14, strategy="margin", edit_threshold=0.5),
+    configs = [SamplerConfig(steps=5, edit_threshold=0.5),
+               SamplerConfig(steps=14, strategy="margin", edit_threshold=0.5),
                SamplerConfig(steps=12, strategy="random", edit_threshold=0.5, temperature=0),
                SamplerConfig(threshold=0.6, edit_threshold=0.5), SamplerConfig(entropy_bound=0.8, edit_threshold=0.5)]
     runs = [dict(config=c, batch_size=3, generator=gen(20 + i), record=False) for i, c in enumerate(configs)]
