@@ -11,8 +11,9 @@ students). A page has completed when the header's `data-settled` names the figur
 its result is shown, or a Run button waits); it hung when that did not happen within --timeout (the
 report quotes the header's last status and how long it had not changed, to tell a hang from a slow load);
 it failed on a console error, a page error, a visible warning or error notice, another tab than the
-link's, or a traceback in the server's log. Prints a table and a summary line; writes a screenshot of
-every page, report.json and report.md to --out. Exit status 0 when every figure completed, 1 otherwise.
+link's, a traceback in the server's log, or a layout that fails the projector check (dashboard/projector.py:
+the figure not whole in the first screen, or a view that overflows; the `layout` column says which). Prints
+a table and a summary line; writes a screenshot of every page, report.json and report.md to --out. Exit status 0 when every figure completed, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
 AT_ONCE = 3  # pages opened together on a figure, after two visits one after the other
 POLL_S = 0.25
 QUIET_S = 0.5  # after the result: the page's last redraws, before its screenshot
+DRAW_S = 10  # after the result: how long the figure may take to be drawn before the layout check
 SERVER_START_S = 180
 ORDER = {"completed": 0, "error": 1, "hung": 2}  # a figure's result: its worst page's
 
@@ -246,6 +248,7 @@ class Page:
     status: str = ""  # the header's last text
     unchanged: float = 0.0  # seconds the header's text had not changed when the page ended
     problems: list = field(default_factory=list)
+    layout: dict | None = None  # the projector check's result (dashboard/projector.judge), once completed
     fatal: bool = False  # a problem that ends the page at once (it could not open; the server failed)
     handle: object = field(default=None, repr=False)
     started: float = 0.0
@@ -286,10 +289,11 @@ def log_in(tab, url: str, user: str, password: str) -> None:
 
 
 def watch(pages: list[Page], tab_name: str, timeout: float, shots: list[Path], log: Path | None = None,
-          offset: int = 0) -> None:
+          offset: int = 0, query: str = "") -> None:
     """Poll `pages` until each shows its result (the header names `tab_name` settled) or `timeout` runs out;
-    each page's screenshot goes to its path in `shots`. An error in the server's `log` since `offset` ends
-    the pages left at once (a page the server failed to build would wait out the timeout)."""
+    each page's screenshot goes to its path in `shots`, and a page that completed has the layout check of
+    its link's `query`. An error in the server's `log` since `offset` ends the pages left at once (a page
+    the server failed to build would wait out the timeout)."""
     left = list(zip(pages, shots))
     while left:
         for problem in server_problems(log, offset)[:1]:
@@ -297,14 +301,15 @@ def watch(pages: list[Page], tab_name: str, timeout: float, shots: list[Path], l
                 page.problems.append(f"server: {problem}")
                 page.fatal = True
         for page, shot in list(left):
-            if step(page, tab_name, timeout, shot):
+            if step(page, tab_name, timeout, shot, query):
                 left.remove((page, shot))
         if left:
             left[0][0].handle.wait_for_timeout(POLL_S * 1000)
 
 
-def step(page: Page, tab_name: str, timeout: float, shots: Path) -> bool:
-    """One look at `page`; True once it has ended (completed, failed or hung), its screenshot taken."""
+def step(page: Page, tab_name: str, timeout: float, shots: Path, query: str = "") -> bool:
+    """One look at `page`; True once it has ended (completed, failed or hung), its screenshot taken (and,
+    completed, its layout checked)."""
     now = time.monotonic()
     try:
         seen = page.handle.evaluate(PROBE_JS)
@@ -325,11 +330,36 @@ def step(page: Page, tab_name: str, timeout: float, shots: Path) -> bool:
         seen = page.handle.evaluate(PROBE_JS)
         if seen["tab"] != tab_name:
             page.problems.append(f"the page shows the {seen['tab']} tab, not {tab_name}")
+        check_layout(page, query)
     page.problems += [f"notice: {text}" for text in seen["notices"]]
     page.outcome = "error" if page.problems else "completed" if done else "hung"
     page.unchanged = round(now - page.changed, 1)
     finish(page, shots)
     return True
+
+
+def check_layout(page: Page, query: str) -> None:
+    """The projector check (dashboard/projector.py) of a page that showed its result: a figure not whole in
+    the first screen, or a view that overflows, is a problem of the page (which then failed)."""
+    from ..dashboard.projector import DRAWN_JS, check, figure_selector
+
+    with contextlib.suppress(Exception):  # not drawn in time: the check says so
+        page.handle.wait_for_function(DRAWN_JS, arg=figure_selector(query), timeout=DRAW_S * 1000, polling=250)
+    try:
+        page.layout = check(page.handle, query, VIEWPORT["width"], VIEWPORT["height"])
+    except Exception as e:  # the page closed or navigated meanwhile
+        page.problems.append(f"layout: not measured ({str(e).strip().splitlines()[0]})")
+        return
+    page.problems += [f"layout: {problem}" for problem in page.layout["problems"]]
+
+
+def layout_word(pages: list[dict]) -> str:
+    """A row's layout column: ok when every page passed the projector check, else the first failing page's
+    verdict (off-screen, overflow, both, not drawn); '-' when no page was checked."""
+    from ..dashboard.projector import verdict
+
+    words = [verdict(p.get("layout")) for p in pages if p.get("layout") is not None]
+    return next((w for w in words if w != "ok"), "ok") if words else "-"
 
 
 def finish(page: Page, shots: Path) -> None:
@@ -356,19 +386,18 @@ def rehearse(browser, base: str, item: Item, args, out: Path, log: Path | None, 
     pages = []
     for label in ("1st", "2nd"):
         pages.append(open_page(browser, url, label, login, args.timeout))
-        watch(pages[-1:], item.tab, args.timeout, [Path(f"{stem}-{label}.png")], log, offset)
+        watch(pages[-1:], item.tab, args.timeout, [Path(f"{stem}-{label}.png")], log, offset, item.query)
     together = [open_page(browser, url, f"at once {i + 1}", login, args.timeout) for i in range(AT_ONCE)]
     watch(together, item.tab, args.timeout, [Path(f"{stem}-at-once-{i + 1}.png") for i in range(AT_ONCE)],
-          log, offset)
+          log, offset, item.query)
     pages += together
     server = server_problems(log, offset)
     result = max((p.outcome for p in pages), key=ORDER.get)
     if server and result == "completed":
         result = "error"
+    rows = [{k: v for k, v in asdict(p).items() if k not in ("handle", "started", "changed", "fatal")} for p in pages]
     return {"number": item.number, "figure": item.name, "section": item.section, "tab": item.tab, "url": url,
-            "result": result, "server": server, "pages": [{k: v for k, v in asdict(p).items()
-                                                            if k not in ("handle", "started", "changed", "fatal")}
-                                                           for p in pages]}
+            "result": result, "layout": layout_word(rows), "server": server, "pages": rows}
 
 
 # What Bokeh and Tornado log when a page closes while its last messages are on their way (each closed
@@ -385,7 +414,7 @@ def rehearse_or_fail(browser, base: str, item: Item, args, out: Path, log: Path 
     except Exception as e:
         broken = Page("browser", outcome="error", problems=[f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"])
         return {"number": item.number, "figure": item.name, "section": item.section, "tab": item.tab, "url": "",
-                "result": "error", "server": [], "pages": [asdict(broken)] * 2}
+                "result": "error", "layout": "-", "server": [], "pages": [asdict(broken)] * 2}
 
 
 def server_problems(log: Path | None, offset: int) -> list[str]:
@@ -427,14 +456,14 @@ def seconds(page: dict) -> str:
     return "-" if page["seconds"] is None else f"{page['seconds']:.1f}"
 
 
-ROW = "{:>3}  {:<32} {:<8} {:>6} {:>6}  {:<17} {:<9} {}"
+ROW = "{:>3}  {:<32} {:<8} {:>6} {:>6}  {:<17} {:<20} {:<9} {}"
 
 
 def format_row(row: dict) -> str:
     pages = row["pages"]
     name = f"{row['figure']} {row['section']}"
     return ROW.format(row["number"], name[:32], row["tab"], seconds(pages[0]), seconds(pages[1]),
-                      " ".join(seconds(p) for p in pages[2:]), row["result"], note(row))
+                      " ".join(seconds(p) for p in pages[2:]), row.get("layout", "-"), row["result"], note(row))
 
 
 def summary(rows: list[dict], elapsed: float, out: Path) -> str:
@@ -447,7 +476,7 @@ def summary(rows: list[dict], elapsed: float, out: Path) -> str:
 
 def write_report(out: Path, rows: list[dict], line: str, command: str) -> None:
     (out / "report.json").write_text(json.dumps({"command": command, "summary": line, "figures": rows}, indent=1))
-    table = [ROW.format("#", "figure", "tab", "1st s", "2nd s", f"{AT_ONCE} at once s", "result", "note"),
+    table = [ROW.format("#", "figure", "tab", "1st s", "2nd s", f"{AT_ONCE} at once s", "layout", "result", "note"),
              *map(format_row, rows)]
     (out / "report.md").write_text(f"`{command}`\n\n```\n" + "\n".join(table) + f"\n```\n\n{line}\n")
 
@@ -518,7 +547,7 @@ def main(args) -> int:
         login = (args.user, args.password) if args.password else None
         print(f"rehearsing {len(chosen)} links on {base} at {VIEWPORT['width']}x{VIEWPORT['height']}, each opened "
               f"twice, then {AT_ONCE} at once (timeout {args.timeout:g} s)", flush=True)
-        print(ROW.format("#", "figure", "tab", "1st s", "2nd s", f"{AT_ONCE} at once s", "result", "note"), flush=True)
+        print(ROW.format("#", "figure", "tab", "1st s", "2nd s", f"{AT_ONCE} at once s", "layout", "result", "note"), flush=True)
         for item in chosen:
             rows.append(rehearse_or_fail(browser, base, item, args, out, log, login))
             print(format_row(rows[-1]), flush=True)

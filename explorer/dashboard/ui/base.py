@@ -87,7 +87,8 @@ def watch_presentation(session, figures=(), panes=(), text_panes=(), widgets=())
         for widget in widgets:
             widget_type_size(widget, session.presentation)
         for pane in text_panes:
-            pane.styles = {"--text-size": size["text"], "--caption-size": size["base"]}
+            # kept: its other styles (figure_first's order in a Compare column)
+            pane.styles = {**pane.styles, "--text-size": size["text"], "--caption-size": size["base"]}
         if figures:
             session.dispatch(lambda: [apply_fonts(fig, session.presentation) for fig in figures])
 

@@ -85,3 +85,21 @@ def test_a_hung_page_quotes_the_header_and_how_long_it_stood():
                          "'patterns loaded · sampling 10 steps …' for the last 290 s")
     line = format_row(row)
     assert "3.0" in line and "1.0" in line and "- 4.0 5.0" in line and "hung" in line
+
+
+def test_the_layout_column_names_the_first_page_that_failed_the_projector_check():
+    from explorer.cli.rehearse import layout_word
+    from explorer.dashboard.projector import judge
+
+    ok = judge({"parts": 1, "top": 200, "bottom": 500, "left": 10, "right": 900, "main": [1366, 1366],
+                "page": [1366, 1366], "boxes": [], "reading": []}, 1366, 768)
+    low = judge({**{"parts": 5, "top": 200, "bottom": 1080, "left": 10, "right": 1300, "main": [1366, 1366],
+                    "page": [1366, 1366], "boxes": [], "reading": []}}, 1366, 768)
+    pages = [{**page("1st", "completed", 3.0), "layout": ok},
+             {**page("2nd", "error", 1.0, problems=[f"layout: {low['problems'][0]}"]), "layout": low}]
+    assert layout_word(pages) == "off-screen"
+    assert layout_word(pages[:1]) == "ok" and layout_word([page("1st", "hung")]) == "-"
+    row = {"number": 2, "figure": "generation#4", "section": "§4.5", "tab": "Compare", "result": "error",
+           "layout": layout_word(pages), "server": [], "pages": pages}
+    assert "off-screen" in format_row(row)
+    assert note(row).startswith("2nd: layout: the figure spans 200-1080 px")

@@ -17,7 +17,7 @@ from bokeh.models import Range1d
 
 from ....experiments import METRIC_DIRECTION, RANKED_BY
 from ...downloads import download_button, trajectory_csv, trajectory_json
-from ...ui.base import figure_first, flex_item, notice, show_notice, side_by_side, watch_presentation
+from ...ui.base import figure_first, notice, show_notice, side_by_side, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
 from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
 from ...ui.safe import literal
@@ -42,6 +42,19 @@ table.metrics {{ border-collapse: collapse; font-size: var(--caption-size, 13px)
 table.metrics td {{ padding: 1px 10px 1px 0; }}
 .best {{ font-weight: bold; }}
 """
+# A column's share of the row. At a fixed 280 px minimum, five columns needed about 1,800 px: on a 1366- or
+# 1024-pixel projector the fifth (or the fourth and fifth) went onto a second row, under the first screen.
+# Each of n columns takes 1/n of the row instead (280 px at most as its minimum, so few columns still wrap
+# on a narrow window), and they wrap only where a column would be under MIN_COLUMN px (a phone).
+MIN_COLUMN = 150
+
+
+def column_styles(n: int) -> dict:
+    """`styles` of one of `n` columns side by side: equal shares of the row, all n on one row down to
+    MIN_COLUMN px each (12 px of each share left for the column's margins)."""
+    return {"flex": "1 1 0", "min-width": f"max({MIN_COLUMN}px, min(280px, calc(100% / {n} - 12px)))"}
+
+
 LEGEND_TEXTS = (" · differing characters in the texts: "
                 f'<span style="background:{DIFF_COLOR}"><b><u>bold, underlined</u></b></span> '
                 f'(or, where most differ, the agreeing ones: <span style="background:{SAME_BG}; '
@@ -140,16 +153,22 @@ class ColumnView(pn.viewable.Viewer):
                                   tools="xpan,xwheel_zoom,box_zoom,reset", name="compare-heatmap",
                                   names=f"compare-{self.index + 1}")  # its own names (HeatmapFigure)
         self.figure = self.heat.figure
-        self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 5))
+        # five columns on a 1024-pixel projector leave a heatmap about 120 px wide: Bokeh's six ticks over 64
+        # positions ran together ("0 102030405060")
+        self.figure.xaxis.ticker.desired_num_ticks = 4
+        self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 5), css_classes=["compare-title"])
         self.text = pn.pane.HTML("", stylesheets=[TEXT_CSS], sizing_mode="stretch_width", css_classes=["compare-text"])
         self.metrics = pn.pane.HTML("", stylesheets=[TEXT_CSS], css_classes=["compare-metrics"])
         self.result = None  # the result drawn (what the download buttons export)
         self.downloads = pn.Row(*self._download_buttons(), visible=False)
+        heatmap = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"])
         self.layout = pn.Column(
             self.title, pn.Row(self.editor, self.remove, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"]),
-            self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
-            styles=flex_item(1, 280), css_classes=["compare-column"])
+            heatmap, self.text, self.metrics, self.downloads, sizing_mode="stretch_width",
+            styles=column_styles(2), css_classes=["compare-column"])
+        # projector mode: the editor goes under the result (the title says the same), so the heatmap
+        # starts 100 px higher and lies in a 768-pixel first screen with the lesson bar above it
+        figure_first(self.tab.session, self.title, heatmap, self.text, self.metrics)
 
     def _download_buttons(self) -> list:
         """The column's trajectory as JSON and CSV, made only when clicked. Made once, here: a Panel
@@ -174,9 +193,10 @@ class ColumnView(pn.viewable.Viewer):
             self.editor.value = spec
         self.remove.visible = removable
 
-    def show(self, result, texts: list, best: dict, running: bool) -> None:
+    def show(self, result, texts: list, best: dict, running: bool, model_shown: bool = True) -> None:
         """Draw this column's result (None: still running or not run yet). UI thread: the heatmap is
-        a raw Bokeh model."""
+        a raw Bokeh model. model_shown=False leaves the model's name out of the title (every column
+        ran the same one, which the line above the columns names)."""
         self.result = result
         if result is None:
             self.title.object = "<b>sampling …</b>" if running else "<i>not run yet: pick a preset or press Run</i>"
@@ -188,7 +208,8 @@ class ColumnView(pn.viewable.Viewer):
             self._clear(text=False)
             return
         frames, cfg = result["frames"], result["config"]
-        self.title.object = f'<b>{literal(result["label"])}</b> <small>({literal(result["model"])})</small>'
+        model = f' <small>({literal(result["model"])})</small>' if model_shown else ""
+        self.title.object = f'<b>{literal(result["label"])}</b>{model}'
         self.heat.show(frames)
         self.text.object = differences_html(result["pieces"], texts, self.index, frames.fixed, running)
         steps = result["traj"].n_steps if result["kind"] == "ar" else cfg.steps
@@ -257,6 +278,7 @@ class CompareView(pn.viewable.Viewer):
     def _specs(self, *events):
         specs = split_columns(self.tab.columns)
         for i, column in enumerate(self.columns):
+            column.layout.styles = {**column.layout.styles, **column_styles(len(specs))}
             column.layout.visible = i < len(specs)
             if i < len(specs):
                 column.show_spec(specs[i], removable=len(specs) > 2)
@@ -288,8 +310,11 @@ class CompareView(pn.viewable.Viewer):
         tab = self.tab
         results = tab.results
         texts, best = tab.texts(), best_values(results)
+        # one model in every column: its name once, in the line above them (a title with it wrapped
+        # onto two lines in a fifth of a 1024-pixel row)
+        shown = len({r["model"] for r in results if r and not r.get("error")}) > 1
         for i, column in enumerate(self.columns):
-            column.show(results[i] if i < len(results) else None, texts, best, tab.running)
+            column.show(results[i] if i < len(results) else None, texts, best, tab.running, shown)
         frames = [r["frames"] for r in results if r and not r.get("error")]
         if frames:
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
