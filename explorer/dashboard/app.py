@@ -19,7 +19,7 @@ from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.base import notice, show_notice, watch_presentation
 from explorer.dashboard.ui.connection import watch_connection
 from explorer.dashboard.ui.header import HeaderView
-from explorer.dashboard.ui.internals import session_document
+from explorer.dashboard.ui.internals import local_stylesheets, session_document
 from explorer.dashboard.ui.lesson import lesson_bar, lessons_menu
 from explorer.dashboard.ui.palette import ACCENT
 from explorer.dashboard.urlstate import UrlState, query_args
@@ -169,6 +169,8 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     fallback: opened instead of a `checkpoint` that is not in checkpoints/ (with a notice).
     autoload=False leaves loading to the caller (tests drive `state` directly)."""
     pn.extension(notifications=False)
+    if served_doc() is not None:  # before any model is made: none may ever point at Panel's CDN
+        local_stylesheets(served_doc())
     state = state or Session(checkpoint=checkpoint, device=device, dispatch=_dispatcher(), fallback=fallback)
     # Bootstrap rather than the Fast templates: Fast always links a Google web font, which fails
     # (a console error) on an offline machine; every Bootstrap asset is bundled with Panel.

@@ -17,6 +17,22 @@ def test_served_in_process_on_a_free_port(checkpoints):
         check_page(*get(url))
 
 
+def test_a_session_made_by_its_websocket_has_no_stylesheet_from_a_cdn(checkpoints):
+    """Bokeh discards a session whose page's websocket has not connected within 15 s (a page opened with
+    others on a loaded server), and the late websocket makes a new session, which has no HTML page
+    rendered. Its Panel stylesheets must still come from this server: offline, a CDN URL fails."""
+    from bokeh.client import pull_session
+    from bokeh.models import ImportedStyleSheet
+
+    from explorer.dashboard import create_app
+
+    with serving(lambda: create_app(checkpoint="tiny", device="cpu", autoload=False)) as url:
+        with pull_session(url=url) as session:  # a new session id: the server makes the session for this socket
+            sheets = {str(s.url) for s in session.document.select({"type": ImportedStyleSheet})}
+    assert any("static/extensions/panel/css/loading.css" in u for u in sheets), sheets  # Panel's own, found
+    assert [u for u in sheets if "://" in u] == []
+
+
 def test_panel_serve_runs_the_app_file(checkpoints):
     port = free_port()
     env = {**os.environ, "MDLM_EXPLORER_CHECKPOINT": "tiny", "MDLM_EXPLORER_DEVICE": "cpu"}

@@ -52,6 +52,25 @@ def session_document():
     return pn.state._curdoc.get()
 
 
+def local_stylesheets(doc) -> None:
+    """Panel's stylesheets for every model of `doc` from this server from the start, never from its CDN.
+
+    Panel points a model's stylesheets (loading.css, the Bootstrap theme...) at the `dist_url` of its
+    document's template variables, and at cdn.holoviz.org while there is none. It sets that variable
+    only when it renders the session's HTML page (panel.io.server.server_html_page_for_session), and
+    then rewrites the models already in the page. A session made by its page's websocket has no page
+    rendered: Bokeh discards a session whose websocket has not connected within 15 s, and the late
+    websocket then makes a new one, built from scratch. On a loaded server (a page opened with others
+    at once) every model of that page asked the CDN for its stylesheets, which fails offline. Set here
+    as that page would set it: server-relative under the session's prefix (get_dist_path), unless Bokeh
+    is configured for CDN resources."""
+    from panel.io.resources import get_dist_path
+    from panel.io.state import set_curdoc
+
+    with set_curdoc(doc):  # get_dist_path reads the session's prefix (state.rel_path) from its document
+        doc.template_variables.setdefault("dist_url", get_dist_path())
+
+
 @functools.lru_cache(maxsize=1)
 def quiet_file_download():
     """pn.widgets.FileDownload that ignores a callback's None (a failure: the button says why)
