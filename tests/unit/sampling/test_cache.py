@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.model import ModelConfig, Transformer
 from explorer.sampling import SamplerConfig, sample, sample_many
 from explorer.sampling.merged import merge_key
 from tests.support.models import MASK, TOK, assert_same_run, gen, make_model, random_mock
@@ -109,6 +110,21 @@ def test_same_seed_same_run_and_batched_rows_are_solo_runs(adaln, mode):
     assert merge_key(runs[0]) is None  # the merged step does not implement the cache
     for run, packed in zip(runs, sample_many(adaln, runs)):
         assert np.array_equal(packed.final, sample(adaln, **run).final)
+
+
+@pytest.mark.parametrize("mode", ["prefix", "dual"])
+def test_one_layer_with_shifted_logits_is_exact(mode):
+    """One layer and no time conditioning: the keys and values outside the window depend only on the tokens
+    there, which do not change during the block, so the cache is exact (up to rounding). With shift_logits
+    (the shipped `shakespeare`, Dream) a position's logits come from the one before it: the window starts a
+    position early, or the block's first position would read its own."""
+    torch.manual_seed(0)
+    one = Transformer(ModelConfig(vocab_size=12, mask_id=11, block_size=L, n_layer=1, n_head=4, n_embd=32,
+                                  shift_logits=True)).eval()
+    cfg = SamplerConfig(steps=8, block_length=BLOCK, temperature=1.0, seed=1)
+    want, got = sample(one, cfg, batch_size=3), sample(one, cfg.replace(cache=mode), batch_size=3)
+    assert np.array_equal(got.final, want.final)
+    assert np.allclose(got.commit_confidence, want.commit_confidence, atol=1e-5)
 
 
 def test_the_cache_is_approximate_for_a_bidirectional_model(adaln):
