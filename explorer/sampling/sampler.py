@@ -66,7 +66,8 @@ those waits, not the kernels, set a step's time): a step reads the device once (
 the canvas changed, which groups step and how many positions each draws for), whatever record is:
 record=True keeps the steps on the device and copies them to the host once, when the run ends, and an
 on_step callback adds one copy of the step (recorder.py); one generator per row adds one copy of the
-rows' own t; threshold decoding, a few scalar reads to move rows to their next block.
+rows' own t; threshold decoding, a few scalar reads to move rows to their next block (with the cache
+knob, one more a step: each row's block, which decides its window).
 Whether several rows are all one canvas (call_model computes them as one row) is part of that read; a
 guided call's rows are not, and the driver asks the device (one more). A merged walk (merged.py) reads
 once a step. tests/unit/sampling/test_host_syncs.py counts them on the CPU.
