@@ -382,6 +382,8 @@ def _move_on(run: _Run, w: _Walkers, masked: torch.Tensor, block_ids: torch.Tens
     while True:
         left = (masked & (block_ids[None, :] == w.cur[:, None])).any(dim=1)  # (B,)
         if run.config.edit_threshold > 0:
+            # as diffusers, a block's filling steps stop at its budget (every rule fills it by then)
+            left &= w.taken < budget[w.cur]
             first = (w.post == 0) & (w.taken < budget[w.cur])  # filled within its budget: a post step
             again = (w.post > 0) & w.edits & (w.post <= step.EDIT_POST_STEPS)  # the last post step edited
             left |= (first | again) & (w.cur < n_blocks)

@@ -392,7 +392,8 @@ def choose_block(batch: Batch, todo: torch.Tensor, scores: torch.Tensor, block: 
         return choose(batch, todo, scores, stepping, s, S, N, entropy)
     if cfg.alg_temp > 0:
         scores = scores / cfg.alg_temp + _gumbel(batch, stepping, todo)  # (B, L)
-    key = torch.where(todo, scores.float(), float("-inf"))  # (B, L)
+    # a -inf score (suppress_eos) still ranks above the block's committed positions, as in choose()
+    key = torch.where(todo, scores.float().clamp(min=torch.finfo(torch.float32).min), float("-inf"))  # (B, L)
     n = todo.sum(dim=1)  # (B,)
     high = key > cfg.threshold if cfg.threshold is not None else torch.zeros_like(todo)  # (B, L)
     k = torch.ones_like(n) if cfg.threshold is not None else _commit_counts(batch, stepping, n, N, s, S)
@@ -407,7 +408,7 @@ def choose_block(batch: Batch, todo: torch.Tensor, scores: torch.Tensor, block: 
         elif ks[b] > 0:
             at = on[b].nonzero().squeeze(1)  # (bl,) the block's positions, in order
             chosen[b, at[torch.topk(key[b, at], k=ks[b]).indices]] = True
-    return chosen
+    return chosen & todo
 
 
 def _entropy_bound_counts(entropy: torch.Tensor, todo: torch.Tensor, rank: torch.Tensor, bound: float):

@@ -286,3 +286,18 @@ def test_a_schedule_plan_with_editing_guesses_its_rows_and_bounds_them():
     lengths = [sample(model, config, plan=plan, generator=gen(seed), record=False).n_steps for seed in range(4)]
     assert max(lengths) <= plan.max_steps and len(set(lengths)) > 1
     assert plan_run(model, config.replace(edit_threshold=0.0), length=8).rows_exact
+
+
+def test_eos_is_still_committed_last_with_editing():
+    """suppress_eos="confidence" scores a proposed EOS -inf: under editing's torch.topk pick it still ranks
+    above the block's committed positions, so it commits last, once, and nothing is committed twice."""
+    from tests.support.models import PROBS, MockDenoiser, table_from_probs
+
+    class EosTokenizer(type(TOK)):
+        eos_ids = [3]  # 'd'
+
+    probs = [list(p) for p in PROBS]
+    probs[2] = [0.05, 0.05, 0.0, 0.9]  # position 2 proposes EOS with the highest confidence of all
+    model = MockDenoiser(table_from_probs(probs), tokenizer=EosTokenizer("abcd"))
+    tr = sample(model, SamplerConfig(steps=6, temperature=0, suppress_eos="confidence", edit_threshold=0.5))
+    assert tr.committed_at[0, 2] == 5 and tr.final[0, 2] == 3 and tr.committed.sum() == 6
