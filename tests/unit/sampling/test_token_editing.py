@@ -64,6 +64,7 @@ def diffusers_run(model, *, length: int, block_length: int, steps: int, threshol
 
 
 def assert_same_steps(traj, records):
+    """Our run (row 0) took diffusers' steps: the same commits, edits and canvas at each, and as many."""
     for s, rec in enumerate(records[:traj.n_steps]):
         assert traj.committed[s, 0].tolist() == rec["committed"].tolist(), f"step {s}: committed"
         assert traj.edited[s, 0].tolist() == rec["edited"].tolist(), f"step {s}: edited"
@@ -78,7 +79,7 @@ def ours_and_theirs(*, seed: int, model_seed: int, length: int, block_length: in
     num_inference_steps = block_length: at least one commit a step, every position above the threshold)."""
     model = ScriptedDenoiser(block_size=length, seed=model_seed)
     n_blocks = -(-length // block_length)
-    knobs = dict(steps=steps * n_blocks) if threshold is None else dict(threshold=threshold)
+    knobs = dict(steps=steps * n_blocks, schedule="linear") if threshold is None else dict(threshold=threshold)
     ours = sample(model, SamplerConfig(block_length=block_length, temperature=temperature, top_k=top_k, top_p=top_p,
                                        edit_threshold=edit, **knobs), length=length, generator=gen(seed))
     theirs = diffusers_run(model, length=length, block_length=block_length, seed=seed,
