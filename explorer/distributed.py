@@ -76,10 +76,17 @@ def init(ranks: Ranks, device: torch.device) -> None:
         dist.init_process_group(backend, rank=ranks.rank, world_size=ranks.world_size)
 
 
-def shutdown() -> None:
+def initialized() -> bool:
+    """Whether this process has joined a process group (init ran with several ranks)."""
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
+    return dist.is_available() and dist.is_initialized()
+
+
+def shutdown() -> None:
+    if initialized():
+        import torch.distributed as dist
+
         dist.destroy_process_group()
 
 
