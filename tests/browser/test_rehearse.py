@@ -1,7 +1,8 @@
 """`python run.py rehearse` on a sample of the lessons: two figures of different tabs on the shipped `patterns`
 checkpoint (the smallest), each opened twice and then three at once in its own Chromium, on a server the
 command starts. Every page must complete (the header's data-settled names the link's tab) with no error,
-and every page leaves a screenshot at projector size."""
+pass the projector layout check (its figure whole in the first screen, nothing overflowing), and leave a
+screenshot at projector size."""
 from __future__ import annotations
 
 import json
@@ -40,6 +41,7 @@ def test_a_sample_of_the_rehearsal_completes_with_a_screenshot_of_every_page(tmp
     for row in rows:
         assert len(row["pages"]) == 5 and all(p["seconds"] and not p["problems"] for p in row["pages"]), printed
         assert row["server"] == [], printed
+        assert row["layout"] == "ok", printed  # the projector check (dashboard/projector.py) on every page
         for page in row["pages"]:
             assert png_size(page["shot"]) == (1366, 768)
     assert [r["result"] for r in rows] == ["completed", "completed"], printed

@@ -323,7 +323,7 @@ class CompareView(pn.viewable.Viewer):
                 self.legend.object = key
 
     def __panel__(self):
-        # wraps rather than running off the page: five 280 px columns need about 1,800 px
+        # side by side, each a 1/n share (column_styles); wrapped only where a column would be under 150 px
         columns = side_by_side(*self.columns)
         figure_first(self.tab.session, self.notice, columns)  # projector mode: the heatmaps and texts first
         return pn.Column(
