@@ -238,8 +238,8 @@ GENERATION = _lesson(
           variants=(("Compare", _GEN + "&steps=12&strategy=confidence&schedule=remaining&tab=Compare"
                                 "&compare.columns=temperature=0.3%7Ctemperature=0.7%7Ctemperature=1.0%7Ctemperature=1.5"),)),
      _fig("§4.5", "print: one seed at steps 1, 2, 5, 10, 20, T 0.7",
-          "Compare: the same seed at 1, 2, 5, 10 and 20 steps (five columns; they wrap onto a second row on "
-          "screens narrower than about 1,800 px)",
+          "Compare: the same seed at 1, 2, 5, 10 and 20 steps (five columns side by side, a fifth of the row each: "
+          "all of them in the first screen of a 1024- or 1366-pixel projector)",
           _GEN + "&temperature=0.7&strategy=confidence&schedule=remaining&tab=Compare"
           "&compare.columns=steps=1%7Csteps=2%7Csteps=5%7Csteps=10%7Csteps=20",
           "More steps, better text: judged perplexity 500 at 1 step, 73 at 2, 22 at 5, 12 at 10, 7.8 at 20.",
