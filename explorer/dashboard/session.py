@@ -230,6 +230,7 @@ class Session(SessionKnobs):
             self.checkpoint = name
             pinned, self._pinned = self._pinned, {}
             self._fit_knobs(model, pinned)
+            self._notice = _joined(self._notice, self._switch_off_unmet(info))
             for hook in list(self.load_hooks):  # e.g. a shared link's length, checked against this model
                 hook(model)
         finally:
@@ -255,6 +256,22 @@ class Session(SessionKnobs):
         self.param.update(**{**self.recommended_knobs(model), **pinned})
         if self.template and model.tokenizer.unknown_chars(self.template.replace("[___]", "").replace("█", "")):
             self.template = ""  # a template for another model's alphabet
+
+    def _switch_off_unmet(self, info: dict) -> str:
+        """Switch off each knob that needs a feature this model lacks (Knob.needs: the KV cache) and
+        say so. A link or the previous model may have left one on; the sidebar disables its widget for
+        this model, so a run that refused it would leave no way to clear it but editing the link.
+
+        Args: info, the loaded model's card (checkpoints.describe). Returns the notice ('' if none)."""
+        dropped = []
+        for knob in schema.sidebar_knobs():
+            value = knob.from_ui(getattr(self, knob.name))
+            if knob.needs is not None and not info.get(knob.needs) and not knob.is_off(value):
+                setattr(self, knob.name, knob.to_ui(knob.off))
+                dropped.append(f"{knob.name}={value}")
+        if not dropped:
+            return ""
+        return f"Switched off for this model, which cannot take it: {', '.join(dropped)}"
 
     def _preview(self, name: str | None) -> None:
         """Show `name` and its knobs from the first paint: the checkpoint's metadata (read without its
@@ -342,3 +359,8 @@ class Session(SessionKnobs):
                     log.exception("closing the %s tab failed", name)
         finally:
             self.model = None  # the model stays in the shared cache; this session lets go of it now
+
+
+def _joined(*notices: str) -> str:
+    """The non-empty notices, one sentence after another."""
+    return "; ".join(n for n in notices if n)

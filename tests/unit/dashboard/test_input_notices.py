@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from explorer.dashboard import checkpoints as cards
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs.explore.controls import ControlsView
 from tests.support.dashboard import BAD_FILES, LENGTH, explore, save_tiny_checkpoints, write_bad_checkpoints
@@ -99,6 +100,16 @@ def test_the_sidebar_disables_the_cache_for_a_model_that_cannot_take_it(state):
     assert not controls.widgets["cache"].disabled  # the project's own model takes it
     state.model_info = {**state.model_info, "kv_cache": False}  # what the card says of LLaDA or Dream
     assert controls.widgets["cache"].disabled and not controls.widgets["block_length"].disabled
+
+
+def test_a_linked_cache_the_model_cannot_take_is_switched_off_with_a_notice(good_checkpoints, monkeypatch):
+    """The sidebar disables the knob for such a model, so a run refusing it would leave the page stuck."""
+    monkeypatch.setattr(cards, "takes_cache", lambda model: False)  # what the card says of LLaDA or Dream
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False, cache="dual",
+                     block_length=4, steps=4)
+    s.load(wait=True)
+    assert s.cache == "none" and "cannot take it: cache=dual" in s.error and s.block_length == 4
+    assert explore(s).start_run(wait=True) and s.error == ""
 
 
 def test_block_length_that_does_not_divide_the_length_works(state):
