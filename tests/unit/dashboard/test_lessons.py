@@ -89,7 +89,7 @@ def test_tab_property_reads_the_query():
 
 @pytest.mark.parametrize("args, named", [
     ({"lesson": "<img src=x onerror=alert(1)>"}, "lesson=<img src=x onerror=alert(1)> (not a lesson: forward-process"),
-    ({"lesson": "generation", "figure": "99"}, "figure=99 (not a figure of generation: 1 to 10)"),
+    ({"lesson": "generation", "figure": "99"}, "figure=99 (not a figure of generation: 1 to 11)"),
     ({"lesson": "generation", "figure": "two"}, "figure=two ('two' is not a whole number)"),
     ({"figure": "2"}, "figure=2 (a figure needs a lesson=)")])
 def test_a_bad_lesson_or_figure_is_named(args, named):
