@@ -125,11 +125,22 @@ class Frames:
         return state, conf, at
 
     def add_record(self, record, b: int = 0) -> int:
-        """Append a sampler StepRecord (batch row b)."""
+        """Append a sampler StepRecord (batch row b). A uniform-state run's first record also brings the
+        canvas before it (StepRecord.start): row 0 becomes that, as the run's Trajectory has it."""
+        if getattr(record, "start", None) is not None and self.n_rows == 1:
+            self.set_start(record.start[b])
         settled = None if getattr(record, "settled", None) is None else record.settled[b]
         edited = None if getattr(record, "edited", None) is None else record.edited[b]
         return self.add_step(record.tokens[b], record.scores[b], record.proposals[b], record.confidence[b],
                              record.committed[b], record.remasked[b], settled, edited)
+
+    def set_start(self, tokens) -> None:
+        """Row 0 of a uniform-state run (L,): random tokens where the run drew its first block's noise, the
+        placeholder ([MASK]: "block not started") where a later block waits, the template fixed."""
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)  # (L,)
+        state = np.where(tokens == self.mask_id, CODE["masked"], CODE["noise"])
+        self.tokens[0] = self.proposals[0] = tokens
+        self.state[0] = np.where(self.fixed, CODE["fixed"], state).astype(np.int8)
 
     @classmethod
     def from_trajectory(cls, traj, glyphs: np.ndarray, b: int = 0) -> "Frames":

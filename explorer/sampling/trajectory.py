@@ -34,6 +34,9 @@ class StepRecord:
     # and settled (B, L) bool: the block stopped and the position took its final token (else None)
     settled: np.ndarray | None = None
     process: str = "masked"  # "masked" ([MASK] noise) or "uniform" (random-token noise)
+    # A uniform-state run's first step only: (B, L) the canvas before it, the first block's random tokens (the
+    # Trajectory's row 0; a live view's row 0 is drawn before the run draws them). Else None.
+    start: np.ndarray | None = None
     # Runs with one generator per row only (else None):
     row_t: np.ndarray | None = None  # (B,) each row's own masked fraction
     row_temperature: np.ndarray | None = None  # (B,) each row's own temperature

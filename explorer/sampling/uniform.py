@@ -110,10 +110,12 @@ class _Recorder(Recorder):
         self.settled: list[np.ndarray] = []
         self._settled = None  # the step being added
         self._user_on_step = on_step
+        self._start = None if on_step is None else x0.cpu().numpy().copy()  # (B, L) the first block's noise
         super().__init__(x0, record, None if on_step is None else self._on_step, should_stop, clock=clock)
 
     def _on_step(self, rec):
         rec.settled, rec.process = self._settled, "uniform"
+        rec.start = self._start if rec.index == 0 else None
         return self._user_on_step(rec)
 
     def add(self, *args, settled: torch.Tensor, **kwargs) -> None:

@@ -93,3 +93,23 @@ def test_an_edited_token_shows_at_its_step_then_as_committed_earlier():
     df = downloads.trajectory_table(traj)  # the downloads carry the same events
     assert df.edited.sum() == traj.edited.sum() == (df.state == "edited").sum() > 0
     assert '"edited": [[[' in downloads.trajectory_json(traj)
+
+
+def test_a_live_uniform_state_run_starts_from_its_random_tokens(checkpoints):
+    """Explore's live rows of a uniform-state run (grown from its StepRecords): row 0 holds the random
+    tokens the run started from, every cell 'noise', as its Trajectory's row 0 has them: not the
+    placeholder of a block not started."""
+    from explorer.dashboard.tabs.explore import open_session
+    from tests.support.dashboard import explore, save_twins
+
+    save_twins(checkpoints)
+    s = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    s.load(wait=True)
+    s.param.update(steps=4, seed=1, entropy_bound=2.0)
+    ex = explore(s)
+    assert ex.start_run(wait=True) and s.error == "", s.error
+    traj, frames = ex.trajectory, ex.frames
+    assert traj.process == "uniform" and frames.n_rows == traj.n_steps + 1
+    np.testing.assert_array_equal(frames.tokens[0], traj.tokens[0, 0])
+    assert [STATES[c] for c in frames.state[0]] == ["noise"] * frames.length
+    assert not (frames.tokens[0] == traj.mask_id).any()

@@ -189,7 +189,7 @@ class RunState(TabState):
         plan = run_plan(model, config, canvas)  # what the views draw and the sampler runs
 
         def on_start():
-            # (a uniform-state run's first noise is drawn as it starts: row 0 shows its blocks not started)
+            # (a uniform-state run draws its first noise as it starts: its first record brings row 0, Frames.add_record)
             frames = Frames(plan.canvas.tokens, plan.canvas.fixed, model.config.mask_id,
                             glyph_table(model.tokenizer), plan.process)
             frames.expected_rows, frames.rows_known = plan.rows, plan.rows_exact
