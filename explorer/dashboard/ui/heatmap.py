@@ -140,6 +140,9 @@ LEGEND_CSS = """
 """
 
 
+# The t axis's title per process: what t is there (a uniform-state run has no [MASK]: its t is the share of
+# positions holding random tokens, the noise the model is told it sees)
+T_LABELS = {"masked": "t (masked fraction)", "uniform": "t (share of random tokens)"}
 # The t axis's label of a step tick (row_t's masked fraction), '' where the tick above reads the same
 T_TICK = """const t = src.data.t;
 const label = k => Number.isInteger(k) && k >= 0 && k < t.length ? t[k].toFixed(2) : '';
@@ -161,6 +164,7 @@ class HeatmapFigure:
     def __init__(self, *, progress: bool = False, labels: bool = True, marker: bool = False, x_range=None,
                  names: str | None = None, **figure_args):
         self.progress = progress
+        self.t_axis = None  # the right-hand t axis (not on a progress heatmap)
         named = (lambda part: {"name": f"{names}-{part}"}) if names else (lambda part: {})
         self.cells = ColumnDataSource({c: [] for c in CELL_COLUMNS}, **named("cells"))
         self.grid = ColumnDataSource(self._placement(np.zeros((1, 1), np.uint32)), **named("image"))
@@ -217,9 +221,10 @@ class HeatmapFigure:
         row's masked fraction beside its step, from `row_t`. A label the tick above already reads is left
         out: the rows after the canvas is filled (a run's post steps) all read 0.00, and the axis repeated it."""
         code = T_TICK
-        axis = LinearAxis(axis_label="t (masked fraction)",
+        axis = LinearAxis(axis_label=T_LABELS["masked"],
                           formatter=CustomJSTickFormatter(args=dict(src=self.row_t), code=code))
         axis.ticker.min_interval = 1
+        self.t_axis = axis
         return axis
 
     def _row_t(self, frames, start: int, stop: int) -> None:
@@ -239,6 +244,8 @@ class HeatmapFigure:
             self._set_image(np.zeros((1, 1), np.uint32))
             return
         self._glyphs_of = sync_glyphs(self.vocab, frames.glyphs, self._glyphs_of)  # a new model's, once
+        if self.t_axis is not None:
+            self.t_axis.axis_label = T_LABELS.get(frames.process, T_LABELS["masked"])
         rows = rows or max(frames.expected_rows, frames.n_rows)
         self._set_image(np.zeros((rows, frames.length), np.uint32))  # transparent until drawn
         self.cells.data = blank_cells(rows, frames.length)

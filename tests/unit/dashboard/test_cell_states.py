@@ -113,3 +113,22 @@ def test_a_live_uniform_state_run_starts_from_its_random_tokens(checkpoints):
     np.testing.assert_array_equal(frames.tokens[0], traj.tokens[0, 0])
     assert [STATES[c] for c in frames.state[0]] == ["noise"] * frames.length
     assert not (frames.tokens[0] == traj.mask_id).any()
+
+
+def test_the_t_axis_says_what_t_is_for_the_runs_process():
+    """The live heatmap's t axis: the masked fraction for a masked run; for a uniform-state run, which has
+    no [MASK], the share of positions holding random tokens."""
+    from explorer.dashboard.frames import glyph_table
+    from explorer.dashboard.ui.heatmap import HeatmapFigure
+    from explorer.sampling import SamplerConfig, sample
+    from tests.support.models import random_mock
+
+    model = random_mock(6)
+    heat = HeatmapFigure(labels=False)
+    labels = {}
+    for process in ("uniform", "masked"):
+        model.meta = {"process": process}
+        traj = sample(model, SamplerConfig(steps=2, entropy_bound=0.5, seed=0, stop_entropy=None), length=6)
+        heat.show(Frames.from_trajectory(traj, glyph_table(model.tokenizer)))
+        labels[process] = [a.axis_label for a in heat.figure.right if a.axis_label.startswith("t ")]
+    assert labels == {"uniform": ["t (share of random tokens)"], "masked": ["t (masked fraction)"]}
