@@ -89,12 +89,16 @@ def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
 
 
 @pytest.mark.slow
-def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts):
+def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts, monkeypatch):
     """As "Training with the ELBO" compares cosine, linear and constant schedules: each new training keeps the
     previous run's curves, labelled by its schedule, beside the live one (at most EARLIER_MAX); Clear removes
     them."""
-    from explorer.dashboard.tabs.model.state import EARLIER_MAX
+    from explorer.dashboard.tabs.model.state import EARLIER_MAX, PRESETS
 
+    # Six trainings: the preset's model and held-out set made small (the overlay is about the curves each
+    # run records, not their values), a quarter of the time
+    small = dict(n_layer=1, n_embd=16, n_head=2, batch_size=8, eval_sequences=16)
+    monkeypatch.setitem(PRESETS, "patterns", {**PRESETS["patterns"], **small})
     state, tab, view = session()
     panel = view.train_panel
     for i, schedule in enumerate(("cosine", "constant")):
