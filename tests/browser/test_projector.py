@@ -74,6 +74,18 @@ def link_url(url: str, name: str) -> tuple[str, str, str]:
     return lessons.figure_url(fig, base=url, presentation=True), fig.query, fig.tab
 
 
+def open_at_once(browser, address: str):
+    """A page (its own browser context) at projector size, its console and page errors collected, that has
+    only asked for `address`: the next page is asked for while the server still builds this one. Returns
+    (page, the errors: a list that grows)."""
+    page = browser.new_page(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
+    problems = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(address, wait_until="commit")
+    return page, problems
+
+
 def settled(page, tab: str) -> None:
     """Until the page's header names `tab` settled (its result shown: ui/header.py's data-settled)."""
     page.wait_for_function(f"(tab) => {{ const s = ({PROBE_JS})().settled; return !!s && s.split(' ').includes(tab); }}",
@@ -110,8 +122,7 @@ def test_projector_puts_the_figure_first_whole_and_nothing_overflows(projector_a
     pages = {}
     for name in LINKS:
         address, query, tab = link_url(url, name)
-        page, problems = open_page(browser, address)
-        page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
+        page, problems = open_at_once(browser, address)
         pages[name] = (page, problems, query, tab)
     failures = []
     for name, (page, problems, query, tab) in pages.items():
