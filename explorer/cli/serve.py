@@ -211,6 +211,13 @@ def check_basic_auth(value: str) -> None:
         raise CLIError(f"--basic-auth: {value} must hold a JSON object of user names to non-empty passwords")
 
 
+# Bokeh drops a session whose page has not opened its websocket within 15 s. Pages opened together on a
+# busy server (a class following one link) can take longer than that; the late websocket then builds the
+# whole app a second time for a session no page was rendered for. A minute covers a loaded server's
+# first paint; an abandoned page load holds its session that long.
+UNUSED_SESSION_MS = 60_000
+
+
 def server_options(args) -> dict:
     """pn.serve keywords for access control, health checks and origins (the `panel serve` flags).
     The login and Panel's component route are the dashboard's own (runtime/auth.py): Panel's login
@@ -221,7 +228,8 @@ def server_options(args) -> dict:
 
     from ..dashboard.runtime import auth
 
-    opts = {"websocket_origin": args.allow_websocket_origin or None, "liveness": args.liveness}
+    opts = {"websocket_origin": args.allow_websocket_origin or None, "liveness": args.liveness,
+            "unused_session_lifetime_milliseconds": UNUSED_SESSION_MS}
     if args.num_threads is not None:
         pn.config.nthreads = args.num_threads  # pn.serve has no keyword; `panel serve` sets this too
     opts.update(auth.server_options(args.basic_auth, login_store(args) if args.basic_auth else None))

@@ -51,7 +51,7 @@ def served(checkpoints, tmp_path, monkeypatch, serve_cli_env):
         serve.session_defaults(args)
         # sessions no browser connects to stay for the test (Bokeh drops them after 15 s by default)
         server = serve_in_process(lambda: create_app(checkpoint="tiny", device="cpu"),
-                                  unused_session_lifetime_milliseconds=600_000, **serve.server_options(args))
+                                  **{**serve.server_options(args), "unused_session_lifetime_milliseconds": 600_000})
         servers.append(server)
         url, states = server.__enter__()
         return urllib.parse.urlsplit(url).port, states

@@ -11,6 +11,7 @@ import torch
 
 from explorer.dashboard.tabs.explore import open_session
 from tests.support.dashboard import explore, save_tiny_checkpoints
+from tests.support.serving import serve_options
 
 
 @pytest.fixture
@@ -161,3 +162,15 @@ def test_a_server_leaves_a_core_for_the_browser_unless_told(monkeypatch):
         with pytest.raises(SystemExit):
             serve_main(args)
         assert seen[-1] == expected
+
+
+def test_a_page_has_a_minute_to_open_its_connection(monkeypatch):
+    """Bokeh drops a session whose page has not connected within 15 s; pages a class opens together on a
+    busy server take longer, and each late connection had the whole app built again (with stylesheets
+    from a CDN, before the app pinned them to the server)."""
+    from bokeh.server.tornado import BokehTornado
+
+    opts = serve_options(monkeypatch)
+    assert opts["unused_session_lifetime_milliseconds"] >= 60_000
+    tornado = BokehTornado({}, unused_session_lifetime_milliseconds=opts["unused_session_lifetime_milliseconds"])
+    assert tornado._unused_session_lifetime_milliseconds == opts["unused_session_lifetime_milliseconds"]
