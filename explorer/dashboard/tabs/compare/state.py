@@ -84,11 +84,13 @@ def parse_overrides(spec: str, knobs=None) -> dict:
 
 
 def listed_names(knobs) -> list[str]:
-    """The checkpoints the sidebar lists (its Checkpoint choices), which a column may name as its model."""
+    """The checkpoints the sidebar lists (its Checkpoint choices), which a column may name as its model;
+    without a session's choices (the Session class's knobs), what a session would list."""
     try:
-        return [n for n in knobs["checkpoint"].objects if isinstance(n, str)]
+        names = [n for n in knobs["checkpoint"].objects if isinstance(n, str)]
     except KeyError:  # knobs without a checkpoint selector
         return []
+    return names or checkpoints.available()
 
 
 def named_model(overrides: dict) -> str | None:
