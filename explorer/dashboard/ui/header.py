@@ -37,7 +37,7 @@ def quality_text(info: dict) -> str:
 
 
 def header_html(info: dict, device: str, status: str, *, failed: bool = False, run: int | None = None,
-                settled: tuple[str, ...] = ()) -> str:
+                settled: tuple[str, ...] = (), compact: bool = False) -> str:
     """The header line (HTML; every value escaped).
 
     info: the loaded model's checkpoints.describe ({} = none loaded); status: what the session is doing.
@@ -45,18 +45,27 @@ def header_html(info: dict, device: str, status: str, *, failed: bool = False, r
     than still loading. run: the number of the finished run whose result the page shows, as the
     line's `data-run` (not drawn): it tells one run's end from the one before even when both end
     with the same status (benchmarks/load_test.py waits for it). settled: the tabs whose result is shown
-    (settled_tabs), as the line's `data-settled`, names separated by spaces (not drawn)."""
+    (settled_tabs), as the line's `data-settled`, names separated by spaces (not drawn). compact: one
+    line on a 1024-pixel projector: the kind and corpus and the NELBO's nats and perplexity left to the
+    line's tooltip, whatever is still too long cut with an ellipsis."""
     run_attr = "" if run is None else f' data-run="{int(run)}"'
     settled_attr = f' data-settled="{literal(" ".join(settled))}"' if info else ""
-    start = f'<span class="hdr"{run_attr}{settled_attr}>'
+    one_line = ' style="display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis"'
+    start = f'<span class="hdr"{run_attr}{settled_attr}{one_line if compact else ""}>'
     if not info:
         doing = literal(status) if status else "no model loaded" if failed else "loading model …"
         return f"{start}{doing} · device <b>{literal(device)}</b></span>"
-    parts = [f"<b>{literal(info['name'])}</b> ({literal(info['kind'])}, {literal(str(info['corpus']))})",
-             _size(info["n_params"]), quality_text(info), f"device <b>{literal(device)}</b>"]
-    if status:
-        parts.append(f"<i>{literal(status)}</i>")
-    return start + " · ".join(parts) + "</span>"
+    about = f"({literal(info['kind'])}, {literal(str(info['corpus']))})"
+    quality = quality_text(info)  # its values escaped already
+    tail = [f"device <b>{literal(device)}</b>"] + ([f"<i>{literal(status)}</i>"] if status else [])
+    if not compact:
+        return start + " · ".join([f"<b>{literal(info['name'])}</b> {about}", _size(info["n_params"]), quality,
+                                   *tail]) + "</span>"
+    whole = " · ".join([f"{literal(info['name'])} {about}", _size(info["n_params"]), quality,
+                        f"device {literal(device)}", *([literal(status)] if status else [])])
+    start = start[:-1] + f' title="{whole}">'
+    return start + " · ".join([f"<b>{literal(info['name'])}</b>", _size(info["n_params"]),
+                               quality.split(" (")[0], *tail]) + "</span>"
 
 
 def _tasks(tab) -> list[Task]:
@@ -134,10 +143,13 @@ class HeaderView(StateView):
     def _render(self):
         s = self.state
         self.pane.object = header_html(s.model_info, s.device_name, s.status, failed=s.unloaded, run=self._run(),
-                                       settled=self._settled)
-        # wraps rather than runs off the header bar in presentation mode
-        self.pane.styles = {"font-size": FONT[self.state.presentation]["base"], "white-space": "normal",
-                            "line-height": "1.25"}
+                                       settled=self._settled, compact=s.presentation)
+        # presentation mode: one line (compact), so that the figure below keeps the first screen. The
+        # template's header row does not shrink its items below their content, so the line is given the
+        # window less the app's title (~270 px) and the Lessons menu (~130 px) to cut its ellipsis in.
+        room = {"max-width": "calc(100vw - 400px)", "overflow": "hidden"} if s.presentation else {}
+        self.pane.styles = {"font-size": FONT[s.presentation]["base"], "white-space": "normal",
+                            "line-height": "1.25", **room}
 
     def __panel__(self):
         return self.pane

@@ -50,6 +50,12 @@ BAR_CSS = f"""
 .others {{ list-style: none; margin-top: 6px; }}
 .others ul {{ padding-left: 14px; }}
 li.current {{ font-weight: bold; }}
+.bar.one .line {{ flex-wrap: nowrap; }}
+.bar.one .line > * {{ white-space: nowrap; }}
+.bar.one .drop > ol {{ white-space: normal; }}
+.bar.one .shows {{ min-width: 0; overflow: hidden; text-overflow: ellipsis; }}
+.bar.one .notice {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; outline: none; }}
+.bar.one .notice:hover, .bar.one .notice:focus-within {{ white-space: normal; }}
 """
 MENU_CSS = """
 .drop { position: relative; display: inline-block; outline: none; }
@@ -113,7 +119,7 @@ def bar_html(slug: str, index: int, presentation: bool = False) -> str:
     shows = f"{fig.section} {fig.shows}" if fig else item.summary
     # the index first: its list opens rightwards, inside the window wherever the line wraps
     line = (f'<div class="line">{_index(item, index, presentation)}<b class="title">{literal(item.title)}</b>'
-            f'<span class="count">{literal(where)}</span><span class="shows">{literal(shows)}</span>'
+            f'<span class="count">{literal(where)}</span><span class="shows" title="{literal(shows)}">{literal(shows)}</span>'
             f'<span class="nav">{_nav("◀ Previous", prev, "lesson-prev")}'
             f'{_nav("Next ▶" if fig else "Start ▶", nxt, "lesson-next")}</span></div>')
     notice = ""
@@ -122,9 +128,13 @@ def bar_html(slug: str, index: int, presentation: bool = False) -> str:
         folded = " folded" if presentation else ""
         differs = (f' <span class="differs{folded}" tabindex="0"><span class="tag">Differs from the notebook</span>'
                    f'<span class="text">{literal(fig.differs)}</span></span>' if fig.differs else "")
-        notice = f'<div class="notice"><b>Notice:</b> {literal(fig.notice)}{differs}</div>'
+        notice = (f'<div class="notice" tabindex="0" title="{literal(fig.notice)}"><b>Notice:</b> {literal(fig.notice)}'
+                  f'{differs}</div>')
     keys = KEYS_JS.replace("PREV", _js(prev)).replace("NEXT", _js(nxt))
-    return f'<div class="bar" data-lesson="{literal(slug)}" data-figure="{int(index)}">{line}{notice}</div>{keys}'
+    # on a projector one line each (a 1024-pixel one too), what does not fit cut with an ellipsis and
+    # shown whole in its tooltip; the notice unfolds under the pointer or the focus
+    one = " one" if presentation else ""
+    return f'<div class="bar{one}" data-lesson="{literal(slug)}" data-figure="{int(index)}">{line}{notice}</div>{keys}'
 
 
 def _js(value: str | None) -> str:

@@ -134,12 +134,29 @@ def _running(c: str) -> str:
     return "↵" if c == "\n" else literal(c)
 
 
-def _seen_row(shown, mask: np.ndarray) -> str:
+def _words(shown) -> list[range]:
+    """The positions of `shown` grouped into words, each with the space or newline after it: where every row
+    of one text may wrap (the same places in each, so that its rows stay aligned column for column)."""
+    words, start = [], 0
+    for i, piece in enumerate(shown):
+        if piece[-1:].isspace():
+            words.append(range(start, i + 1))
+            start = i + 1
+    return words + ([range(start, len(shown))] if start < len(shown) else [])
+
+
+def _wrapped(cells: list[str], words: list[range]) -> str:
+    """A row's cells, one inline block per word: a row wraps between words only (a word longer than the
+    row still breaks, inside its block)."""
+    return "".join('<span class="w">' + "".join(cells[i] for i in word) + "</span>" for word in words)
+
+
+def _seen_row(shown, mask: np.ndarray, words: list[range]) -> str:
     """The text as the model sees it at t: █ where masked."""
-    return "".join('<span class="mk">█</span>' if m else _running(c) for c, m in zip(shown, mask))
+    return _wrapped(['<span class="mk">█</span>' if m else _running(c) for c, m in zip(shown, mask)], words)
 
 
-def _predicted_row(shown, result: dict) -> str:
+def _predicted_row(shown, result: dict, words: list[range]) -> str:
     """The text as the model fills it in: its top-1 guess at each masked position, blue when right and
     vermillion when wrong (solid / dashed outline: not hue alone), paler the less probable."""
     guesses = {int(r["position"]): r for r in result["table"].to_dict("records")}
@@ -147,41 +164,46 @@ def _predicted_row(shown, result: dict) -> str:
     for i, c in enumerate(shown):
         row = guesses.get(i)
         parts.append(_running(c) if row is None else _candidate(row["top1"], row["p1"], bool(row["correct"]), False))
-    return "".join(parts)
+    return _wrapped(parts, words)
 
 
 def several_html(result: dict, pieces_of, unit: str = "characters") -> str:
     """The rows of state/several.py as one figure: for each text its original once, then for each t the
-    text as the model sees it and as it predicts it, and how many masked positions it got right.
+    text as the model sees it and as it predicts it, and, under the t, how many masked positions it got
+    right (there rather than in a column of its own: the rows keep the width, on a projector too).
     pieces_of(text): the text's positions (masking.pieces)."""
     groups, n_ts = [], len(result["ts"])
     for g in range(len(result["texts"])):
         rows = result["rows"][g * n_ts:(g + 1) * n_ts]
         shown = pieces_of(rows[0]["text"])
+        words = _words(shown)
         body = [f'<tr><th>text {g + 1}</th><td class="lab">original</td><td class="txt">'
-                f'{"".join(_running(c) for c in shown)}</td><td></td></tr>']
+                f'{_wrapped([_running(c) for c in shown], words)}</td></tr>']
         for row in rows:
             n, hits = len(row["table"]), int(row["table"]["correct"].sum()) if len(row["table"]) else 0
             right = f"{hits} of {n} right ({100 * hits / n:.0f}%)" if n else f"no {unit} masked"
+            short = f"{hits} of {n} right" if n else "none masked"  # the share in the tooltip
             body.append(f'<tr class="t0"><th>t = {row["t"]:.2f}</th><td class="lab">sees</td>'
-                        f'<td class="txt">{_seen_row(shown, row["mask"])}</td><td class="acc">{right}</td></tr>'
-                        f'<tr><th></th><td class="lab">predicts</td><td class="txt">{_predicted_row(shown, row)}</td>'
-                        f'<td></td></tr>')
+                        f'<td class="txt">{_seen_row(shown, row["mask"], words)}</td></tr>'
+                        f'<tr><th class="acc" title="{literal(right)}">{literal(short)}</th><td class="lab">predicts</td>'
+                        f'<td class="txt">{_predicted_row(shown, row, words)}</td></tr>')
         groups.append('<table class="sev">' + "".join(body) + "</table>")
     return "".join(groups)
 
 
-def several_style(size: dict) -> str:
-    """CSS of the several-rows figure: monospace rows, a narrow label column, the accuracy at the right."""
+def several_style(size: dict, presentation: bool = False) -> str:
+    """CSS of the several-rows figure: monospace rows wrapping between words, a narrow label column with
+    each t's accuracy under it. `presentation`: the rows closer together (a projector's 768 px high)."""
+    line = 1.15 if presentation else 1.35
     return f"""<style>
-.sev {{ border-collapse: collapse; width: 100%; margin: 0 0 0.6em 0; font-size: {size['base']}; }}
+.sev {{ border-collapse: collapse; width: 100%; margin: 0 0 {0.2 if presentation else 0.6}em 0; font-size: {size['base']}; }}
 .sev th {{ text-align: left; white-space: nowrap; padding: 0 0.6em 0 0; vertical-align: top; font-weight: bold; }}
-.sev td {{ vertical-align: top; padding: 0.05em 0.4em 0.05em 0; }}
-.sev tr.t0 td, .sev tr.t0 th {{ border-top: 1px solid #ccc; padding-top: 0.2em; }}
+.sev th.acc {{ font-weight: normal; color: #333; }}
+.sev td {{ vertical-align: top; padding: 0 0.4em 0 0; }}
+.sev tr.t0 td, .sev tr.t0 th {{ border-top: 1px solid #ccc; padding-top: 0.1em; }}
 .sev .lab {{ color: #555; white-space: nowrap; }}
-.sev .acc {{ white-space: nowrap; }}
-.sev .txt {{ font: {size['text']}/1.35 ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap;
-             word-break: break-all; width: 100%; }}
+.sev .txt {{ font: {size['text']}/{line} ui-monospace, 'DejaVu Sans Mono', monospace; white-space: normal; width: 100%; }}
+.sev .w {{ display: inline-block; max-width: 100%; white-space: break-spaces; word-break: break-all; }}
 .sev .mk {{ color: {MASKED_BG}; }}
 .sev .cd.ok {{ outline: 2px solid {CORRECT}; }}
 .sev .cd.no {{ outline: 1px dashed {WRONG}; }}

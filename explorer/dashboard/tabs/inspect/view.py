@@ -40,9 +40,11 @@ class InspectView(pn.viewable.Viewer):
         self.text_notice = notice("info")
         self.forward = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-forward"])
         self.several_notice = notice("info")
-        self.several = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-several"])
+        # no margin between the heading and its rows: on a projector the rows take the first screen's height
+        self.several = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-several"], margin=(0, 5, 5, 5))
         self.several_box = pn.Column(
-            heading("Several texts and t: what the model sees and predicts at each"), self.several_notice,
+            heading("Several texts and t: what the model sees and predicts at each", margin=(5, 5, 0, 5)),
+            self.several_notice,
             self.several, sizing_mode="stretch_width", visible=False, css_classes=["inspect-several-box"])
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["inspect-predictions"])
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -127,8 +129,8 @@ class InspectView(pn.viewable.Viewer):
             busy = tab.several_task.status if tab.several_task.running else ""
             self.several.object = f"<i>{literal(busy)}</i>" if busy else ""
             return
-        self.several.object = several_style(self._size()) + several_html(result, lambda text: pieces(model, text),
-                                                                         self._unit())
+        self.several.object = (several_style(self._size(), tab.session.presentation)
+                               + several_html(result, lambda text: pieces(model, text), self._unit()))
 
     @param.depends("tab.predictions_task.result", "tab.nucleus_p", "tab.nucleus_at", "tab.session.presentation",
                    watch=True)

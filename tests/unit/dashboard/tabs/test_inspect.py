@@ -417,3 +417,25 @@ def test_a_repeat_visit_shows_its_cached_predictions_once(inspect):
     tab.predictions_task.show(first, "from cache")  # the result on screen again: nothing to redraw
     assert len(announced) == 1 and len(figures) == 1
     state.close()
+
+
+def test_several_rows_wrap_between_words_at_the_same_places_and_say_the_accuracy_under_t():
+    """Each row of one text in the same word blocks (a row wraps between words only, never mid-word, and
+    its rows wrap alike, column under column); the masked share right under the t label, whole in its tooltip."""
+    import pandas as pd
+
+    from explorer.dashboard.tabs.inspect.markup import several_html
+
+    text = "to be\nor not"
+    table = pd.DataFrame({"position": [1, 3, 7], "top1": ["o", "x", " "], "p1": [0.9, 0.2, 0.5],
+                          "correct": [True, False, False]})
+    mask = np.array([c in (1, 3, 7) for c in range(len(text))])
+    markup = several_html({"ts": (0.5,), "texts": (text,), "rows": [{"text": text, "t": 0.5, "mask": mask,
+                                                                     "table": table}]}, list)
+    rows = [row.split('class="txt">')[1].split("</td>")[0] for row in markup.split("<tr")[1:]]
+    assert len(rows) == 3  # original, sees, predicts
+    blocks = [row.split('<span class="w">')[1:] for row in rows]
+    assert [len(b) for b in blocks] == [4, 4, 4]  # "to ", "be↵", "or ", "not"
+    assert "".join(blocks[0]).replace("</span>", "") == "to be↵or not"
+    assert [b.count("█") for b in blocks[1]] == [1, 1, 1, 0]  # the mask kept within each word's block
+    assert '<th class="acc" title="1 of 3 right (33%)">1 of 3 right</th>' in markup

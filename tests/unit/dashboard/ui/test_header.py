@@ -61,6 +61,17 @@ def test_the_attribute_is_escaped_and_absent_without_a_model():
     assert 'data-settled="a&quot;b"' in header_html(info, "cpu", "", settled=('a"b',))
 
 
+def test_on_a_projector_the_line_is_short_and_its_tooltip_whole():
+    info = {"name": "m<x", "kind": "diffusion", "corpus": "c", "n_params": 1000, "nelbo_bits": 1.1, "nelbo_nats": 0.77}
+    desk, short = header_html(info, "cpu", "ready"), header_html(info, "cpu", "ready", compact=True)
+    assert "(diffusion, c)" in desk and "perplexity" in desk and 'title="' not in desk
+    tip = re.search(r'title="([^"]*)"', short).group(1)
+    assert tip == "m&lt;x (diffusion, c) · 1k params · NELBO 1.100 bits/char (0.770 nats, perplexity ≤ 2.16) · device cpu · ready"
+    shown = short.split(">", 1)[1]
+    assert "perplexity" not in shown and "(diffusion" not in shown and "NELBO 1.100 bits/char ·" in shown
+    assert "white-space: nowrap" in short and "text-overflow: ellipsis" in short
+
+
 @pytest.mark.slow
 def test_explore_is_settled_only_once_its_run_and_the_sweep_after_it_are_done(checkpoints):
     dispatch = SerialDispatch()

@@ -59,6 +59,17 @@ def test_presentation_stays_on_in_the_links_and_folds_the_differs_line():
     assert differs_classes(view.bar_html("training-elbo", 3)) == ["differs"]  # shown at a desk
 
 
+def test_on_a_projector_the_bar_keeps_one_line_each_and_its_tooltips_hold_the_whole_text():
+    fig = lesson("training-elbo").figures[2]
+    tags, _ = parsed(view.bar_html("training-elbo", 3, presentation=True))
+    bar = [a for t, a in tags if t == "div" and "data-lesson" in a][0]
+    titles = {a["class"]: a.get("title") for t, a in tags if a.get("class") in ("shows", "notice")}
+    assert bar["class"] == "bar one" and titles == {"shows": f"{fig.section} {fig.shows}", "notice": fig.notice}
+    assert ".bar.one .notice {" in view.BAR_CSS and "text-overflow: ellipsis" in view.BAR_CSS
+    desk, _ = parsed(view.bar_html("training-elbo", 3))
+    assert [a["class"] for t, a in desk if t == "div" and "data-lesson" in a] == ["bar"]  # wraps at a desk
+
+
 def test_every_text_is_shown_as_typed(monkeypatch):
     """Outside text never reaches the lessons, but the bar escapes them all the same (ui/safe.py)."""
     hostile = " ".join(PAYLOADS)
