@@ -25,9 +25,16 @@ def test_a_drag_back_to_a_value_the_server_changed_reaches_the_session(browser, 
     drag_to_the_end(page, "steps")
     wait_until(lambda: session.steps == top, 60)
     box = page.locator(".knob-steps-exact input").first
+    # the box shows the dragged value first: typed into before the server's update reached it, the
+    # update would overwrite what was typed (a person reads the box before typing)
+    wait_until(lambda: box.input_value() == str(top), 60)
     box.fill("8")  # the number box moves the knob on the server, not the slider's last drag
     box.press("Enter")
     wait_until(lambda: session.steps == 8, 60)
+    # the handle shows 8 before the user drags again (a drag that starts while the server's value is still
+    # on its way would begin at the end, and a busy server can take seconds to send it)
+    handle = page.locator(".knob-steps .noUi-handle").first
+    wait_until(lambda: float(handle.get_attribute("aria-valuenow") or "nan") == 8, 60)
     drag_to_the_end(page, "steps")  # where the last drag ended: the browser had nothing new to send
     wait_until(lambda: session.steps == top, 60)
     ran = lambda: getattr(session.tabs["Explore"].trajectory, "config", None)  # noqa: E731 (None while a run starts)
