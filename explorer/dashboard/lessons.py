@@ -306,9 +306,8 @@ GENERATION = _lesson(
      _fig("beyond §7", "the same prompt unmasked by the masked model and denoised by its uniform-state twin",
           "Compare: `shakespeare` and `shakespeare-uniform` side by side on the prompt ROMEO:, seed 42, 64 "
           "characters, up to 32 steps (one column per checkpoint, each named by its column's model=)", _UNIFORM_PAIR,
-          "Masked (left): every cell is [MASK] until its one commit and never changes after it. Uniform-state "
-          "(right): every cell holds a random character from step 0, the steps re-draw all but the positions "
-          "the model is surest of, and the run ends when its draft stops changing: the settled row.",
+          "Masked (left): a cell is [MASK] until its one commit. Uniform (right): every cell holds a random "
+          "character from step 0, re-drawn until accepted; the last row is the settled text.",
           "The notebook knows only the masked process. The uniform-state twin is a far weaker model (held-out "
           "NELBO 2.6 nats per character against 1.87), so its text is mostly misspelt words.")])
 

@@ -56,6 +56,11 @@ li.current {{ font-weight: bold; }}
 .bar.one .shows {{ min-width: 0; overflow: hidden; text-overflow: ellipsis; }}
 .bar.one .notice {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; outline: none; }}
 .bar.one .notice:hover, .bar.one .notice:focus-within {{ white-space: normal; }}
+@media (min-width: 1200px) {{
+  .bar.one .notice {{ white-space: normal; display: -webkit-box; -webkit-box-orient: vertical;
+    -webkit-line-clamp: 2; }}
+  .bar.one .notice:hover, .bar.one .notice:focus-within {{ -webkit-line-clamp: unset; }}
+}}
 """
 MENU_CSS = """
 .drop { position: relative; display: inline-block; outline: none; }
@@ -131,8 +136,9 @@ def bar_html(slug: str, index: int, presentation: bool = False) -> str:
         notice = (f'<div class="notice" tabindex="0" title="{literal(fig.notice)}"><b>Notice:</b> {literal(fig.notice)}'
                   f'{differs}</div>')
     keys = KEYS_JS.replace("PREV", _js(prev)).replace("NEXT", _js(nxt))
-    # on a projector one line each (a 1024-pixel one too), what does not fit cut with an ellipsis and
-    # shown whole in its tooltip; the notice unfolds under the pointer or the focus
+    # on a projector the figure's line is one line, and the notice one line on a 1024-pixel one, two on
+    # a wider one (the class reads it: most notices fit in two); what does not fit is cut with an
+    # ellipsis and shown whole in its tooltip, and the notice unfolds under the pointer or the focus
     one = " one" if presentation else ""
     return f'<div class="bar{one}" data-lesson="{literal(slug)}" data-figure="{int(index)}">{line}{notice}</div>{keys}'
 
