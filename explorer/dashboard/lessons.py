@@ -75,8 +75,10 @@ _UNIFORM_PAIR = (_GEN + "&steps=32&temperature=0.8" + _Q + "&template=ROMEO:&tab
                  "&compare.columns=model=shakespeare%7Cmodel=shakespeare-uniform,entropy_bound=5,temperature=0.5")
 
 
-def _inspect(base: str, t: str, text: str = "") -> str:
-    query = f"{base}&tab=Inspect&inspect.t={t}"
+def _inspect(base: str, t: str, text: str = "", first: str = "predictions") -> str:
+    """Inspect at masking ratio `t` (on `text`, else the validation excerpt); `first`: the figure a
+    projector shows at the top (the text's predictions, or the validation `statistics`)."""
+    query = f"{base}&tab=Inspect&inspect.t={t}" + ("" if first == "statistics" else f"&inspect.first={first}")
     return query + (f"&inspect.default_text=false&inspect.text={text}" if text else "")
 
 
@@ -115,10 +117,10 @@ FORWARD = _lesson(
           label="all t", variants=(("0.2", _inspect(_P, "0.2")), ("0.6", _inspect(_P, "0.6")),
                                    ("1.0", _inspect(_P, "1")))),
      _fig("§4.3", "plot: masked fraction vs t against y = t",
-          'Inspect: "Forward process: fraction masked vs t"', _inspect(_P, "0.5"),
+          'Inspect: "Forward process: fraction masked vs t"', _inspect(_P, "0.5", first="statistics"),
           "The measured fraction lies on y = t: on average the forward process masks exactly t of the positions."),
      _fig("§4.4", "bar: BERT's fixed 15 % vs diffusion's uniform t",
-          'Inspect: "Masking ratios trained on: BERT vs diffusion"', _inspect(_P, "0.5"),
+          'Inspect: "Masking ratios trained on: BERT vs diffusion"', _inspect(_P, "0.5", first="statistics"),
           "BERT only ever trains at 15 % masked; a diffusion LM trains at every ratio up to 100 %, which is what "
           "lets it start from an all-[MASK] canvas."),
      _fig("§4.5", "print: model parameters", "Model: Architecture (0.21 M parameters, 3 layers, d 64, adaLN)",
@@ -149,7 +151,7 @@ FORWARD = _lesson(
           "Blue first guesses are right, vermillion ones wrong; at t = 0.5 about 85 % of masked symbols come "
           "back right."),
      _fig("§7", "plot: accuracy vs masking ratio",
-          'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_P, "0.5"),
+          'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_P, "0.5", first="statistics"),
           "Higher masking, less context, lower accuracy: from 0.99 at t = 0.1 down to 0.40 at t = 0.9, as the "
           "notebook says.")])
 
@@ -166,11 +168,13 @@ ELBO = _lesson(
           "65 characters and [MASK] make the 66 ids: the model reads and writes characters, not words."),
      _fig("§4.2", "print: a sequence masked at t = 0.2, 0.5, 0.8",
           "Inspect: the text masked at each t, one row per t; a single-t link adds the caption counting masked vs "
-          "expected", _several(_S, "0.2,0.5,0.8"),
+          "expected (a line short enough that every row fits a projector's first screen)",
+          _several(_S, "0.2,0.5,0.8", _CITIZEN),
           "Each row hides about t of the characters, with one mask seed for all rows: a character masked at 0.2 "
           "stays masked at 0.5 and 0.8 (nested masks).",
           label="0.2, 0.5, 0.8",
-          variants=(("0.2", _inspect(_S, "0.2")), ("0.5", _inspect(_S, "0.5")), ("0.8", _inspect(_S, "0.8")))),
+          variants=(("0.2", _inspect(_S, "0.2", _CITIZEN)), ("0.5", _inspect(_S, "0.5", _CITIZEN)),
+                    ("0.8", _inspect(_S, "0.8", _CITIZEN)))),
      _fig("§4.3", "print: model parameters", "Model: Architecture (4.82 M parameters, layers × heads, width)",
           _S + "&tab=Model",
           "4.8 M parameters: a transformer of GPT's shape without the causal mask.",
@@ -182,7 +186,7 @@ ELBO = _lesson(
           "Validation tracks training all the way: the loss falls from 4.4 to about 1.8 nats per character in "
           "6,000 steps, no overfitting."),
      _fig("§4.5", "plot: accuracy vs masking ratio",
-          'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_S, "0.5"),
+          'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_S, "0.5", first="statistics"),
           "Low masking, high accuracy: on held-out text 78 % at t = 0.1, 50 % at 0.5, 20 % at 0.9."),
      _fig("§4.6", "print: predictions on 3 quotes at t = 0.5 (original / masked / predicted / accuracy)",
           'Inspect with those texts, one row each: masked text, top-k candidates, "n of m right"',
@@ -280,7 +284,7 @@ GENERATION = _lesson(
      _fig("§5 TODO 1", "code: top-p (nucleus) check, p = 0.9",
           "Inspect: top-p figure at a masked position (the tokens kept, renormalised); sidebar Top-p applies it to "
           "sampling (partial: a real position, not the toy 5-token distribution)",
-          _S + "&tab=Inspect&inspect.nucleus_p=0.9",
+          _S + "&tab=Inspect&inspect.nucleus_p=0.9&inspect.first=top-p",
           "Top-p keeps the fewest most likely characters whose probability reaches p and renormalises them: a "
           "confident position keeps one or two."),
      _fig("§5 TODO 2", 'code: prompted generation "ROMEO:\\n", "To be, ", "First C", 15 steps, T 0.7',

@@ -127,19 +127,24 @@ def checkbox(parameter, **kwargs) -> pn.widgets.CheckBoxGroup:
     return box
 
 
-def figure_first(session, *items) -> None:
+def figure_first(session, *items, chosen=None) -> None:
     """In presentation (projector) mode, `items` (children of one Column) come first, in their own order:
     the tab's figure at the top of the first screen instead of under its controls and notes. CSS `order`,
     not a reordered Column: the views stay the same Bokeh models (no re-render, nothing to dispatch).
 
-    session: the Session whose presentation toggle decides; items: Panel objects inside a pn.Column."""
+    session: the Session whose presentation toggle decides; items: Panel objects inside a pn.Column;
+    chosen: (a Parameterized, a parameter's name, a value): the items come first only while that
+    parameter has that value (a tab with several figures, the link naming which one is shown)."""
     def place(*events):
+        first = session.presentation and (chosen is None or getattr(chosen[0], chosen[1]) == chosen[2])
         for item in items:
             rest = {k: v for k, v in item.styles.items() if k != "order"}
-            item.styles = {**rest, "order": "-1"} if session.presentation else rest
+            item.styles = {**rest, "order": "-1"} if first else rest
 
     place()
     session.param.watch(place, "presentation")
+    if chosen is not None:
+        chosen[0].param.watch(place, chosen[1])
 
 
 def flex_item(grow: int, min_width: int) -> dict:

@@ -244,13 +244,19 @@ class InspectView(pn.viewable.Viewer):
         stats = heading("Masking statistics and accuracy on validation data")
         # projector mode: the several texts and t a link asked for, then the masking statistics first,
         # under the notice; the t slider follows them
-        figure_first(self.tab.session, self.notice, self.several_box, stats, self.plots)
+        # (or, where the link names it, this text's predictions: the lessons' figures on one example)
+        seen, said = heading("Forward process: the text the model sees at t"), heading(
+            "Predictions at t: the model's candidates for each █")
+        table = pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width")
+        figure_first(self.tab.session, self.notice, self.several_box)
+        figure_first(self.tab.session, stats, self.plots, chosen=(self.tab, "first", "statistics"))
+        figure_first(self.tab.session, seen, self.forward, said, self.legend, self.grid, table,
+                     chosen=(self.tab, "first", "predictions"))
+        top_p, top_p_knobs = heading("Top-p: which candidates survive at one position"), pn.FlexBox(
+            self.nucleus_p, self.nucleus_at)
+        figure_first(self.tab.session, top_p, top_p_knobs, self.nucleus, chosen=(self.tab, "first", "top-p"))
         return pn.Column(
             self.notice, controls, self.text_notice, self.busy, self.several_box, several,
-            heading("Forward process: the text the model sees at t"), self.forward,
-            heading("Predictions at t: the model's candidates for each █"), self.legend, self.grid,
-            pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width"),
-            heading("Top-p: which candidates survive at one position"), pn.FlexBox(self.nucleus_p, self.nucleus_at),
-            self.nucleus,
+            seen, self.forward, said, self.legend, self.grid, table, top_p, top_p_knobs, self.nucleus,
             stats, self.plots, self.ratios, self.positions,
             self._downloads(), sizing_mode="stretch_width", css_classes=["inspect-tab"])

@@ -82,7 +82,8 @@ def test_knobs_change_the_mask_and_k_and_a_seed_reproduces_it(inspect):
     wait_for(lambda: not (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all())
     tab.param.update(mask_seed=seed)  # what a shared link does
     assert (tab.predictions["mask"] == draw_mask(LENGTH, 0.8, seed)).all()  # from the cache, at once
-    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text", "ts", "texts")
+    assert tab.URL_PARAMS == ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text", "ts", "texts",
+                              "first")
 
 
 def test_edited_text_bad_characters_empty_and_too_long_are_notices(inspect):

@@ -32,7 +32,7 @@ class InspectState(TabState):
     `positions`), set on the UI thread by them."""
 
     URL_PARAMS = ("t", "mask_seed", "k", "nucleus_p", "nucleus_at", "default_text", "text",  # in this order: see url_carries
-                  "ts", "texts")
+                  "ts", "texts", "first")
 
     text = param.String("", label="Text", doc="The clean text to mask (default: a validation excerpt)")
     default_text = param.Boolean(True, label="Validation text",
@@ -54,6 +54,11 @@ class InspectState(TabState):
     texts = param.String("", label=f"Several texts (separated by {TEXT_SEP})",
                          doc=f"Texts shown one under another, separated by {TEXT_SEP}, each masked at each t "
                              f"above with the model's predictions; empty: the text below; at most {MAX_TEXTS}")
+    first = param.Selector(default="statistics", objects=["statistics", "predictions", "top-p"],
+                           label="On a projector first",
+                           doc="Which figure presentation mode puts at the top: the masking statistics on "
+                               "validation data, this text's predictions (its masked text, candidates and loss), "
+                               "or the top-p figure")
     redraw = param.Event(label="Re-draw mask", doc="Draw a new random mask (a new mask seed)")
     use_default = param.Event(label="Use validation text", doc="Put the validation excerpt back")
     active = param.Boolean(False, doc="The tab has been shown: compute its results from now on")
