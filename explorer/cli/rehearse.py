@@ -350,7 +350,20 @@ def check_layout(page: Page, query: str) -> None:
     except Exception as e:  # the page closed or navigated meanwhile
         page.problems.append(f"layout: not measured ({str(e).strip().splitlines()[0]})")
         return
+    if not page.layout["drawn"] and _waits_for_its_button(page.handle):
+        # a completed page (a Run button waits: the request is over the limit a link starts by itself, which
+        # the server's --auto-start-seconds sets); the figure is drawn once Run is pressed
+        page.layout = {**page.layout, "waiting": True, "problems": []}
     page.problems += [f"layout: {problem}" for problem in page.layout["problems"]]
+
+
+def _waits_for_its_button(handle) -> bool:
+    """Whether the page says its request waits for a click (runtime/limits.waiting_note)."""
+    from ..dashboard.runtime.limits import WAITING
+
+    with contextlib.suppress(Exception):
+        return handle.get_by_text(WAITING).count() > 0
+    return False
 
 
 def layout_word(pages: list[dict]) -> str:

@@ -21,14 +21,22 @@ FIGURES = {
     "Model": ".model-page",
 }
 SEVERAL = ".inspect-several-box"  # Inspect's several texts and t, one row each: first when a link asks for them
+INSPECT_FIRST = {"predictions": ".inspect-predictions", "top-p": ".inspect-nucleus"}  # inspect.first=<name>
+SAMPLES = ".explore-samples"  # Explore's texts of several seeds or prompts: first when a link asks for them
 
 
 def figure_selector(query: str) -> str:
-    """The css selector of the main figure that a link's `query` (without '?') opens."""
+    """The css selector of the main figure that a link's `query` (without '?') opens: the tab's, or the
+    figure the link puts first (several samples or prompts in Explore; several texts and t, or the
+    text's predictions or top-p figure in Inspect)."""
     q = dict(parse_qsl(query))
     tab = q.get("tab", "Explore")
     if tab == "Inspect" and ("inspect.ts" in q or "inspect.texts" in q):
         return SEVERAL
+    if tab == "Inspect" and q.get("inspect.first") in INSPECT_FIRST:
+        return INSPECT_FIRST[q["inspect.first"]]
+    if tab == "Explore" and ("samples" in q or "prompts" in q):
+        return SAMPLES
     return FIGURES.get(tab, FIGURES["Explore"])
 
 
@@ -111,9 +119,12 @@ def check(page, query: str, width: int, height: int) -> dict:
 
 
 def verdict(result: dict | None) -> str:
-    """A check's result for a report's column: ok, off-screen, overflow, both, not drawn ('-': unchecked)."""
+    """A check's result for a report's column: ok, off-screen, overflow, both, not drawn, waits for Run
+    (not drawn because the request is over the limit a link starts by itself) ('-': unchecked)."""
     if result is None:
         return "-"
+    if result.get("waiting"):
+        return "waits for Run"
     if not result["drawn"]:
         return "not drawn"
     bad = [word for word, failed in (("off-screen", not result["first_screen"]), ("overflow", result["overflow"]))

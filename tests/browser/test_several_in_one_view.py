@@ -85,7 +85,7 @@ def test_one_explore_link_shows_every_sample(browser, served, tmp_path, query, r
     labels = [shown.nth(i).locator("th").inner_text() for i in range(len(rows))]
     assert all(f"seed {seed}" in label for label, (_, seed) in zip(labels, rows))
     if not rows[0][0]:  # the sidebar's template: row 0 is the run above
-        assert texts[0] == explore(states[-1]).trajectory.texts()[0] and "the run above" in labels[0]
+        assert texts[0] == explore(states[-1]).trajectory.texts()[0] and "in the heatmap" in labels[0]
     last = shown.nth(len(rows) - 1).bounding_box()
     assert last["y"] + last["height"] <= 768 and last["x"] + last["width"] <= 1366  # all in the first screen
     page.screenshot(path=str(tmp_path / f"explore-{query.split('=')[0]}.png"), full_page=True)

@@ -104,9 +104,14 @@ class Limits:
 
     def waiting_note(self, calls: int, seconds: float, button: str = "Run") -> str:
         """What a request too large to start by itself says while it waits for its `button`."""
-        return (f"not started by itself: ≈ {calls:,} model calls counted per sample, {took(seconds)} here, "
+        return (f"{WAITING}: ≈ {calls:,} model calls counted per sample, {took(seconds)} here, "
                 f"over the {self.auto_start_seconds:g} s a link or a change starts alone "
                 f"({FLAGS['auto_start_seconds']}); press {button}")
+
+
+# How a request too large to start by itself begins its note (waiting_note): `run.py rehearse` reads it to
+# tell a figure waiting for its button from one that failed to draw
+WAITING = "not started by itself"
 
 
 def parse_limit(text: str, fraction: bool = False) -> int | float:

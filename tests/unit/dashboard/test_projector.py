@@ -40,6 +40,8 @@ def test_no_figure_is_a_problem_too():
     result = judge(None, 1024, 768)
     assert result["problems"] == ["the figure is not drawn"] and verdict(result) == "not drawn"
     assert verdict(None) == "-"
+    # rehearse marks a page whose request waits for its Run button (over the link's auto-start limit)
+    assert verdict({**result, "waiting": True, "problems": []}) == "waits for Run"
 
 
 def test_each_link_names_its_tabs_figure_and_inspects_several_rows_name_theirs():
@@ -48,5 +50,10 @@ def test_each_link_names_its_tabs_figure_and_inspects_several_rows_name_theirs()
     assert figure_selector("tab=Inspect&inspect.t=0.5") == ".inspect-fraction"
     assert figure_selector("tab=Inspect&inspect.ts=0,0.5") == SEVERAL
     assert figure_selector("tab=Inspect&inspect.t=0.5&inspect.texts=a%7Cb") == SEVERAL
+    # the figure a link puts first: the text's predictions or top-p figure, several samples or prompts
+    assert figure_selector("tab=Inspect&inspect.t=0.5&inspect.first=predictions") == ".inspect-predictions"
+    assert figure_selector("tab=Inspect&inspect.first=top-p") == ".inspect-nucleus"
+    assert figure_selector("checkpoint=shakespeare&samples=5") == ".explore-samples"
+    assert figure_selector("prompts=A%7CB") == ".explore-samples"
     for fig in lessons.all_figures():  # every lesson figure's link opens a figure the check knows
         assert figure_selector(fig.query).startswith(".")

@@ -23,7 +23,7 @@ ROWS_CSS = """<style>
 def samples_html(result: dict, size: dict, seed: int, template: str) -> str:
     """The rows, one per prompt and seed: the seed (and the prompt, when there are several), then the
     text, its spaces kept and each newline shown as ↵ (one block per sample, so eight 64-character samples
-    fit a 1366x768 projector's first screen). The row the run above shows (its seed, its template) says so."""
+    fit a 1366x768 projector's first screen). The row whose run the heatmap shows (its seed, its template) says so."""
     several = len(result["templates"]) > 1 or result["templates"] != [template]
     body = []
     for row in result["rows"]:
@@ -32,7 +32,9 @@ def samples_html(result: dict, size: dict, seed: int, template: str) -> str:
             shown = literal(row["template"]).replace("\n", "↵") or "(no template)"
             prompt = f"<div class='tpl' title='{shown}'>prompt: {shown}</div>"
         elif row["seed"] == seed:
-            label += "<br><span class='tpl'>the run above</span>"
+            # on the key's line: a key on two lines reads as two rows on a projector (where the rows
+            # come before the heatmap, so "above" would be wrong there)
+            label += " <span class='tpl'>· in the heatmap</span>"
         text = literal(row["text"]).replace("\n", "↵")
         body.append(f"<tr><th>{label}</th><td>{prompt}<pre>{text}</pre></td></tr>")
     return f"{ROWS_CSS}<table class='smp' style='font-size:{size['base']}'>{''.join(body)}</table>"

@@ -469,7 +469,7 @@ def test_several_samples_are_each_seeds_solo_run(state):
     assert [r["seed"] for r in rows] == [7, 8, 9, 10, 11] and [r["text"] for r in rows] == alone
     assert rows[0]["text"] == ex.trajectory.texts()[0] and len(set(alone)) > 1  # the run above; rows differ
     html = view.texts.object
-    assert html.count("<tr>") == 5 and all(f"seed {7 + j}" in html for j in range(5)) and "the run above" in html
+    assert html.count("<tr>") == 5 and all(f"seed {7 + j}" in html for j in range(5)) and "in the heatmap" in html
     state.steps = 5  # a knob change: the set is dropped, and follows the next run
     assert ex.samples_task.result is None
     ex.start_run(wait=True)
