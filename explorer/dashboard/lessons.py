@@ -71,8 +71,9 @@ _SWEEP = (_P + "&tab=Sweep&sweep.schedules=remaining&sweep.steps_grid=1,2,3,5,8,
 # The masked and the uniform-state process side by side: one Compare column per checkpoint. The uniform-state
 # sampler's default bound (0.1 nats) is a large vocabulary's: on 65 characters it accepts one position a step
 # and the canvas never clears; 5 nats at temperature 0.5 clears it in about 13 (at 0.8, never in 32).
-_UNIFORM_PAIR = (_GEN + "&steps=32&temperature=0.8" + _Q + "&template=ROMEO:&tab=Compare"
-                 "&compare.columns=model=shakespeare%7Cmodel=shakespeare-uniform,entropy_bound=5,temperature=0.5")
+# both processes at one temperature; the uniform one with the entropy bound its checkpoint recommends
+_UNIFORM_PAIR = (_GEN + "&steps=32&temperature=0.5" + _Q + "&template=ROMEO:&tab=Compare"
+                 "&compare.columns=model=shakespeare%7Cmodel=shakespeare-uniform,entropy_bound=5")
 
 
 def _inspect(base: str, t: str, text: str = "", first: str = "predictions") -> str:

@@ -62,8 +62,12 @@ DRAWN_JS = f"(sel) => ({_PARTS_JS})(sel).length > 0"
 _READING_JS = """() => { const all = []; const walk = root => {
     root.querySelectorAll('th, td, select, .compare-title').forEach(e => all.push(e));
     root.querySelectorAll('*').forEach(e => { if (e.shadowRoot) walk(e.shadowRoot); }); }; walk(document);
-  const lines = e => { const r = document.createRange(); r.selectNodeContents(e); const tops = new Set();
-    for (const q of r.getClientRects()) if (q.width > 0) tops.add(Math.round(q.top)); return tops.size; };
+  const lines = e => { const r = document.createRange(); r.selectNodeContents(e); let n = 0, bottom = -Infinity;
+    // a line starts where a box begins below the last line's bottom: boxes of one line in smaller type
+    // (a key's note) begin lower than its larger words but overlap them
+    const boxes = [...r.getClientRects()].filter(q => q.width > 0).sort((a, b) => a.top - b.top);
+    for (const q of boxes) { if (q.top >= bottom - 1) { n += 1; bottom = q.bottom; } else bottom = Math.max(bottom, q.bottom); }
+    return n; };
   const ctx = document.createElement('canvas').getContext('2d'), out = [];
   for (const e of all) { const b = e.getBoundingClientRect(), s = getComputedStyle(e);
     if (b.width === 0 || b.height === 0) continue;

@@ -208,7 +208,10 @@ class ColumnView(pn.viewable.Viewer):
             self._clear(text=False)
             return
         frames, cfg = result["frames"], result["config"]
-        model = f' <small>({literal(result["model"])})</small>' if model_shown else ""
+        # not where the label already starts with it (a column's model=<name>): said twice, a title
+        # ran onto a second line on a projector
+        named = str(result["label"]).startswith(str(result["model"]))
+        model = f' <small>({literal(result["model"])})</small>' if model_shown and not named else ""
         self.title.object = f'<b>{literal(result["label"])}</b>{model}'
         self.heat.show(frames)
         self.text.object = differences_html(result["pieces"], texts, self.index, frames.fixed, running)
