@@ -266,7 +266,7 @@ class Session(SessionKnobs):
         dropped = []
         for knob in schema.sidebar_knobs():
             value = knob.from_ui(getattr(self, knob.name))
-            if knob.needs is not None and not info.get(knob.needs) and not knob.is_off(value):
+            if knob.unmet(info) and not knob.is_off(value):
                 setattr(self, knob.name, knob.to_ui(knob.off))
                 dropped.append(f"{knob.name}={value}")
         if not dropped:

@@ -151,6 +151,11 @@ class Knob:
         """The sidebar's, links' and Compare's bounds: ui_range, else the config's range."""
         return self.ui_range if self.ui_range is not None else (self.lo, self.hi)
 
+    def unmet(self, info: dict) -> bool:
+        """Whether a model whose card is `info` (the dashboard's model_info) lacks the feature this knob
+        needs (`needs`): the sidebar disables the knob, and loading such a model switches it off."""
+        return self.needs is not None and not info.get(self.needs)
+
     def off_note(self, ui: bool) -> str:
         """' (0 = off)': what switches it off, as the UI (ui=True) or the command line writes it."""
         if self.off is NO_OFF or self.choices:  # a choice's "off" is one of the names listed

@@ -89,7 +89,7 @@ class ControlsView(StateView):
         for knob in schema.sidebar_knobs():
             unused = (kind is not None and kind not in knob.kinds
                       or kind == "diffusion" and process not in knob.processes
-                      or kind is not None and knob.needs is not None and not info.get(knob.needs))
+                      or kind is not None and knob.unmet(info))
             self.widgets[knob.name].disabled = unused
             if knob.name in EXACT:
                 self.widgets[f"{knob.name}_exact"].disabled = unused
