@@ -13,15 +13,6 @@ from tests.support.browser import open_page, wait_until
 
 LESSON = lesson("forward-process")  # figure 1 opens Model, 2 Inspect at six t, 3 Inspect's masked-fraction figure
 BAR = ".lesson-bar .bar"  # the bar inside the pane (Playwright's CSS reaches into shadow roots)
-# The first drawn canvas inside a laid-out `.inspect-fraction` (Panel renders into shadow roots): its box.
-CANVAS_JS = """(sel) => { const all = []; const walk = root => { root.querySelectorAll(sel).forEach(e => all.push(e));
-  root.querySelectorAll('*').forEach(e => { if (e.shadowRoot) walk(e.shadowRoot); }); }; walk(document);
-  const canvas = root => { for (const e of root.querySelectorAll('*')) {
-      if (e.tagName === 'CANVAS' && e.getBoundingClientRect().width > 50) return e;
-      const inner = e.shadowRoot && canvas(e.shadowRoot); if (inner) return inner; } return null; };
-  for (const e of all) { const c = (e.shadowRoot && canvas(e.shadowRoot)) || canvas(e);
-    if (c) { const r = c.getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; } }
-  return null; }"""
 
 
 def link(url: str, index: int, presentation: bool = False) -> str:
