@@ -170,12 +170,12 @@ ELBO = _lesson(
      _fig("§4.2", "print: a sequence masked at t = 0.2, 0.5, 0.8",
           "Inspect: the text masked at each t, one row per t; a single-t link adds the caption counting masked vs "
           "expected (a line short enough that every row fits a projector's first screen)",
-          _several(_S, "0.2,0.5,0.8", _CITIZEN),
+          _several(_S, "0.2,0.5,0.8", _HAMLET),
           "Each row hides about t of the characters, with one mask seed for all rows: a character masked at 0.2 "
           "stays masked at 0.5 and 0.8 (nested masks).",
           label="0.2, 0.5, 0.8",
-          variants=(("0.2", _inspect(_S, "0.2", _CITIZEN)), ("0.5", _inspect(_S, "0.5", _CITIZEN)),
-                    ("0.8", _inspect(_S, "0.8", _CITIZEN)))),
+          variants=(("0.2", _inspect(_S, "0.2", _HAMLET)), ("0.5", _inspect(_S, "0.5", _HAMLET)),
+                    ("0.8", _inspect(_S, "0.8", _HAMLET)))),
      _fig("§4.3", "print: model parameters", "Model: Architecture (4.82 M parameters, layers × heads, width)",
           _S + "&tab=Model",
           "4.8 M parameters: a transformer of GPT's shape without the causal mask.",
