@@ -9,9 +9,11 @@ checkpoints (the lessons' links name them) for the whole module, one page per li
 screenshot of each page at each size goes to pytest's tmp directory."""
 from __future__ import annotations
 
+import warnings
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from explorer.cli.rehearse import PROBE_JS
 from explorer.dashboard import lessons
@@ -91,6 +93,17 @@ def settled(page, tab: str) -> None:
                            arg=tab, timeout=300_000, polling=250)
 
 
+def keep_screenshot(page, path) -> None:
+    """A screenshot of the page's first screen for a person to look at. It is evidence, not the check
+    (check() reads the layout itself): on a loaded machine Chromium can take long to give a background
+    page its next frame, and that wait warns rather than fails."""
+    page.bring_to_front()  # the page being checked gets the compositor's frames first
+    try:
+        page.screenshot(path=str(path), timeout=60_000)
+    except PlaywrightTimeout:
+        warnings.warn(f"no screenshot of {path.name}: Chromium gave no frame within 60 s")
+
+
 def layout_failures(page, name: str, query: str, tmp_path) -> list[str]:
     """The projector check of one link's page at each of SIZES (the page resized, not reloaded), a
     screenshot of each; what failed, one line each."""
@@ -98,7 +111,7 @@ def layout_failures(page, name: str, query: str, tmp_path) -> list[str]:
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(500)  # the layout follows the new size; late redraws (a run's last rows) settle
-        page.screenshot(path=str(tmp_path / f"{name}-{width}x{height}.png"))
+        keep_screenshot(page, tmp_path / f"{name}-{width}x{height}.png")
         seen = check(page, query, width, height)
         sidebar = page.evaluate("() => { const s = document.querySelector('#sidebar'); "
                                 "return [s.className, s.getBoundingClientRect().width]; }")
