@@ -38,6 +38,12 @@ def _hv():
         import holoviews.plotting.bokeh  # noqa: F401  registers the backend
     if hv.Store.current_backend != "bokeh":
         hv.Store.set_current_backend("bokeh")
+    # Canvas, not HoloViews' default WebGL: these plots hold at most a few thousand points, which a canvas
+    # draws at once, while a browser whose WebGL is software (a virtual machine, a remote desktop, the
+    # headless Chromium that exports PNGs) spent seconds of CPU on each Inspect page's curves.
+    from holoviews.plotting.bokeh.renderer import BokehRenderer
+
+    BokehRenderer.webgl = False
     return hv
 
 

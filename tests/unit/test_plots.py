@@ -190,3 +190,13 @@ def test_a_grid_of_powers_of_ten_reads_as_plain_step_counts():
     x = [a for a in fig.below if isinstance(a, LogAxis)]
     assert x and not isinstance(x[0].formatter, LogTickFormatter)
     assert plain_numbers([1, 10, 100]) and not plain_numbers([1e-4, 1e-2]) and not plain_numbers([1e5, 1e7])
+
+
+def test_plots_draw_on_a_canvas_not_webgl():
+    """HoloViews asks Bokeh for WebGL by default; the project's plots are small enough for a canvas, which
+    a browser with software WebGL (a virtual machine, headless Chromium) draws for far less CPU."""
+    from explorer.plots import render_bokeh, speed_plot
+
+    summary = _summary([1, 2, 4], [0.5, 0.9, 1.0])
+    summary["tokens_per_s_mean"], summary["tokens_per_s_std"] = 5e5, 1.0
+    assert render_bokeh(speed_plot(summary)).output_backend == "canvas"
