@@ -58,9 +58,10 @@ DRAWN_JS = f"(sel) => ({_PARTS_JS})(sel).length > 0"
 
 # What reads badly though nothing overflows: a table's key (th) or a Compare title on more than one line; a
 # Model-tab value cell (.meta-table td) under 20 em wide (beside the figures its values wrapped every two or
-# three words); a select whose value is wider than its box. A list of problems.
+# three words); a select whose value is wider than its box; a download button under 18 px or a data table
+# under 16 px (the projector's type, which Panel's own CSS had overridden). A list of problems.
 _READING_JS = """() => { const all = []; const walk = root => {
-    root.querySelectorAll('th, td, select, .compare-title').forEach(e => all.push(e));
+    root.querySelectorAll('th, td, select, .compare-title, .download-button, table.panel-df').forEach(e => all.push(e));
     root.querySelectorAll('*').forEach(e => { if (e.shadowRoot) walk(e.shadowRoot); }); }; walk(document);
   const lines = e => { const r = document.createRange(); r.selectNodeContents(e); let n = 0, bottom = -Infinity;
     // a line starts where a box begins below the last line's bottom: boxes of one line in smaller type
@@ -79,8 +80,24 @@ _READING_JS = """() => { const all = []; const walk = root => {
       const text = e.shadowRoot ? [...e.shadowRoot.children].find(c => c.textContent.trim()) : e;
       if (text && lines(text) > 1) out.push(`Compare title ${text.textContent.trim()} wraps`); }
     else if (e.tagName === 'TD' && e.closest('.meta-table') && b.width < 20 * parseFloat(s.fontSize))
-      out.push(`value ${e.textContent.trim().slice(0, 30)}: ${b.width | 0} px wide`); }
+      out.push(`value ${e.textContent.trim().slice(0, 30)}: ${b.width | 0} px wide`);
+    else if (e.classList.contains('download-button')) { const button = (e.shadowRoot || e).querySelector('button');
+      const px = button ? parseFloat(getComputedStyle(button).fontSize) : 18;
+      if (px < 18) out.push(`download button ${button.textContent.trim()} in ${px} px type`); }
+    else if (e.tagName === 'TABLE' && parseFloat(s.fontSize) < 16) out.push(`a table in ${s.fontSize} type`); }
   return out; }"""
+
+# Canvases, buttons, selects and inputs that lie partly outside the page (clipped by a container: no
+# scroll reaches them), one line each.
+_CUT_JS = """() => { const out = [], right = Math.max(innerWidth, document.documentElement.scrollWidth) + 1;
+  const walk = root => { for (const el of root.querySelectorAll('*')) { if (el.shadowRoot) walk(el.shadowRoot);
+    const canvas = el.tagName === 'CANVAS', control = ['BUTTON', 'SELECT', 'INPUT'].includes(el.tagName);
+    if (!canvas && !control) continue;
+    const r = el.getBoundingClientRect();
+    if ((canvas && (r.width <= 40 || r.height <= 40)) || r.width === 0 || r.height === 0) continue;
+    if (r.right > right || r.left < -1) out.push(`${canvas ? 'a plot' : el.tagName.toLowerCase() + ' ' +
+      (el.textContent || el.value || '').trim().slice(0, 30)} is cut off at ${r.left | 0}-${r.right | 0} px`); } };
+  walk(document); return out; }"""
 
 # Where the figure lies (the box around its parts), how wide the main area and the page are against what
 # they show, which figure containers are wider than shown, what reads badly, and the sidebar's class and
@@ -93,7 +110,7 @@ MEASURE_JS = f"""(sel) => {{ const parts = ({_PARTS_JS})(sel); if (!parts.length
           main: main ? [main.scrollWidth, main.clientWidth] : [0, 0],
           page: [document.documentElement.scrollWidth, innerWidth],
           boxes: parts.filter(([box]) => box.scrollWidth > box.clientWidth + 1).map(([box]) => [box.scrollWidth, box.clientWidth]),
-          reading: ({_READING_JS})(),
+          reading: ({_READING_JS})(), cut: ({_CUT_JS})(),
           sidebar: sidebar ? [sidebar.className, sidebar.getBoundingClientRect().width] : ['', 0]}}; }}"""
 
 
@@ -113,7 +130,7 @@ def judge(seen: dict | None, width: int, height: int) -> dict:
         if scroll > shown:
             wide.append(f"the {part} area is {scroll} px wide in {shown} (scrolls sideways)")
     wide += [f"a figure container is {scroll} px wide in {shown}" for scroll, shown in seen["boxes"]]
-    wide += seen["reading"]
+    wide += seen["reading"] + seen["cut"]
     return {"drawn": True, "first_screen": not where, "overflow": bool(wide), "problems": where + wide}
 
 

@@ -1,7 +1,8 @@
 """Projector mode (?presentation=true) at a projector's 1366x768 and then 1024x768 (the same page resized:
 the layout follows the window): the sidebar starts collapsed, the linked figure lies whole in the first screen,
 no view runs past the window's right edge (nothing cut off, no sideways scroll), no table key or Compare title
-wraps, the Model tab's values have room for a line of text, and no select clips its value
+wraps, the Model tab's values have room for a line of text, no select clips its value, no plot or control
+is clipped by its container, and download buttons and data tables keep the projector's type
 (explorer/dashboard/projector.py: the same check `python run.py rehearse` makes). Per lesson its most
 demanding figure (the most columns side by side, then the most rows one under another), chosen from the
 lessons' source so that a new lesson is covered too, and a link of each tab that no such figure opens. One served app over the shipped

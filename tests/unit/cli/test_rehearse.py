@@ -92,9 +92,9 @@ def test_the_layout_column_names_the_first_page_that_failed_the_projector_check(
     from explorer.dashboard.projector import judge
 
     ok = judge({"parts": 1, "top": 200, "bottom": 500, "left": 10, "right": 900, "main": [1366, 1366],
-                "page": [1366, 1366], "boxes": [], "reading": []}, 1366, 768)
+                "page": [1366, 1366], "boxes": [], "reading": [], "cut": []}, 1366, 768)
     low = judge({**{"parts": 5, "top": 200, "bottom": 1080, "left": 10, "right": 1300, "main": [1366, 1366],
-                    "page": [1366, 1366], "boxes": [], "reading": []}}, 1366, 768)
+                    "page": [1366, 1366], "boxes": [], "reading": [], "cut": []}}, 1366, 768)
     pages = [{**page("1st", "completed", 3.0), "layout": ok},
              {**page("2nd", "error", 1.0, problems=[f"layout: {low['problems'][0]}"]), "layout": low}]
     assert layout_word(pages) == "off-screen"

@@ -7,9 +7,10 @@ from explorer.dashboard.projector import SEVERAL, figure_selector, judge, verdic
 
 
 def seen(top=200.0, bottom=600.0, left=10.0, right=1300.0, main=(1366, 1366), page=(1366, 1366), boxes=(),
-         reading=()):
+         reading=(), cut=()):
     return {"parts": 5, "top": top, "bottom": bottom, "left": left, "right": right, "main": list(main),
-            "page": list(page), "boxes": list(boxes), "reading": list(reading), "sidebar": ["sidenav collapse", 0]}
+            "page": list(page), "boxes": list(boxes), "reading": list(reading), "cut": list(cut),
+            "sidebar": ["sidenav collapse", 0]}
 
 
 def test_a_whole_figure_in_the_first_screen_with_nothing_wider_than_shown_is_ok():
@@ -34,6 +35,9 @@ def test_sideways_scroll_and_what_reads_badly_are_overflow():
     result = judge(seen(bottom=900.0, reading=["table key judged perplexity wraps"]), 1366, 768)
     assert verdict(result) == "off-screen, overflow"
     assert result["problems"][-1] == "table key judged perplexity wraps"
+    # a control clipped by its container: no scroll reaches it, so only its own box tells
+    result = judge(seen(cut=["button Download CSV is cut off at 1300-1400 px"]), 1366, 768)
+    assert verdict(result) == "overflow" and result["problems"] == ["button Download CSV is cut off at 1300-1400 px"]
 
 
 def test_no_figure_is_a_problem_too():
