@@ -83,7 +83,9 @@ def test_two_processes_each_serve_sessions_with_their_own_queue(checkpoints, tmp
     cmd = [sys.executable, str(probe), str(out), "serve", "--no-show", "--port", str(port), "--num-procs", "2",
            "--checkpoint", "tiny", "--device", "cpu", "--threads", "1", "--no-auto-sweep", "--liveness"]
     log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=log, stderr=log)
+    # PYTHONPATH: the probe script lies outside the repository, and must import this working tree's package
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log)
     url, pages, forked = f"http://localhost:{port}/", [], []
     try:
         try:
