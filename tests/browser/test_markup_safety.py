@@ -1,13 +1,13 @@
-"""No text from outside runs or renders as markup, in a real headless Chromium: one served app and two
-pages. The first is opened from a link to Compare whose every key and value carries a payload (script,
-event handler attributes, a Markdown javascript: link, HTML entities), with the knobs every tab reads
-(template, compare.columns, inspect.text ...) set to payloads too, on a checkpoint whose metadata (corpus
-name, commands) carries them as well; each other tab is then opened in turn on that page. The second
-opens Explore from such a link whose checkpoint is a payload too. Nothing may run (alert/confirm/prompt
-are hooked, and dialogs counted), no element may come of them (no inline handler, no javascript: URL, no
-<details>, no <img src=x>), and every tab shows their literal text. A 1366x768 screenshot of the Explore
-page goes to pytest's tmp directory. Without a browser: tests/unit/dashboard/test_markup_safety.py and
-test_urlstate_fuzz.py."""
+"""No text from outside runs or renders as markup, in a real headless Chromium: one served app and one
+page, opened from a link to Compare whose every key and value carries a payload (script, event handler
+attributes, a Markdown javascript: link, HTML entities), with the knobs every tab reads (template,
+compare.columns, inspect.text ...) and the checkpoint set to payloads too; the server opens its default
+instead, a checkpoint whose metadata (corpus name, commands) carries them as well. Each other tab is then
+opened in turn on that page (a page per tab cost Chromium seconds of layout each). Nothing may run
+(alert/confirm/prompt are hooked, and dialogs counted), no element may come of them (no inline handler,
+no javascript: URL, no <details>, no <img src=x>), and every tab shows their literal text. A 1366x768
+screenshot of the page as the link opens it goes to pytest's tmp directory. Without a browser:
+tests/unit/dashboard/test_markup_safety.py and test_urlstate_fuzz.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -69,7 +69,7 @@ def save_hostile_checkpoint(directory: Path) -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """One served app for the module, over the tiny checkpoints and `evil`; yields (url, sessions)."""
+    """One served app for the module, over the tiny checkpoints and `evil`, its default; yields (url, sessions)."""
     from explorer.dashboard import create_app
     from explorer.dashboard.app import served_args
 
@@ -77,7 +77,7 @@ def served(tmp_path_factory):
     save_hostile_checkpoint(directory)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MDLM_EXPLORER_CHECKPOINTS", str(directory))
-        mp.setenv("MDLM_EXPLORER_CHECKPOINT", "tiny")
+        mp.setenv("MDLM_EXPLORER_CHECKPOINT", "evil")  # also what a link naming no checkpoint in the folder opens
         mp.setenv("MDLM_EXPLORER_DEVICE", "cpu")
         mp.setenv("MDLM_EXPLORER_CACHE", str(tmp_path_factory.mktemp("cache")))
 
@@ -90,7 +90,7 @@ def served(tmp_path_factory):
             yield served_app
 
 
-def hostile_link(url: str, tab: str, checkpoint: str = "evil", knobs_of=None) -> str:
+def hostile_link(url: str, tab: str, checkpoint: str, knobs_of=None) -> str:
     """Every payload as a key with itself as value, the knobs of the tabs `knobs_of` (default: `tab`)
     set to payloads, `tab` and `checkpoint`."""
     query = {p: p for p in PAYLOADS}
@@ -179,37 +179,29 @@ def check_tab(page, tab: str) -> None:
         page.locator(".sweep-main-run button").first.wait_for(state="visible", timeout=60_000)
 
 
-OTHER_TABS = ("Compare", "Inspect", "Sweep", "Model")
+TABS = ("Compare", "Inspect", "Sweep", "Model", "Explore")  # the link's tab first, then each other in turn
 
 
-def test_a_hostile_link_reaches_each_tab_and_runs_nothing_and_shows_text(browser, served):
-    """One page from a link to Compare carrying every tab's knobs as payloads; each other tab is then
-    opened on it, and checked as the first was (one page instead of one per tab: each costs Chromium
-    seconds of layout, and the link's knobs are in the session from the start, whichever tab shows)."""
+def test_a_hostile_link_reaches_each_tab_and_runs_nothing_and_shows_text(browser, served, tmp_path):
+    """One page from a link to Compare carrying every tab's knobs as payloads, and a payload for the
+    checkpoint (the sidebar's notice quotes it; the server's default, `evil`, opens instead); each other
+    tab is then opened on it and checked as the first was (one page instead of one per tab: each costs
+    Chromium seconds of layout, and the link's knobs are in the session from the start, whichever tab
+    shows). The screenshot, as the link opens, shows the notices' literal text."""
     url, states = served
-    page, dialogs = open_hostile(browser, hostile_link(url, OTHER_TABS[0], knobs_of=OTHER_TABS))
-    for i, tab in enumerate(OTHER_TABS):
+    page, dialogs = open_hostile(browser, hostile_link(url, TABS[0], checkpoint=PAYLOADS[1], knobs_of=TABS))
+    for i, tab in enumerate(TABS):
         if i == 0:
             wait_tab_ready(page, states, tab)
+            error = visible_text(page, ".error-notice")  # the link's checkpoint, named as text by the sidebar
+            assert PAYLOADS[1] in error and "is not one of the checkpoints" in error
+            page.screenshot(path=str(tmp_path / "hostile-link.png"))  # both notices' literal text
         else:
             open_tab(page, tab)
+            if tab == "Explore":  # its run waited for the tab to be shown
+                wait_tab_ready(page, states, tab)
         assert_nothing_ran_or_rendered(page, dialogs)  # the link's notice is drawn by now (wait_tab_ready)
-        assert_link_notice_quotes_every_payload(page, OTHER_TABS)
+        assert_link_notice_quotes_every_payload(page, TABS)
         check_tab(page, tab)
         assert_nothing_ran_or_rendered(page, dialogs)
-    page.close()
-
-
-def test_a_hostile_link_to_explore_and_its_screenshot(browser, served, tmp_path):
-    """Explore, opened with a payload for the checkpoint too (the sidebar's notice quotes it); the
-    screenshot shows the notices' literal text."""
-    url, states = served
-    page, dialogs = open_hostile(browser, hostile_link(url, "Explore", checkpoint=PAYLOADS[1]))
-    wait_tab_ready(page, states, "Explore")
-    assert_nothing_ran_or_rendered(page, dialogs)
-    assert_link_notice_quotes_every_payload(page, ["Explore"])
-    error = visible_text(page, ".error-notice")
-    assert PAYLOADS[1] in error and "is not one of the checkpoints" in error
-    assert_nothing_ran_or_rendered(page, dialogs)
-    page.screenshot(path=str(tmp_path / "hostile-link-explore.png"))
     page.close()
