@@ -6,8 +6,8 @@ the first screen; the screenshot goes to pytest's tmp directory.
 
 One served app for the module, and few pages: each costs Chromium seconds of layout. The arrow keys are
 followed between two figures on the Model tab (a lighter page than Inspect's), the menu is opened on the
-hostile link's page, and where a check is only which link the browser goes to (the Left arrow), that
-request is answered by the test instead of the dashboard."""
+hostile link's page, and where a check is only which link the browser goes to (the Left arrow, the menu's
+lesson), that request is answered by the test instead of the dashboard."""
 from __future__ import annotations
 
 import re
@@ -122,11 +122,13 @@ def test_a_hostile_lesson_is_named_as_text_and_the_header_menu_leads_to_the_less
     wait_until(lambda: states and states[-1].loaded)
     assert not page.locator(BAR).is_visible() and dialogs == [] and problems == []
 
-    # The header's menu, on this page (it is every page's): to the first lesson's first figure, a Model page
+    # The header's menu, on this page (it is every page's), to the first lesson: its first figure's link,
+    # answered by the test (a figure link's page and bar: the tests above)
+    first = re.compile(r"[?&]lesson=forward-process&figure=1(&|$)")
+    page.route(first, lambda route: route.fulfill(status=200, content_type="text/html", body="<p>figure 1</p>"))
     menu = page.locator(".lessons-menu")
     menu.get_by_text("Lessons").click()
     menu.get_by_text(LESSON.title, exact=True).click()
-    page.wait_for_url("**lesson=forward-process&figure=1**", timeout=60_000)
+    page.wait_for_url(first, timeout=60_000)
     assert urlsplit(page.url).query == urlsplit(link(url, 1)).query
-    assert LESSON.title in bar_text(page) and f"figure 1 of {len(LESSON.figures)}" in bar_text(page)
     assert dialogs == [] and problems == []
