@@ -1,17 +1,28 @@
-"""Every tab opened from a shared link, in a real headless Chromium: the README tour's links
-(tools/tour.py), pointed at the tests' tiny checkpoint and shrunk to run in seconds, open
-on the tab they name, draw its plots, and show numbers that match the link's knobs and the session's
-server-side state. One screenshot per tab goes to pytest's tmp directory."""
+"""Every tab opened from a shared link, in a real headless Chromium, one page per tab: the README tour's
+links (tools/tour.py), pointed at the tests' tiny checkpoint and shrunk to run in seconds, open on the
+tab they name, draw its plots, and show numbers that match the link's knobs and the session's server-side
+state. The same page then goes on to the tab's own behaviour: Compare's presets and a bad override,
+Inspect's masked text, candidates, t slider and a bad character, Sweep's run, downloads, quality grid and a
+bad steps grid (and its headings, the same size as those of a tab opened by a click), Model's checkpoint
+page and a live training run that is stopped, saved and sampled from. One server serves the module's pages
+(each page is its own session). Screenshots go to pytest's tmp directory (INSPECT_SHOT, COMPARE_SHOT and
+MODEL_SHOT_DIR put those tabs' elsewhere)."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
 import torch
 
+from explorer.dashboard.tabs.inspect.masking import draw_mask
+from explorer.dashboard.tabs.inspect.state import ACC_TS
 from tests.support import ROOT
 from tests.support.browser import open_page, wait_finished, wait_until
 from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
@@ -58,16 +69,16 @@ def ready_js(tab: str) -> str:
     return js
 
 
-@pytest.fixture
-def served(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
     """The app as `run.py serve --no-auto-sweep` builds it (served_args: ?checkpoint= honoured), with
-    every tab, over the tiny checkpoints. Yields (url, the sessions' states, the checkpoints dir)."""
+    every tab, over the tiny checkpoints: one server for the module, each page its own session (a
+    page's runs and knobs are its own; Model's test, the last, adds a checkpoint to the folder). Yields
+    (url, the sessions' states, the checkpoints dir)."""
     from explorer.dashboard import create_app
     from explorer.dashboard.app import served_args
 
-    ckpts = save_tiny_checkpoints(tmp_path / "ckpt")
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(ckpts))
-    monkeypatch.setenv("MDLM_EXPLORER_DEVICE", "cpu")
+    ckpts = save_tiny_checkpoints(tmp_path_factory.mktemp("ckpt"))
     torch.set_num_threads(1)
 
     def build():
@@ -75,16 +86,22 @@ def served(tmp_path, monkeypatch):
         explore(template.explorer_state).sweep_auto = False  # as the tour's server: Explore's sweep is not shown
         return template
 
-    with serve_in_process(build) as (url, states):
-        yield url, states, ckpts
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(ckpts))
+        monkeypatch.setenv("MDLM_EXPLORER_DEVICE", "cpu")
+        with serve_in_process(build) as (url, states):
+            yield url, states, ckpts
 
 
-def open_tab(browser, url: str, states, tab: str):
-    """Open the link, wait for the tab's result to be drawn; returns (page, console problems, state)."""
+def open_tab(browser, url: str, states, tab: str, failed_requests: bool = True):
+    """Open the link, wait for the tab's result to be drawn; returns (page, console problems, state).
+    failed_requests: a request that fails is a problem too (a stylesheet fetched from a CDN)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout  # here: the module skips without playwright
 
     query = link(tab)
     page, problems = open_page(browser, f"{url}?{urlencode(query)}")
+    if failed_requests:
+        page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
     page.set_viewport_size({"width": 1600, "height": STOPS[tab].height})  # the tour's: Inspect's plots are low
     page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0", timeout=60_000)
     page.evaluate(HELPERS_JS)
@@ -201,10 +218,13 @@ CHECKS = {"Explore": check_explore, "Compare": check_compare, "Inspect": check_i
           "Model": check_model}
 
 
-@pytest.mark.parametrize("tab", list(CHECKS))
-def test_tab_opens_from_its_link(browser, served, tmp_path, tab):
+@contextlib.contextmanager
+def linked(browser, served, tab: str, failed_requests: bool = True):
+    """The tab's page opened from its link, checked as a link's page (its tab shown, the link's knobs the
+    session's, each plot drawn, the tab's numbers); yields (page, console problems, state, the link's
+    query) for the tab's own checks, and closes the page after (the session's background work stops with it)."""
     url, states, ckpts = served
-    page, problems, state = open_tab(browser, url, states, tab)
+    page, problems, state = open_tab(browser, url, states, tab, failed_requests)
     try:
         assert page.locator(".bk-tab.bk-active").first.inner_text().strip() == tab  # the link's tab is shown
         query = link(tab)
@@ -213,12 +233,118 @@ def test_tab_opens_from_its_link(browser, served, tmp_path, tab):
             n = 2 if tab == "Compare" else 1
             page.wait_for_function(f"() => ({CANVASES_JS})({sel!r}) >= {n}", timeout=30_000)
         CHECKS[tab](page, state, query, ckpts)
-        page.wait_for_timeout(500)  # Bokeh paints on the next frames
-        page.screenshot(path=str(tmp_path / f"{tab.lower()}.png"), full_page=True)
-        assert problems == [], problems
+        yield page, problems, state, query
     finally:
-        page.close()  # the session's background work stops with it
+        page.close()
 
+
+def screenshot(page, path: Path) -> Path:
+    page.wait_for_timeout(500)  # Bokeh paints on the next frames
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def test_explore_opens_from_its_link(browser, served, tmp_path):
+    with linked(browser, served, "Explore") as (page, problems, state, query):
+        screenshot(page, tmp_path / "explore.png")
+        assert problems == [], problems
+
+
+# ---------------------------------------------------------------------------------------------- Compare
+
+def compare_heatmap(page, i: int):
+    """The i-th column's heatmap canvas (the Bokeh pane is the figure itself: no css class of its own)."""
+    return page.locator(".compare-column").nth(i).locator(".bk-Canvas").first
+
+
+def compare_finished(tab) -> bool:
+    return not tab.running and len(tab.results) == 2 and all(tab.results)
+
+
+def test_compare_opens_from_its_link_and_a_preset_runs_two_columns(browser, served, tmp_path):
+    """After the link's comparison, a preset runs two columns, whose heatmaps, texts and metrics show side
+    by side; a bad override is a notice."""
+    with linked(browser, served, "Compare") as (page, problems, state, query):
+        assert problems == [], problems
+        page.locator(".compare-presets").get_by_text("steps 4 vs 32").click()
+        tab = state.tabs["Compare"]
+        # the preset's own results: the link's comparison is what is finished a moment
+        wait_until(lambda: compare_finished(tab) and [r["config"].steps for r in tab.results] == [4, 32])
+        assert tab.preset == "steps" and all(r["error"] == "" for r in tab.results)
+
+        texts = page.locator(".compare-text .canvas")
+        wait_until(lambda: texts.count() == 2 and texts.nth(1).inner_text() == tab.results[1]["text"])
+        assert texts.nth(0).inner_text() == tab.results[0]["text"]
+        for i in range(2):
+            box = compare_heatmap(page, i).bounding_box()
+            assert box and box["width"] > 250 and box["height"] > 200
+            assert "pattern quality" in page.locator(".compare-metrics table").nth(i).inner_text()
+        boxes = [compare_heatmap(page, i).bounding_box() for i in range(2)]
+        assert boxes[0]["y"] == pytest.approx(boxes[1]["y"]) and boxes[0]["x"] < boxes[1]["x"]  # side by side
+        shot = screenshot(page, Path(os.environ.get("COMPARE_SHOT", tmp_path / "compare.png")))
+        assert shot.stat().st_size > 20_000
+
+        editor = page.locator(".compare-editor input").nth(1)
+        editor.fill("steps=many")
+        editor.press("Enter")
+        notice = page.locator(".compare-notice").get_by_text("'many' is not a whole number")
+        notice.wait_for(state="visible", timeout=30_000)
+        assert tab.columns.endswith("steps=32") and texts.nth(1).inner_text() == tab.results[1]["text"]
+        assert problems == [], problems
+
+
+# ---------------------------------------------------------------------------------------------- Inspect
+
+def inspect_complete(tab) -> bool:
+    return (tab.predictions is not None and tab.positions is not None
+            and tab.accuracy is not None and len(tab.accuracy) == len(ACC_TS))
+
+
+def masked_shown(page) -> int:
+    return page.locator(".inspect-forward .fwd").inner_text().count("█")
+
+
+def test_inspect_opens_from_its_link_with_masked_text_candidates_and_plots(browser, served, tmp_path):
+    """The masked text, the candidates under each █ and the validation plots show; the t slider re-masks
+    the text at once; Redraw draws another mask; a character the model does not know is a notice."""
+    with linked(browser, served, "Inspect") as (page, problems, state, query):
+        wait_until(lambda: inspect_complete(state.tabs["Inspect"]))
+        tab = state.tabs["Inspect"]
+        mask = draw_mask(LENGTH, tab.t, tab.mask_seed)
+        wait_until(lambda: masked_shown(page) == mask.sum())
+        cols = page.locator(".inspect-predictions .col[title]")
+        wait_until(lambda: cols.count() == mask.sum())
+        assert cols.first.locator(".cd").count() == tab.k  # k candidates under each masked character
+        assert page.locator(".inspect-predictions .cd.t1").count() == mask.sum()
+        for plot in (".inspect-fraction", ".inspect-accuracy", ".inspect-positions"):
+            box = page.locator(plot).first.bounding_box()
+            assert box and box["width"] > 300 and box["height"] > 200, plot
+        shot = screenshot(page, Path(os.environ.get("INSPECT_SHOT", tmp_path / "inspect.png")))
+        assert shot.stat().st_size > 20_000
+        assert problems == [], problems
+
+        page.locator(".inspect-t .noUi-handle").first.focus()  # the slider: the masked text follows at once
+        assert tab.t == pytest.approx(0.5)
+        for _ in range(20):
+            page.keyboard.press("ArrowRight")
+        wait_until(lambda: tab.t == pytest.approx(0.7))
+        wait_until(lambda: masked_shown(page) == draw_mask(LENGTH, 0.7, tab.mask_seed).sum())
+        wait_until(lambda: tab.predictions is not None and tab.predictions["t"] == pytest.approx(0.7))
+
+        seed = tab.mask_seed
+        page.locator(".inspect-redraw button").click()
+        wait_until(lambda: tab.mask_seed != seed)
+
+        box = page.locator(".inspect-text-input textarea")
+        box.fill("ABCé ABC")
+        box.blur()
+        page.get_by_text("this model does not know: 'é', ' '").wait_for(state="visible", timeout=30_000)
+        wait_until(lambda: tab.predictions is not None and tab.predictions["text"] == "ABCABC")
+        assert not tab.default_text
+        assert problems == [], problems
+
+
+# ---------------------------------------------------------------------------------------------- Sweep
 
 H3_SIZE_JS = """prefix => { let size = null; const walk = root => { for (const el of root.querySelectorAll('*')) {
   if (el.shadowRoot) walk(el.shadowRoot);
@@ -226,16 +352,159 @@ H3_SIZE_JS = """prefix => { let size = null; const walk = root => { for (const e
     size = getComputedStyle(el).fontSize + ' ' + getComputedStyle(el).fontWeight; } }; walk(document); return size; }"""
 
 
-def test_headings_keep_their_size_whether_a_tab_is_linked_or_clicked(browser, served):
-    """A tab filled on its first click got Bootstrap's whole stylesheet (h3 28 px), one opened
-    from a link only the theme's (16 px); later a clicked tab's headings were not bold. Sweep's headings
-    (Markdown) opened by link and Inspect's (HTML) opened by a click must now be the same size and weight."""
-    url, states, _ = served
-    page, problems = open_page(browser, f"{url}?tab=Sweep")
-    page.wait_for_function(f"() => ({H3_SIZE_JS})('Quality grid') !== null", timeout=60_000)
-    linked = page.evaluate(H3_SIZE_JS, "Quality grid")
-    page.locator(".bk-tab", has_text="Inspect").click()
-    page.wait_for_function(f"() => ({H3_SIZE_JS})('Forward process') !== null", timeout=60_000)
-    clicked = page.evaluate(H3_SIZE_JS, "Forward process")
-    assert linked == clicked and 14 < float(linked.split()[0].rstrip("px")) < 20, (linked, clicked)  # size, weight
-    assert problems == []
+def heading_size(page, prefix: str) -> str:
+    """'<font size> <font weight>' of the shown h3 that starts with `prefix`, once there is one."""
+    page.wait_for_function(f"() => ({H3_SIZE_JS})({prefix!r}) !== null", timeout=60_000)
+    return page.evaluate(H3_SIZE_JS, prefix)
+
+
+def set_text(page, css: str, value: str) -> None:
+    box = page.locator(f"{css} input").first
+    box.fill(value)
+    box.press("Enter")  # a TextInput commits on Enter / blur
+
+
+def sweep_view_button(state, filename: str):
+    """A fresh download button of the Sweep tab's view (the same `make` as the page's)."""
+    from explorer.dashboard.tabs.sweep.view import SweepTabView
+
+    view = SweepTabView(tab=state.tabs["Sweep"])
+    view._draw_main()
+    return next(b for b in view._downloads() if b.filename == filename)
+
+
+def swept_steps(task) -> list[int]:
+    return sorted({int(s) for s in task.result[1]["steps"]}) if task.result is not None else []
+
+
+def test_sweep_opens_from_its_link_runs_a_sweep_and_the_grid(browser, served, tmp_path):
+    """After the link's sweep: a bad steps grid is a notice, a good one shows its cost before Run, Run
+    draws both plots, the downloads give a CSV and a PNG, and the quality grid fills. Its headings keep
+    their size whether a tab is linked or clicked: a tab filled on its first click got Bootstrap's whole
+    stylesheet (h3 28 px), one opened from a link only the theme's (16 px); later a clicked tab's headings
+    were not bold. Sweep's headings (Markdown), opened by the link, and Inspect's (HTML), opened by a
+    click, must be the same size and weight."""
+    with linked(browser, served, "Sweep") as (page, problems, state, query):
+        linked_h3 = heading_size(page, "Quality grid")
+        tab = state.tabs["Sweep"]
+        assert swept_steps(tab.main) == list(GRID)
+
+        set_text(page, ".sweep-steps-grid", "1,x")
+        page.get_by_text("'x' is not a whole number").first.wait_for(state="visible", timeout=30_000)
+        set_text(page, ".sweep-steps-grid", "1,4,24")
+        wait_until(lambda: tab.steps_grid == "1,4,24" and tab.main.error == "")
+        page.locator(".sweep-main-status").get_by_text("model calls").wait_for(timeout=30_000)  # cost, before running
+
+        page.locator(".sweep-main-run button").first.click()
+        wait_until(lambda: tab.main.status.startswith("done") and swept_steps(tab.main) == [1, 4, 24])
+        for plot in (".sweep-quality-plot", ".sweep-speed-plot"):
+            canvas = page.locator(f"{plot} .bk-Canvas, {plot} canvas").first
+            canvas.wait_for(timeout=60_000)
+            box = canvas.bounding_box()
+            assert box and box["width"] > 200 and box["height"] > 150, plot
+        page.locator(".sweep-main-status").get_by_text("done").wait_for(timeout=30_000)
+
+        with page.expect_download(timeout=30_000) as download:
+            page.locator(".sweep-downloads").get_by_text("Summary CSV").first.click()
+        assert Path(download.value.path()).read_text().startswith("sampler,")
+        button = sweep_view_button(state, "sweep_quality.png")
+        with ThreadPoolExecutor(1) as pool:  # as the page runs it: off this thread, which drives playwright already
+            png, why = pool.submit(button.handler.produce).result(timeout=120)
+        assert why == "" and png[:8] == b"\x89PNG\r\n\x1a\n"
+
+        page.locator(".sweep-grid-run button").first.click()
+        page.locator(".sweep-grid-table").get_by_text("20 steps").wait_for(timeout=60_000)
+        assert page.locator(".sweep-grid-table").get_by_text("mean").count() == 5
+        page.locator(".sweep-quality-plot").first.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)  # BokehJS finishes drawing (and screenshot() waits 500 ms more)
+        shot = screenshot(page, tmp_path / "sweep.png")
+        assert shot.stat().st_size > 20_000 and problems == [], problems
+
+        page.locator(".bk-tab", has_text="Inspect").click()
+        clicked = heading_size(page, "Forward process")
+        size = float(linked_h3.split()[0].rstrip("px"))
+        assert linked_h3 == clicked and 14 < size < 20, (linked_h3, clicked)  # size, weight
+        assert problems == [], problems
+
+
+# ---------------------------------------------------------------------------------------------- Model
+
+# Points of a named ColumnDataSource as the browser has it (Bokeh's document).
+POINTS_JS = """(name) => { for (const doc of Bokeh.documents) {
+  const m = doc.get_model_by_name(name); if (m) return m.data.step.length; } return -1; }"""
+
+
+def points(page, name: str) -> int:
+    return page.evaluate(POINTS_JS, name)
+
+
+def wait_points(page, name: str, at_least: int, tab, timeout: float = 120_000) -> None:
+    """Wait until the browser's source `name` has `at_least` points; on a timeout, say what the
+    training was doing (a failed draw shows there as points on the server that never reached the page)."""
+    try:
+        page.wait_for_function(f"() => ({POINTS_JS})('{name}') >= {at_least}", timeout=timeout)
+    except Exception as e:
+        task = tab.task
+        raise AssertionError(f"{name}: the page has {points(page, name)} points, not {at_least}; the server has "
+                             f"{len(tab.train_points)} train points; training running={task.running} "
+                             f"status={task.status!r} error={task.error!r}") from e
+
+
+def test_model_opens_from_its_link_then_live_training_stop_and_sample(browser, served, tmp_path, monkeypatch):
+    """The checkpoint page (architecture, size, NELBO, curves, the learning rate's ticks), then a tiny
+    training run whose live loss curve grows, Stop saving it, and "Sample from it" loading it. The last
+    test of the module: it adds a checkpoint to the served folder."""
+    from explorer.dashboard.tabs.model.view import LR_TICK
+
+    monkeypatch.setenv("MDLM_EXPLORER_ALLOW_TRAINING", "1")  # served: off unless the operator allows it
+    _, states, ckpts = served
+    shots = Path(os.environ.get("MODEL_SHOT_DIR", tmp_path))
+    # no failed-request listener: see the end
+    with linked(browser, served, "Model", failed_requests=False) as (page, problems, state, query):
+        summary = page.locator(".meta-page")
+        wait_until(lambda: "14,048" in summary.inner_text())
+        text = summary.inner_text()
+        for expected in ("Architecture", "masked diffusion", "NELBO 1.500 nats/char", "patterns"):
+            assert expected in text, expected
+        page.wait_for_function(f"() => ({POINTS_JS})('stored-train') === 1")  # the stored curve is drawn
+        assert points(page, "live-lr-plan") > 100  # the chosen schedule, before any training
+        # the LR axis's tick formatter (Bokeh runs it in the browser) gives 5e-4, not Bokeh's 5.000e-4
+        got = page.evaluate(f"(ticks) => ticks.map(tick => (function(tick) {{ {LR_TICK} }})(tick))",
+                            [0, 1e-4, 3e-4, 5e-4, 2.5e-4, 0.001, 1e-6, 0.02])
+        assert got == ["0", "1e-4", "3e-4", "5e-4", "2.5e-4", "1e-3", "1e-6", "2e-2"]
+        screenshot(page, shots / "model-page.png")
+        assert problems == [], problems
+
+        tab = state.tabs["Model"]
+        page.locator(".train-schedule").get_by_text("linear").click()
+        page.locator(".train-steps input").fill("3000")
+        page.locator(".train-steps input").press("Enter")
+        page.locator(".train-name input").fill("browser-run")
+        # Start at once, as a user does: the name's change (sent when the input loses focus to the click) is
+        # still pending, so Panel handles the click outside the document lock. Drawing the live curve from
+        # there failed in CI ("_pending_writes should be non-None"); the tab draws through its dispatch.
+        page.locator(".train-start button").click()
+        wait_until(lambda: tab.task.running or tab.saved or tab.task.error)
+        assert (tab.lr_schedule, tab.train_steps, tab.new_name, tab.task.error) == ("linear", 3000, "browser-run", "")
+        wait_points(page, "live-train", 5, tab)
+        first = points(page, "live-train")
+        wait_points(page, "live-train", first + 1, tab)  # it keeps growing
+        used, train = page.evaluate(f"() => [({POINTS_JS})('live-lr-used'), ({POINTS_JS})('live-train')]")
+        assert used == train  # streamed together: one patch per update
+        page.screenshot(path=str(shots / "model-training.png"), full_page=True)
+
+        page.locator(".train-stop button").click()
+        wait_until(lambda: not tab.task.running and tab.saved == "browser-run")
+        assert (ckpts / "browser-run.safetensors").exists() and "browser-run" in state.param.checkpoint.objects
+        wait_until(lambda: "saved checkpoints/browser-run.safetensors"
+                   in page.locator(".train-status-text").inner_text())
+        page.locator(".train-sample button").click()
+        wait_until(lambda: state.model_info.get("name") == "browser-run")
+        page.locator(".heatmap-view").first.wait_for(state="visible", timeout=30_000)  # Explore, where it samples
+        page.locator(".bk-tab").get_by_text("Model", exact=True).click()
+        wait_until(lambda: "browser-run" in summary.inner_text())  # the page now describes the new model
+        page.screenshot(path=str(shots / "model-saved.png"), full_page=True)
+        assert state is states[-1]
+        # Known, not this tab's: switching the checkpoint while any tab but Explore is shown makes Panel
+        # link its loading.css from the CDN, which an offline machine cannot resolve (the Sweep tab too).
+        assert [p for p in problems if "ERR_NAME_NOT_RESOLVED" not in p] == []
