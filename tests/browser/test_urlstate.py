@@ -1,7 +1,7 @@
 """Shareable links and downloads in a real headless Chromium: a link's knobs and tab are
 shown and reproduce the Python API's text; a bad value is named in the notice and not applied;
-changing a knob or the tab rewrites the URL; a download button gives a parseable file.
-Screenshots go to pytest's tmp directory."""
+changing a knob or the tab rewrites the URL; a download button gives a parseable file. One server
+for the module (each page is its own session). Screenshots go to pytest's tmp directory."""
 from __future__ import annotations
 
 import json
@@ -42,21 +42,15 @@ def dummy_tab_module():
     return module, view
 
 
-@pytest.fixture
-def served(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
     """The app as `panel serve` builds it (served_args: ?checkpoint= honoured), over tiny checkpoints,
-    with Explore and a dummy tab."""
+    with Explore and a dummy tab: one server for the module's pages."""
     from explorer.dashboard import create_app
     from explorer.dashboard.app import served_args
 
     module, view = dummy_tab_module()
-    monkeypatch.setitem(sys.modules, "explorer.dashboard.tabs.dummy", module)
-    monkeypatch.setitem(sys.modules, "explorer.dashboard.tabs.dummy.view", view)
-    monkeypatch.setattr("explorer.dashboard.app.TAB_NAMES", ("Dummy",))
-
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path / "ckpt")))
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINT", "tiny")
-    monkeypatch.setenv("MDLM_EXPLORER_DEVICE", "cpu")
+    ckpts = save_tiny_checkpoints(tmp_path_factory.mktemp("ckpt"))
     torch.set_num_threads(1)
 
     def build():
@@ -64,8 +58,15 @@ def served(tmp_path, monkeypatch):
         explore(template.explorer_state).sweep_auto = False  # sweeps are not what these tests are about
         return template
 
-    with serve_in_process(build) as served_app:
-        yield served_app
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setitem(sys.modules, "explorer.dashboard.tabs.dummy", module)
+        monkeypatch.setitem(sys.modules, "explorer.dashboard.tabs.dummy.view", view)
+        monkeypatch.setattr("explorer.dashboard.app.TAB_NAMES", ("Dummy",))
+        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(ckpts))
+        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINT", "tiny")
+        monkeypatch.setenv("MDLM_EXPLORER_DEVICE", "cpu")
+        with serve_in_process(build) as served_app:
+            yield served_app
 
 
 def python_text(steps: int, seed: int, strategy: str, template: str) -> str:
@@ -109,7 +110,10 @@ def test_a_link_reproduces_the_view(browser, served, tmp_path):
     assert problems == []
 
 
-def test_a_bad_value_is_named_and_not_applied(browser, served, tmp_path):
+def test_a_bad_value_is_named_and_not_applied_and_changes_rewrite_the_url(browser, served, tmp_path):
+    """A link's bad values are named in its notice and not applied, and the URL, once loaded, drops them;
+    from there a knob's change and a tab's rewrite the URL, and the run's download buttons give files
+    that parse."""
     url, states = served
     page, problems = open_page(browser, url + "?steps=999&strategy=magic&seed=3&length=500&bogus=1&tab=Nowhere")
     notice = page.locator(".url-notice").get_by_text("Not applied from the link")
@@ -123,26 +127,22 @@ def test_a_bad_value_is_named_and_not_applied(browser, served, tmp_path):
     assert active_tab(page) == "Explore"
     shot(page, tmp_path, "share-bad-link.png")
     # once loaded (and the knobs have rested app.URL_QUIET), the URL says what is really shown: the
-    # bad values are gone
+    # bad values are gone, and the checkpoint, which the link did not name, is in it
     page.wait_for_function("() => location.search.includes('seed=3') && !location.search.includes('bogus')",
                            timeout=30_000)
     query = parse_qs(urlparse(page.evaluate("() => location.href")).query)
     assert "steps" not in query and "bogus" not in query and query["seed"] == ["3"]
+    page.wait_for_function("() => location.search.includes('checkpoint=tiny')", timeout=30_000)
     assert problems == []
 
-
-def test_changes_rewrite_the_url_and_downloads_parse(browser, served, tmp_path):
-    url, states = served
-    page, problems = open_page(browser, url)
-    wait_until(lambda: states and explore(states[-1]).trajectory is not None)
-    page.wait_for_function("() => location.search.includes('checkpoint=tiny')", timeout=30_000)
     page.locator(".knob-strategy select").select_option("random")
     page.wait_for_function("() => location.search.includes('strategy=random')", timeout=30_000)
+    wait_until(lambda: explore(state).trajectory is not None and explore(state).trajectory.config.strategy == "random")
     text = wait_finished(page, states)
     with page.expect_download(timeout=60_000) as info:
         page.locator(".downloads-run").get_by_text("Trajectory JSON").click()
     download = info.value
-    assert download.suggested_filename == "tiny-seed0-trajectory.json"
+    assert download.suggested_filename == "tiny-seed3-trajectory.json"
     data = json.loads(Path(download.path()).read_text())
     assert data["texts"] == [text] and data["config"]["strategy"] == "random"
     with page.expect_download(timeout=60_000) as info:
@@ -156,5 +156,5 @@ def test_changes_rewrite_the_url_and_downloads_parse(browser, served, tmp_path):
     page.locator(".bk-tab").get_by_text("Dummy", exact=True).click()
     page.wait_for_function("() => location.search.includes('tab=Dummy')", timeout=30_000)
     query = parse_qs(urlparse(page.url).query)
-    assert query["strategy"] == ["random"] and query["checkpoint"] == ["tiny"]
+    assert query["strategy"] == ["random"] and query["checkpoint"] == ["tiny"] and query["seed"] == ["3"]
     assert problems == []
