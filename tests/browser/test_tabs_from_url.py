@@ -1,12 +1,12 @@
 """Every tab opened from a shared link, in a real headless Chromium, one page per tab: the README tour's
 links (tools/tour.py), pointed at the tests' tiny checkpoint and shrunk to run in seconds, open on the
 tab they name, draw its plots, and show numbers that match the link's knobs and the session's server-side
-state. The same page then goes on to the tab's own behaviour: Compare's presets and a bad override,
-Inspect's masked text, candidates, t slider and a bad character, Sweep's run, downloads, quality grid and a
-bad steps grid (and its headings, the same size as those of a tab opened by a click), Model's checkpoint
-page and a live training run that is stopped, saved and sampled from. One server serves the module's pages
-(each page is its own session). Screenshots go to pytest's tmp directory (INSPECT_SHOT, COMPARE_SHOT and
-MODEL_SHOT_DIR put those tabs' elsewhere)."""
+state. The same page then goes on to the tab's own behaviour: Compare's presets and a bad override;
+Inspect's masked text, candidates, t slider and a bad character, and its headings the same size as those
+of a tab opened by a click; Sweep's run, downloads, quality grid and a bad steps grid; Model's checkpoint
+page and a live training run that is stopped, saved and sampled from. One server serves the module's
+pages (each page is its own session). Screenshots go to pytest's tmp directory (INSPECT_SHOT,
+COMPARE_SHOT and MODEL_SHOT_DIR put those tabs' elsewhere)."""
 from __future__ import annotations
 
 import contextlib
@@ -231,7 +231,7 @@ def linked(browser, served, tab: str, failed_requests: bool = True):
         knobs_applied(state, query)
         for sel in PLOTS[tab]:  # each plot drawn (Compare: one heatmap per column)
             n = 2 if tab == "Compare" else 1
-            page.wait_for_function(f"() => ({CANVASES_JS})({sel!r}) >= {n}", timeout=30_000)
+            page.wait_for_function(f"() => ({CANVASES_JS})({sel!r}) >= {n}", timeout=30_000, polling=250)
         CHECKS[tab](page, state, query, ckpts)
         yield page, problems, state, query
     finally:
@@ -295,6 +295,20 @@ def test_compare_opens_from_its_link_and_a_preset_runs_two_columns(browser, serv
 
 # ---------------------------------------------------------------------------------------------- Inspect
 
+H3_SIZE_JS = """prefix => { let size = null; const walk = root => { for (const el of root.querySelectorAll('*')) {
+  if (el.shadowRoot) walk(el.shadowRoot);
+  if (el.tagName === 'H3' && el.textContent.startsWith(prefix) && el.getBoundingClientRect().width > 0)
+    size = getComputedStyle(el).fontSize + ' ' + getComputedStyle(el).fontWeight; } }; walk(document); return size; }"""
+
+
+def heading_size(page, prefix: str) -> str:
+    """'<font size> <font weight>' of the shown h3 that starts with `prefix`, once there is one."""
+    # every 250 ms, not every frame: each try walks the whole page, shadow roots and all
+    page.wait_for_function(f"() => ({H3_SIZE_JS})({prefix!r}) !== null", timeout=60_000, polling=250)
+    return page.evaluate(H3_SIZE_JS, prefix)
+
+
+
 def inspect_complete(tab) -> bool:
     return (tab.predictions is not None and tab.positions is not None
             and tab.accuracy is not None and len(tab.accuracy) == len(ACC_TS))
@@ -304,10 +318,15 @@ def masked_shown(page) -> int:
     return page.locator(".inspect-forward .fwd").inner_text().count("█")
 
 
-def test_inspect_opens_from_its_link_with_masked_text_candidates_and_plots(browser, served, tmp_path):
+def test_inspect_opens_from_its_link_with_masked_text_candidates_plots_and_headings(browser, served, tmp_path):
     """The masked text, the candidates under each █ and the validation plots show; the t slider re-masks
-    the text at once; Redraw draws another mask; a character the model does not know is a notice."""
+    the text at once; Redraw draws another mask; a character the model does not know is a notice.
+    Headings keep their size whether a tab is linked or clicked: a tab filled on its first click got
+    Bootstrap's whole stylesheet (h3 28 px), one opened from a link only the theme's (16 px); later a
+    clicked tab's headings were not bold. Inspect's headings (HTML), opened by the link, and Sweep's
+    (Markdown), opened by a click, must be the same size and weight."""
     with linked(browser, served, "Inspect") as (page, problems, state, query):
+        linked_h3 = heading_size(page, "Forward process")
         wait_until(lambda: inspect_complete(state.tabs["Inspect"]))
         tab = state.tabs["Inspect"]
         mask = draw_mask(LENGTH, tab.t, tab.mask_seed)
@@ -343,20 +362,14 @@ def test_inspect_opens_from_its_link_with_masked_text_candidates_and_plots(brows
         assert not tab.default_text
         assert problems == [], problems
 
+        page.locator(".bk-tab", has_text="Sweep").click()  # its first click: the tab is filled now
+        clicked = heading_size(page, "Quality grid")
+        size = float(linked_h3.split()[0].rstrip("px"))
+        assert linked_h3 == clicked and 14 < size < 20, (linked_h3, clicked)  # size, weight
+        assert problems == [], problems
+
 
 # ---------------------------------------------------------------------------------------------- Sweep
-
-H3_SIZE_JS = """prefix => { let size = null; const walk = root => { for (const el of root.querySelectorAll('*')) {
-  if (el.shadowRoot) walk(el.shadowRoot);
-  if (el.tagName === 'H3' && el.textContent.startsWith(prefix) && el.getBoundingClientRect().width > 0)
-    size = getComputedStyle(el).fontSize + ' ' + getComputedStyle(el).fontWeight; } }; walk(document); return size; }"""
-
-
-def heading_size(page, prefix: str) -> str:
-    """'<font size> <font weight>' of the shown h3 that starts with `prefix`, once there is one."""
-    page.wait_for_function(f"() => ({H3_SIZE_JS})({prefix!r}) !== null", timeout=60_000)
-    return page.evaluate(H3_SIZE_JS, prefix)
-
 
 def set_text(page, css: str, value: str) -> None:
     box = page.locator(f"{css} input").first
@@ -379,13 +392,8 @@ def swept_steps(task) -> list[int]:
 
 def test_sweep_opens_from_its_link_runs_a_sweep_and_the_grid(browser, served, tmp_path):
     """After the link's sweep: a bad steps grid is a notice, a good one shows its cost before Run, Run
-    draws both plots, the downloads give a CSV and a PNG, and the quality grid fills. Its headings keep
-    their size whether a tab is linked or clicked: a tab filled on its first click got Bootstrap's whole
-    stylesheet (h3 28 px), one opened from a link only the theme's (16 px); later a clicked tab's headings
-    were not bold. Sweep's headings (Markdown), opened by the link, and Inspect's (HTML), opened by a
-    click, must be the same size and weight."""
+    draws both plots, the downloads give a CSV and a PNG, and the quality grid fills."""
     with linked(browser, served, "Sweep") as (page, problems, state, query):
-        linked_h3 = heading_size(page, "Quality grid")
         tab = state.tabs["Sweep"]
         assert swept_steps(tab.main) == list(GRID)
 
@@ -419,12 +427,6 @@ def test_sweep_opens_from_its_link_runs_a_sweep_and_the_grid(browser, served, tm
         page.wait_for_timeout(500)  # BokehJS finishes drawing (and screenshot() waits 500 ms more)
         shot = screenshot(page, tmp_path / "sweep.png")
         assert shot.stat().st_size > 20_000 and problems == [], problems
-
-        page.locator(".bk-tab", has_text="Inspect").click()
-        clicked = heading_size(page, "Forward process")
-        size = float(linked_h3.split()[0].rstrip("px"))
-        assert linked_h3 == clicked and 14 < size < 20, (linked_h3, clicked)  # size, weight
-        assert problems == [], problems
 
 
 # ---------------------------------------------------------------------------------------------- Model
