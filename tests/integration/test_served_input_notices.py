@@ -13,41 +13,45 @@ from tests.support.dashboard import explore, save_tiny_checkpoints, wait_for, wr
 from tests.support.serving import check_page, get, serve_in_process
 
 
-@pytest.fixture
-def checkpoints(tmp_path, monkeypatch):
-    """checkpoints/ with the tiny checkpoints and every kind of broken file (write_bad_checkpoints)."""
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(tmp_path))
-    torch.set_num_threads(1)  # tiny models; and the machine's cores are shared
-    return write_bad_checkpoints(save_tiny_checkpoints(tmp_path))
-
-
-@pytest.fixture
-def served(checkpoints):
-    """The app as `python run.py serve` serves it (URL arguments included), in this process; yields
-    its URL and the states of the sessions it has made."""
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The app as `python run.py serve --checkpoint tiny --no-auto-sweep` serves it (URL arguments
+    included), in this process, on checkpoints/ with the tiny checkpoints and every kind of broken file
+    (write_bad_checkpoints); yields its URL and the states of the sessions it has made. One server for
+    the module: each visitor is a session of its own, as on a class's server (the quality sweep after
+    each run, not what these tests are about, is off)."""
     from explorer.dashboard.app import create_app, served_args
 
-    # as `serve --checkpoint tiny`
-    with serve_in_process(lambda: create_app(**served_args("tiny", device="cpu")), liveness=True) as served_app:
-        yield served_app
+    directory = write_bad_checkpoints(save_tiny_checkpoints(tmp_path_factory.mktemp("checkpoints")))
+    torch.set_num_threads(1)  # tiny models; and the machine's cores are shared
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MDLM_EXPLORER_CHECKPOINTS", str(directory))
+        mp.setenv("MDLM_EXPLORER_AUTO_SWEEP", "0")
+        with serve_in_process(lambda: create_app(**served_args("tiny", device="cpu")), liveness=True) as served_app:
+            yield served_app
 
 
-@pytest.mark.parametrize("query, shown", [
+BAD_QUERIES = [
     ("../../etc/passwd", "'../../etc/passwd' is not one of the checkpoints"),
     ("%FF%FE", "'\ufffd\ufffd' is not one of the checkpoints"),  # not UTF-8
     ("<script>alert(1)</script>", "'<script>alert(1)</script>' is not one of the checkpoints"),
     ("notes", "could not load notes: "),  # in the list, but not a checkpoint
-])
-def test_bad_query_string_is_a_notice_and_the_server_keeps_serving(served, query, shown):
+]
+
+
+def test_bad_query_string_is_a_notice_and_the_server_keeps_serving(served):
+    """Visitors one after another, each with a bad query: each gets the app and a notice, and the next
+    visitor (the next bad query's, then a plain one) still gets the app."""
     url, states = served
-    q = query if "%" in query else urllib.parse.quote(query)
-    check_page(*get(f"{url}?checkpoint={q}"))
-    state = states[-1]
-    state.load(wait=True)  # what the browser's onload would start; results come back on the server loop
-    wait_for(lambda: shown in state.error)
-    assert state.model_info.get("name", "tiny") == "tiny"  # the bad name was never applied
+    for query, shown in BAD_QUERIES:
+        q = query if "%" in query else urllib.parse.quote(query)
+        check_page(*get(f"{url}?checkpoint={q}"))  # after the query before: the server keeps serving
+        state = states[-1]
+        state.load(wait=True)  # what the browser's onload would start; results come back on the server loop
+        wait_for(lambda: shown in state.error, message=f"{query}: no notice saying {shown!r}")
+        assert state.model_info.get("name", "tiny") == "tiny", query  # the bad name was never applied
+        assert get(url + "liveness")[0] == 200
     check_page(*get(url))  # and the next visitor gets the app
-    assert get(url + "liveness")[0] == 200
 
 
 def test_bad_input_in_a_served_session_is_a_notice_and_it_keeps_working(served):

@@ -29,7 +29,17 @@ def serve_cli_env():
 
 
 @pytest.fixture
-def served(checkpoints, tmp_path, monkeypatch, serve_cli_env):
+def small_preset(monkeypatch):
+    """The patterns preset's model and held-out set made small: these trainings are about whose files they
+    make, not what they learn (the server trains in this process, so it trains this preset)."""
+    from explorer.dashboard.tabs.model.state import PRESETS
+
+    small = dict(n_layer=1, n_embd=16, n_head=2, batch_size=8, eval_sequences=16)
+    monkeypatch.setitem(PRESETS, "patterns", {**PRESETS["patterns"], **small})
+
+
+@pytest.fixture
+def served(checkpoints, tmp_path, monkeypatch, serve_cli_env, small_preset):
     """start(*serve flags) -> (port, the sessions' states): the app behind a login of USERS, served as
     `python run.py serve --basic-auth USERS.json FLAGS` serves it."""
     import panel as pn

@@ -26,6 +26,18 @@ def ckpts(tmp_path, monkeypatch):
     return tmp_path
 
 
+# The patterns preset's model and held-out set made small, for the trainings whose settings are not the
+# point (what a run saves, draws, stops or overlays): each trains in a fraction of the time.
+SMALL = dict(n_layer=1, n_embd=16, n_head=2, batch_size=8, eval_sequences=16)
+
+
+@pytest.fixture
+def small_preset(monkeypatch):
+    from explorer.dashboard.tabs.model.state import PRESETS
+
+    monkeypatch.setitem(PRESETS, "patterns", {**PRESETS["patterns"], **SMALL})
+
+
 def session(name: str = "tiny"):
     """A loaded session (auto-run off: these tests are about the Model tab) and its Model tab."""
     state = open_session(checkpoint=name, device="cpu", auto_run=False)
@@ -66,7 +78,7 @@ def test_lr_schedules_of_the_elbo_notebook():
 
 
 @pytest.mark.slow
-def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
+def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts, small_preset):
     state, tab, _ = session()
     assert tab.new_name == "my-patterns" and tab.preset == "patterns"
     tab.param.update(train_steps=12, new_name="mine", lr_schedule="linear")
@@ -89,16 +101,13 @@ def test_short_training_saves_a_loadable_checkpoint_to_sample_from(ckpts):
 
 
 @pytest.mark.slow
-def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts, monkeypatch):
+def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts, small_preset):
     """As "Training with the ELBO" compares cosine, linear and constant schedules: each new training keeps the
     previous run's curves, labelled by its schedule, beside the live one (at most EARLIER_MAX); Clear removes
     them."""
-    from explorer.dashboard.tabs.model.state import EARLIER_MAX, PRESETS
+    from explorer.dashboard.tabs.model.state import EARLIER_MAX
 
-    # Six trainings: the preset's model and held-out set made small (the overlay is about the curves each
-    # run records, not their values), a quarter of the time
-    small = dict(n_layer=1, n_embd=16, n_head=2, batch_size=8, eval_sequences=16)
-    monkeypatch.setitem(PRESETS, "patterns", {**PRESETS["patterns"], **small})
+    # Six trainings of the small preset: the overlay is about the curves each run records, not their values
     state, tab, view = session()
     panel = view.train_panel
     for i, schedule in enumerate(("cosine", "constant")):
@@ -124,7 +133,7 @@ def test_earlier_runs_are_overlaid_to_compare_schedules(ckpts, monkeypatch):
 
 
 @pytest.mark.slow
-def test_stop_saves_what_it_has(ckpts):
+def test_stop_saves_what_it_has(ckpts, small_preset):
     state, tab, _ = session()
     tab.param.update(train_steps=5000, new_name="stopped")
     assert tab.start_training()
@@ -141,7 +150,7 @@ def test_stop_saves_what_it_has(ckpts):
 
 
 @pytest.mark.slow
-def test_session_close_stops_and_saves(ckpts):
+def test_session_close_stops_and_saves(ckpts, small_preset):
     state, tab, _ = session()
     tab.param.update(train_steps=5000, new_name="closed")
     assert tab.start_training()
@@ -151,17 +160,21 @@ def test_session_close_stops_and_saves(ckpts):
     assert load_checkpoint(ckpts / "closed.safetensors").meta["training_state"]["step"] < 5000
 
 
-@pytest.mark.parametrize("name, says", [("", "give the new checkpoint a name"), ("../x", "not a plain name"),
-                                        ("a b", "not a plain name"), ("x.safetensors", "not a plain name"),
-                                        ("/tmp/evil", "not a plain name"), ("é", "not a plain name"),
-                                        ("tiny", "already exists"), ("a" * 65, "not a plain name")])
-def test_bad_names_are_refused(ckpts, name, says):
+BAD_NAMES = [("", "give the new checkpoint a name"), ("../x", "not a plain name"), ("a b", "not a plain name"),
+             ("x.safetensors", "not a plain name"), ("/tmp/evil", "not a plain name"), ("é", "not a plain name"),
+             ("tiny", "already exists"), ("a" * 65, "not a plain name")]
+
+
+def test_bad_names_are_refused(ckpts):
+    """Each refused in turn by one session (a refusal starts nothing, so each try meets the same tab)."""
     before = (ckpts / "tiny.safetensors").stat().st_mtime_ns
     state, tab, _ = session()
-    tab.param.update(train_steps=10, new_name=name)
-    assert not tab.start_training(wait=True)
-    assert says in tab.task.error and not tab.task.running
-    assert (ckpts / "tiny.safetensors").stat().st_mtime_ns == before
+    for name, says in BAD_NAMES:
+        tab.task.error = ""  # the last name's refusal: each name must say its own
+        tab.param.update(train_steps=10, new_name=name)
+        assert not tab.start_training(wait=True), name
+        assert says in tab.task.error and not tab.task.running, (name, tab.task.error)
+        assert (ckpts / "tiny.safetensors").stat().st_mtime_ns == before
     assert name_problem("patterns", ["patterns", "shakespeare"])  # the shipped ones: never overwritten
     state.close()
 
@@ -219,7 +232,7 @@ def run_queued(queued: list) -> None:
 
 
 @pytest.mark.slow
-def test_bokeh_models_change_only_in_the_sessions_dispatch(ckpts):
+def test_bokeh_models_change_only_in_the_sessions_dispatch(ckpts, small_preset):
     """A click reaches the state's watchers wherever Panel processed it: in a served session possibly
     without the document lock (CI: "_pending_writes should be non-None" from the live curve's reset when
     Train was clicked). The tab's figures change only in callbacks handed to the session's dispatch,
