@@ -16,7 +16,7 @@ import pytest
 from explorer.cli import main as cli_main
 from explorer.dashboard import lessons
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1800)]  # a page may take --timeout (600 s) on a busy 2-core CPU
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1800)]  # pages may take --timeout (600 s) each
 
 
 def first_on_patterns(tab: str):
