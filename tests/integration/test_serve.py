@@ -4,6 +4,8 @@ Real servers on free ports; only the processes a test starts are stopped, by the
 checks and the defaults it gives sessions: tests/unit/cli/test_serve.py.)"""
 from __future__ import annotations
 
+import contextlib
+import functools
 import http.cookiejar
 import json
 import os
@@ -21,7 +23,7 @@ import torch
 from explorer.dashboard.session import Session
 from tests.support import ROOT
 from tests.support.dashboard import explore, save_tiny_checkpoints, wait_for
-from tests.support.serving import check_page, free_port, get
+from tests.support.serving import check_page, free_port, get, serve_options, stop_server
 
 PASSWORD = "lecture-7-password"
 
@@ -69,17 +71,49 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
+@contextlib.contextmanager
+def served_cli(port: int, *argv: str):
+    """`python run.py serve ARGV` on `port` in a subprocess, stopped afterwards."""
+    proc = serve_cli(port, *argv)
+    try:
+        yield
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
+def served_here(monkeypatch, port: int, *argv: str):
+    """What `python run.py serve --checkpoint tiny --device cpu ARGV` serves, in this process on `port`: its
+    checks and pn.serve options (serve_options: check_args, server_options) and its app (served_args)."""
+    import panel as pn
+
+    from explorer.dashboard.app import create_app, served_args
+
+    monkeypatch.setattr(pn.config, "nthreads", pn.config.nthreads)  # --num-threads sets it for the process
+    opts = serve_options(monkeypatch, "--checkpoint", "tiny", "--device", "cpu", *argv)
+    server = pn.serve({"/": lambda: create_app(**served_args("tiny", "cpu"))}, port=port, address="localhost",
+                      show=False, threaded=True, start=True, **opts)
+    try:
+        yield
+    finally:
+        stop_server(server)
+
+
 @pytest.mark.parametrize("auth", ["password", "users-file"])
-def test_basic_auth_refuses_strangers_and_lets_a_login_in(checkpoints, tmp_path, auth):
+def test_basic_auth_refuses_strangers_and_lets_a_login_in(checkpoints, tmp_path, monkeypatch, auth):
+    """The shared password through the command itself (`python run.py serve`, a process of its own); the
+    users file (and no --cookie-secret: the CLI makes a random one) served in this process with the
+    options the command gives pn.serve, the same code but for the command's process and imports."""
     access = ["--basic-auth", PASSWORD, "--cookie-secret", "a-long-random-cookie-secret"]
-    if auth == "users-file":  # and no --cookie-secret: the CLI makes a random one
+    server = served_cli
+    if auth == "users-file":
         users = tmp_path / "users.json"
         users.write_text(json.dumps({"alice": PASSWORD, "bob": "other"}))
         access = ["--basic-auth", str(users)]
+        server = functools.partial(served_here, monkeypatch)
     port = free_port()
     base = f"http://localhost:{port}"
-    proc = serve_cli(port, *access, "--liveness", "--num-threads", "2", "--allow-websocket-origin", f"localhost:{port}")
-    try:
+    with server(port, *access, "--liveness", "--num-threads", "2", "--allow-websocket-origin", f"localhost:{port}"):
         assert get(f"{base}/liveness")[0] == 200  # answers without a login (for a watchdog), once up
         status, body, headers = fetch(opener(_NoRedirect), f"{base}/")
         assert status == 302 and "login?next=" in headers["Location"]  # refused: sent to log in
@@ -95,22 +129,22 @@ def test_basic_auth_refuses_strangers_and_lets_a_login_in(checkpoints, tmp_path,
         status, body, _ = fetch(client, f"{base}/login", right)  # the login form's POST, then its redirect
         check_page(status, body)
         check_page(*fetch(client, f"{base}/")[:2])  # the signed cookie keeps the login
-    finally:
-        stop(proc)
 
 
 # ---------------------------------------------------------------------------------- in process
 
 
 @pytest.fixture
-def serve_app(checkpoints):
-    """Serves the app in this process, as `python run.py serve --liveness`; returns its URL and the
-    states of the sessions it makes. `lifetime_s`: how long Bokeh keeps a session no browser has
-    connected to (these tests connect none: they make sessions by page requests)."""
+def serve_app(checkpoints, monkeypatch):
+    """Serves the app in this process, as `python run.py serve --liveness --no-auto-sweep`; returns its URL
+    and the states of the sessions it makes. `lifetime_s`: how long Bokeh keeps a session no browser has
+    connected to (these tests connect none: they make sessions by page requests). The quality sweep
+    after each run (as much CPU as a test's runs) is not what these tests are about."""
     import panel as pn
 
     from explorer.dashboard.app import create_app
 
+    monkeypatch.setenv("MDLM_EXPLORER_AUTO_SWEEP", "0")
     servers, states = [], []
 
     def app():

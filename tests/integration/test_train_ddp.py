@@ -45,12 +45,19 @@ def run(cmd, env) -> subprocess.CompletedProcess:
     return done
 
 
-def test_two_processes_train_what_one_process_trains(workdir):
+def test_two_processes_train_what_one_process_trains(workdir, monkeypatch):
+    from explorer.cli import main
+
     tmp, data, env = workdir
     # variable rows per step (--min-length: 5 rows split 2 + 3, or more), and the weight average
     common = ["--max-steps", "5", "--eval-every", "5", "--save-every", "100", "--seed", "3", "--batch-size", "5",
               "--min-length", "4", "--short-fraction", "0.5", "--ema", "0.9"]
-    run(train_cmd(1, data, "one", *common), env)
+    # the one process: `run.py train` in this process, as a process of its own would run it (its imports
+    # already paid for); the two: torchrun's
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", env["MDLM_EXPLORER_CHECKPOINTS"])
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(train_cmd(1, data, "one", *common)[2:]) == 0
     two = run(train_cmd(2, data, "two", *common), env)
     assert two.stderr.count("training ") == 1 and "x 2 processes" in two.stderr  # rank 0 alone reports
     assert sorted(p.name for p in (tmp / "checkpoints").iterdir()) == ["one.safetensors", "two.safetensors"]
