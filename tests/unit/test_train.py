@@ -17,13 +17,16 @@ def _mean(xs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind,weighting", [("diffusion", "uniform"), ("diffusion", "elbo"), ("ar", "elbo")])
-def test_tiny_model_overfits_tiny_corpus(tmp_path, kind, weighting):
+# the AR model halves its loss long before 100 steps (to about 1% of its first losses); diffusion, whose
+# masking ratio changes every step, needs about 130 and is given 200
+@pytest.mark.parametrize("kind,weighting,steps", [("diffusion", "uniform", 200), ("diffusion", "elbo", 200),
+                                                  ("ar", "elbo", 100)])
+def test_tiny_model_overfits_tiny_corpus(tmp_path, kind, weighting, steps):
     corpus = FixedBatchCorpus(TINY_TEXT, name="tiny")
-    cfg = TrainConfig(**{**TINY, "batch_size": 8, "block_size": 24}, kind=kind, weighting=weighting, max_steps=200)
+    cfg = TrainConfig(**{**TINY, "batch_size": 8, "block_size": 24}, kind=kind, weighting=weighting, max_steps=steps)
     trainer = Trainer(cfg, tmp_path / "m.safetensors", corpus=corpus)
     losses = [r["loss"] for r in trainer.run() if r["type"] == "train"]
-    assert len(losses) == 200
+    assert len(losses) == steps
     assert _mean(losses[-20:]) < 0.5 * _mean(losses[:10])
 
 
