@@ -344,8 +344,8 @@ def test_inspect_opens_from_its_link_with_masked_text_candidates_plots_and_headi
 
         page.locator(".inspect-t .noUi-handle").first.focus()  # the slider: the masked text follows at once
         assert tab.t == pytest.approx(0.5)
-        for _ in range(20):
-            page.keyboard.press("ArrowRight")
+        for _ in range(4):  # a page key moves it 5 steps of 0.01: each press is a change the server answers
+            page.keyboard.press("PageUp")
         wait_until(lambda: tab.t == pytest.approx(0.7))
         wait_until(lambda: masked_shown(page) == draw_mask(LENGTH, 0.7, tab.mask_seed).sum())
         wait_until(lambda: tab.predictions is not None and tab.predictions["t"] == pytest.approx(0.7))
