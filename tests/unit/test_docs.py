@@ -14,7 +14,7 @@ MAX_LINES, MAX_BYTES = 250, 25 * 1024
 # The set-up a reader copies: kept exactly as .ci/run and the docs give them.
 COMMANDS = ('pip install torch==2.13.0 -e . && python run.py',
             'pip install -e ".[test]" && python -m pytest -n 2',
-            'python -m pytest -m "not slow and not browser"')
+            'python -m pytest -n 2 -m "not slow and not browser"')
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")  # [text](target) and ![alt](target)
 
 
