@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.dashboard import save_tiny_checkpoints
-from tests.support.serving import serve_in_process
+from tests.support.module_app import serve_tiny
 
 
 @pytest.fixture
-def served(tmp_path, monkeypatch, request):
-    """The app on a free port, over tiny checkpoints; yields (url, the sessions' states). Explore's
-    quality sweep after each run is off, as `serve --no-auto-sweep` has it, unless the test is marked
-    `auto_sweep`: with the plot it draws, it is a third of every page's work (0.7 of 2.1 s per page
-    opened), for tests that look elsewhere."""
-    from explorer.dashboard import create_app
-
-    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
-    if request.node.get_closest_marker("auto_sweep") is None:
-        monkeypatch.setenv("MDLM_EXPLORER_AUTO_SWEEP", "0")
-    with serve_in_process(lambda: create_app(checkpoint="tiny", device="cpu")) as served_app:
+def served(tmp_path, request):
+    """The app on a free port, over tiny checkpoints, for one test; yields (url, the sessions' states).
+    Explore's quality sweep after each run is off unless the test is marked `auto_sweep` (serve_tiny)."""
+    with serve_tiny(tmp_path, auto_sweep=request.node.get_closest_marker("auto_sweep") is not None) as served_app:
         yield served_app
