@@ -25,8 +25,8 @@ from explorer.dashboard.tabs.inspect.masking import draw_mask
 from explorer.dashboard.tabs.inspect.state import ACC_TS
 from tests.support import ROOT
 from tests.support.browser import open_page, wait_finished, wait_until
-from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
-from tests.support.serving import serve_in_process
+from tests.support.dashboard import LENGTH, explore
+from tests.support.module_app import serve_tiny
 
 _spec = importlib.util.spec_from_file_location("tools_tour", ROOT / "tools" / "tour.py")
 tour = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)  # tools/ holds scripts, not a package
@@ -71,26 +71,17 @@ def ready_js(tab: str) -> str:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """The app as `run.py serve --no-auto-sweep` builds it (served_args: ?checkpoint= honoured), with
-    every tab, over the tiny checkpoints: one server for the module, each page its own session (a
-    page's runs and knobs are its own; Model's test, the last, adds a checkpoint to the folder). Yields
-    (url, the sessions' states, the checkpoints dir)."""
+    """The app as `run.py serve --no-auto-sweep` builds it (served_args: ?checkpoint= honoured; as the tour's
+    server, Explore's sweep is not shown), with every tab, over the tiny checkpoints: one server for the
+    module, each page its own session (a page's runs and knobs are its own; Model's test, the last, adds a
+    checkpoint to the folder). Yields (url, the sessions' states, the checkpoints dir)."""
     from explorer.dashboard import create_app
     from explorer.dashboard.app import served_args
 
-    ckpts = save_tiny_checkpoints(tmp_path_factory.mktemp("ckpt"))
+    ckpts = tmp_path_factory.mktemp("ckpt")
     torch.set_num_threads(1)
-
-    def build():
-        template = create_app(**served_args())
-        explore(template.explorer_state).sweep_auto = False  # as the tour's server: Explore's sweep is not shown
-        return template
-
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(ckpts))
-        monkeypatch.setenv("MDLM_EXPLORER_DEVICE", "cpu")
-        with serve_in_process(build) as (url, states):
-            yield url, states, ckpts
+    with serve_tiny(ckpts, build=lambda: create_app(**served_args()), DEVICE="cpu") as (url, states):
+        yield url, states, ckpts
 
 
 def open_tab(browser, url: str, states, tab: str, failed_requests: bool = True):
