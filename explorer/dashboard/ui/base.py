@@ -127,19 +127,20 @@ def checkbox(parameter, **kwargs) -> pn.widgets.CheckBoxGroup:
     return box
 
 
-def figure_first(session, *items, chosen=None) -> None:
+def figure_first(session, *items, chosen=None, rank: int = -1) -> None:
     """In presentation (projector) mode, `items` (children of one Column) come first, in their own order:
     the tab's figure at the top of the first screen instead of under its controls and notes. CSS `order`,
     not a reordered Column: the views stay the same Bokeh models (no re-render, nothing to dispatch).
 
     session: the Session whose presentation toggle decides; items: Panel objects inside a pn.Column;
     chosen: (a Parameterized, a parameter's name, a value): the items come first only while that
-    parameter has that value (a tab with several figures, the link naming which one is shown)."""
+    parameter has that value (a tab with several figures, the link naming which one is shown); rank: the
+    CSS order they take (lower comes higher: -2 goes above the items of other calls, at -1)."""
     def place(*events):
         first = session.presentation and (chosen is None or getattr(chosen[0], chosen[1]) == chosen[2])
         for item in items:
             rest = {k: v for k, v in item.styles.items() if k != "order"}
-            item.styles = {**rest, "order": "-1"} if first else rest
+            item.styles = {**rest, "order": str(rank)} if first else rest
 
     place()
     session.param.watch(place, "presentation")

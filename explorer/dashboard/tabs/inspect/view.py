@@ -242,13 +242,16 @@ class InspectView(pn.viewable.Viewer):
         several = pn.Accordion(("Several texts and t in one figure", pn.Column(self.ts, self.texts, sizing_mode="stretch_width")),
                                active=[0] if self.tab.several_on() else [], sizing_mode="stretch_width")
         stats = heading("Masking statistics and accuracy on validation data")
-        # projector mode: the several texts and t a link asked for, then the masking statistics first,
-        # under the notice; the t slider follows them
+        # projector mode: the several texts and t a link asked for, then the notice and the masking
+        # statistics first; the t slider follows them
         # (or, where the link names it, this text's predictions: the lessons' figures on one example)
         seen, said = heading("Forward process: the text the model sees at t"), heading(
             "Predictions at t: the model's candidates for each █")
         table = pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width")
-        figure_first(self.tab.session, self.notice, self.several_box)
+        # a link's own texts and t above the tab's notice: what that says (no held-out text on this
+        # server, say) concerns the validation figures, and above the rows it pushed them off a projector
+        figure_first(self.tab.session, self.several_box, rank=-2)
+        figure_first(self.tab.session, self.notice)
         figure_first(self.tab.session, stats, self.plots, chosen=(self.tab, "first", "statistics"))
         figure_first(self.tab.session, seen, self.forward, said, self.legend, self.grid, table,
                      chosen=(self.tab, "first", "predictions"))

@@ -389,6 +389,19 @@ def test_projector_type_reaches_the_tabs_inputs_and_buttons(inspect):
     assert not any(big(w) for w in widgets)
 
 
+def test_on_a_projector_a_links_several_texts_come_above_the_tabs_notice(inspect):
+    """A notice about the held-out text (missing on a server without the training file) concerns the
+    validation figures: above a link's several texts and t it pushed them off a 1024x768 first screen."""
+    state, tab, view = inspect
+    view.__panel__()  # the tab's page: figure_first places its parts
+    order = lambda item: int(item.styles.get("order", 0))  # noqa: E731  CSS order: lower comes higher
+    assert order(view.several_box) == order(view.notice) == 0
+    state.presentation = True
+    assert order(view.several_box) < order(view.notice) < 0
+    state.presentation = False
+    assert order(view.several_box) == order(view.notice) == 0
+
+
 def test_predictions_arriving_after_the_session_let_go_of_its_model_draw_nothing(inspect):
     """A result handed in while the session closes (its model already None) clears the view instead of
     raising on the model's tokenizer (a thread exception in a loaded full run)."""
