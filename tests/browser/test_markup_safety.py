@@ -10,6 +10,7 @@ screenshot of the page as the link opens it goes to pytest's tmp directory. With
 tests/unit/dashboard/test_markup_safety.py and test_urlstate_fuzz.py."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -138,14 +139,17 @@ def assert_nothing_ran_or_rendered(page, dialogs) -> None:
 
 def assert_link_notice_quotes_every_payload(page, tabs) -> None:
     """The link's notice quotes every payload key, and each knob of `tabs` set to a payload, as typed."""
+    quoted = [(p, f"{p}={p}") for p in PAYLOADS]  # keys and values as typed: no tag, no link, no entity decoded
+    quoted += [(key, f"{key}={value}") for tab in tabs for key, value in TAB_KNOBS[tab].items()
+               if value in PAYLOADS and key not in TAKEN]
+    # the notice grows while the session applies the link (the template is judged once the model is
+    # loaded): it is read once it quotes them all, or after a minute, and then judged
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: all(q in visible_text(page, ".url-notice") for _, q in quoted), 60, interval=0.25)
     notice = visible_text(page, ".url-notice")
     assert notice.startswith("Not applied from the link")
-    for p in PAYLOADS:
-        assert f"{p}={p}" in notice, p  # keys and values as typed: no tag, no link, no entity decoded
-    for tab in tabs:
-        for key, value in TAB_KNOBS[tab].items():
-            if value in PAYLOADS and key not in TAKEN:
-                assert f"{key}={value}" in notice, key
+    for name, q in quoted:
+        assert q in notice, name
 
 
 def wait_tab_ready(page, states, tab: str) -> None:
