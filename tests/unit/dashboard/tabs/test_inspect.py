@@ -2,6 +2,8 @@
 validation curves, the knobs a URL carries, and every bad input as a notice."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -199,6 +201,37 @@ def test_mean_confidence_is_one_computation_and_one_cache(inspect):
     wait_for(lambda: tab.positions is not None and tab.positions.attrs["t"] == 0.3)
     assert tab.positions is confidence.cached_mean_confidence(state.model, 0.3, LENGTH)
     wait_for(lambda: "t = 0.30" in view.positions.object.opts.get().kwargs["title"])  # drawn after it is set
+
+
+def test_sessions_opening_inspect_at_once_measure_each_point_of_the_accuracy_curve_once(checkpoints, monkeypatch):
+    """A class opening one Inspect link: every session starts the curve before any has finished it, and
+    still each t of ACC_TS is measured once for them all, each session drawing the same curve."""
+    from explorer.dashboard.tabs.inspect.state import accuracy
+
+    calls, all_shown = [], threading.Event()
+    real = accuracy.accuracy_vs_t
+
+    def counted(model, tokens, ts, seed):
+        calls.append(tuple(ts))
+        all_shown.wait(30)  # the first point holds the device until every session has asked for the curve
+        return real(model, tokens, ts=ts, seed=seed)
+
+    monkeypatch.setattr(accuracy, "accuracy_vs_t", counted)
+    sessions = [open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False) for _ in range(3)]
+    tabs = [build_tab("Inspect", state)[0] for state in sessions]
+    for state in sessions:
+        state.load(wait=True)
+    assert len({id(state.model) for state in sessions}) == 1  # one loaded model, so one cache key
+    for tab in tabs:
+        tab.on_shown()
+    wait_for(lambda: calls)
+    all_shown.set()
+    wait_for(lambda: all(tab.accuracy is not None and len(tab.accuracy) == len(ACC_TS) for tab in tabs))
+    assert sorted(calls) == [(t,) for t in ACC_TS]  # each point once, not once per session
+    for tab in tabs[1:]:
+        assert tab.accuracy.equals(tabs[0].accuracy)
+    for state in sessions:
+        state.close()
 
 
 def test_no_validation_data_is_a_notice_and_a_typed_text_still_works(checkpoints, monkeypatch):

@@ -1,6 +1,9 @@
 """Inspect's accuracy vs t: the model's accuracy and mean confidence at masked positions of the
 validation text, one t of ACC_TS at a time (each point shown as it arrives), as a runtime Task;
-cached process-wide when complete (runtime.cache.INSPECT)."""
+cached process-wide (runtime.cache.INSPECT) by point as well as whole. Why by point: a class opening one
+Inspect link at once starts one curve per session before any is complete, and the device takes one
+session's point at a time, so each later session finds the point the first one measured instead of
+measuring it again (on a CPU a point of a character model's curve costs about a second)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -54,8 +57,14 @@ class AccuracyCurve:
 
 
 def _accuracy_rows(model, tokens, done: pd.DataFrame | None, key: tuple) -> pd.DataFrame:
-    """`done` and one more row of metrics.accuracy_vs_t (at the next t of ACC_TS); cached when complete."""
-    row = accuracy_vs_t(model, tokens, ts=[ACC_TS[0 if done is None else len(done)]], seed=0)
+    """`done` and one more row of metrics.accuracy_vs_t (at the next t of ACC_TS), that row from the cache
+    when any session measured it already (it runs on the device's turn, so a point measured by another
+    session is in the cache by then); the table cached when complete."""
+    t = ACC_TS[0 if done is None else len(done)]
+    row = INSPECT.get(key + (t,))
+    if row is None:
+        row = accuracy_vs_t(model, tokens, ts=[t], seed=0)
+        INSPECT.put(key + (t,), row)
     table = row if done is None else pd.concat([done, row], ignore_index=True)
     if len(table) == len(ACC_TS):
         INSPECT.put(key, table)
