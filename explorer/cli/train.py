@@ -11,6 +11,7 @@ import os
 import shlex
 import signal
 import sys
+import threading
 from dataclasses import fields
 
 from . import CLIError, boolean, check_writable, float_in, int_in
@@ -126,10 +127,28 @@ def build_trainer(args) -> Trainer:
         raise CLIError(str(e)) from e
 
 
+@contextlib.contextmanager
+def interrupt_while_loading():
+    """Ctrl-C raises KeyboardInterrupt while the corpus and the model load, whatever handler the process
+    had: main() also runs inside other programs (a served dashboard's process, the tests), and a server
+    started on the main thread leaves a SIGINT handler that only stops its own loop, so the load would
+    go on and train after a Ctrl-C. Off the main thread no handler can be set, and the process's stays."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(args) -> int:
     try:
         out_path(args.out)  # before the corpus and the model: a run must not end unable to save
-        return train(build_trainer(args))
+        with interrupt_while_loading():
+            trainer = build_trainer(args)
+        return train(trainer)
     except KeyboardInterrupt:  # while loading or building: no training step to save yet
         print("\ninterrupted before training started: nothing saved", file=sys.stderr)
         return 130

@@ -193,9 +193,19 @@ def test_ctrl_c_during_the_final_metrics_saves_the_run(env, capsys, monkeypatch)
 
 
 @pytest.mark.slow
-def test_ctrl_c_while_loading_is_a_line_not_a_traceback(env, capsys, monkeypatch):
-    monkeypatch.setattr(Trainer, "__init__", _send_sigint(Trainer.__init__))
-    assert main(train_args()) == 130
+@pytest.mark.parametrize("process_handler", ["default", "a server's"])
+def test_ctrl_c_while_loading_is_a_line_not_a_traceback(env, capsys, monkeypatch, process_handler):
+    """Whatever SIGINT handler the process had: a server started on the main thread (Panel's) leaves one
+    that only stops its loop, and the load must still stop."""
+    seen = []
+    handler = signal.default_int_handler if process_handler == "default" else (lambda *a: seen.append(a))
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        monkeypatch.setattr(Trainer, "__init__", _send_sigint(Trainer.__init__))
+        assert main(train_args()) == 130
+        assert signal.getsignal(signal.SIGINT) is handler and seen == []  # the process's handler is back
+    finally:
+        signal.signal(signal.SIGINT, before)
     err = capsys.readouterr().err
     assert "interrupted before training started: nothing saved" in err and "Traceback" not in err
 
