@@ -15,7 +15,8 @@ import pytest
 
 from explorer.data.patterns import pattern_tokenizer
 from tests.support import ROOT
-from tests.support.browser import FRAME_JS, TOOLTIP_JS, open_page, sample_text, wait_finished, wait_rows, wait_until
+from tests.support.browser import (FRAME_JS, POLL_MS, TOOLTIP_JS, open_page, sample_text, wait_finished, wait_rows,
+                                   wait_until)
 from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
 from tests.support.serving import get, serve_in_process
 
@@ -101,7 +102,7 @@ def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
         for step in range(frames.n_rows):
             page.mouse.move(left + (x - x0) / (x1 - x0) * width, top + (step - y1) / (y0 - y1) * height)
             expected = f"{step}: {STATES[frames.state[step][x]]}"
-            page.wait_for_function(f"() => ({TOOLTIP_JS})()[1] === {expected!r}", timeout=5_000)
+            page.wait_for_function(f"() => ({TOOLTIP_JS})()[1] === {expected!r}", timeout=5_000)  # each frame: a hover answers fast
             position, _, _, committed = page.evaluate(TOOLTIP_JS)
             assert position == f"{x}: {display_glyphs(frames.chars(step))[x]} (id {frames.tokens[step][x]})"
             at = frames.committed_at[step][x]
@@ -162,7 +163,8 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
         if presentation:
             page.locator(".knob-presentation").get_by_text("Presentation (large type)").click()  # the label
             wait_until(lambda: states[-1].presentation)
-            page.wait_for_function(f"() => ({SIDEBAR_SIZES_JS})()[0] > {sizes[False][0]}", timeout=60_000)
+            page.wait_for_function(f"() => ({SIDEBAR_SIZES_JS})()[0] > {sizes[False][0]}",
+                                   timeout=60_000, polling=POLL_MS)
         sizes[presentation] = page.evaluate(SIDEBAR_SIZES_JS)
         for width, height in ((1024, 768), (1280, 720), (1366, 768)):  # projectors' sizes; wider only has more room
             page.set_viewport_size({"width": width, "height": height})

@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 
 from explorer.dashboard import checkpoints as dashboard_checkpoints  # noqa: E402
 from explorer.dashboard.runtime.cache import LISTED_MODELS  # noqa: E402
-from tests.support.browser import FRAME_JS, TOOLTIP_JS, open_page, wait_finished, wait_rows  # noqa: E402
+from tests.support.browser import FRAME_JS, POLL_MS, TOOLTIP_JS, open_page, wait_finished, wait_rows  # noqa: E402
 from tests.support.dashboard import explore, save_tiny_checkpoints  # noqa: E402
 from tests.support.hf import bert_dir  # noqa: E402
 from tests.support.serving import serve_in_process  # noqa: E402
@@ -43,5 +43,5 @@ def test_a_listed_model_runs_in_the_page_with_tokens(browser, served_bert):
     x, step = 5, frames.n_rows - 1
     page.mouse.move(left + (x - x0) / (x1 - x0) * width, top + (step - y1) / (y0 - y1) * height)
     want = f"{x}: {display_glyphs(frames.chars(step))[x]} (id {frames.tokens[step][x]})"
-    page.wait_for_function(f"() => ({TOOLTIP_JS})()[0] === {want!r}", timeout=10_000)
+    page.wait_for_function(f"() => ({TOOLTIP_JS})()[0] === {want!r}", timeout=10_000, polling=POLL_MS)
     assert problems == []

@@ -19,7 +19,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from explorer.cli.rehearse import PROBE_JS
 from explorer.dashboard import lessons
 from explorer.dashboard.projector import DRAWN_JS, check, figure_selector
-from tests.support.browser import open_page, wait_until
+from tests.support.browser import POLL_MS, open_page, wait_until
 from tests.support.serving import serve_in_process
 
 # One link per tab (small sizes: the patterns checkpoint has 24 positions), for the tabs that no lesson's
@@ -152,10 +152,12 @@ def test_sidebar_opens_with_one_click(projector_app, browser):
     url, states = projector_app
     page, problems = open_page(browser, f"{url}?presentation=true")
     page.set_viewport_size({"width": 1366, "height": 768})
-    page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0", timeout=60_000)
+    page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0",
+                           timeout=60_000, polling=POLL_MS)
     assert "show" not in page.locator("#sidebar").get_attribute("class").split()
     page.locator("#sidebar-toggle").click()
-    page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().width > 200")
+    page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().width > 200",
+                           polling=POLL_MS)
     # Bootstrap marks it 'collapsing' while it slides open, then 'show': wait for the end of the slide
     wait_until(lambda: "show" in page.locator("#sidebar").get_attribute("class").split(), 10)
 
@@ -164,5 +166,6 @@ def test_sidebar_stays_open_without_presentation(projector_app, browser):
     """At a desk the knobs are the point: the sidebar is open as before."""
     url, states = projector_app
     page, problems = open_page(browser, url)
-    page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0", timeout=60_000)
+    page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0",
+                           timeout=60_000, polling=POLL_MS)
     assert "show" in page.locator("#sidebar").get_attribute("class").split()

@@ -24,7 +24,7 @@ import torch
 from explorer.dashboard.tabs.inspect.masking import draw_mask
 from explorer.dashboard.tabs.inspect.state import ACC_TS
 from tests.support import ROOT
-from tests.support.browser import open_page, wait_finished, wait_until
+from tests.support.browser import POLL_MS, open_page, wait_finished, wait_until
 from tests.support.dashboard import LENGTH, explore
 from tests.support.module_app import serve_tiny
 
@@ -94,7 +94,8 @@ def open_tab(browser, url: str, states, tab: str, failed_requests: bool = True):
     if failed_requests:
         page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
     page.set_viewport_size({"width": 1600, "height": STOPS[tab].height})  # the tour's: Inspect's plots are low
-    page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0", timeout=60_000)
+    page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0",
+                           timeout=60_000, polling=POLL_MS)
     page.evaluate(HELPERS_JS)
     try:
         page.wait_for_function(f"() => {{ try {{ return !!({ready_js(tab)}); }} catch (e) {{ return false; }} }}",
@@ -435,7 +436,7 @@ def wait_points(page, name: str, at_least: int, tab, timeout: float = 120_000) -
     """Wait until the browser's source `name` has `at_least` points; on a timeout, say what the
     training was doing (a failed draw shows there as points on the server that never reached the page)."""
     try:
-        page.wait_for_function(f"() => ({POINTS_JS})('{name}') >= {at_least}", timeout=timeout)
+        page.wait_for_function(f"() => ({POINTS_JS})('{name}') >= {at_least}", timeout=timeout, polling=POLL_MS)
     except Exception as e:
         task = tab.task
         raise AssertionError(f"{name}: the page has {points(page, name)} points, not {at_least}; the server has "
@@ -459,7 +460,8 @@ def test_model_opens_from_its_link_then_live_training_stop_and_sample(browser, s
         text = summary.inner_text()
         for expected in ("Architecture", "masked diffusion", "NELBO 1.500 nats/char", "patterns"):
             assert expected in text, expected
-        page.wait_for_function(f"() => ({POINTS_JS})('stored-train') === 1")  # the stored curve is drawn
+        page.wait_for_function(f"() => ({POINTS_JS})('stored-train') === 1",
+                               polling=POLL_MS)  # the stored curve is drawn
         assert points(page, "live-lr-plan") > 100  # the chosen schedule, before any training
         # the LR axis's tick formatter (Bokeh runs it in the browser) gives 5e-4, not Bokeh's 5.000e-4
         got = page.evaluate(f"(ticks) => ticks.map(tick => (function(tick) {{ {LR_TICK} }})(tick))",

@@ -13,7 +13,7 @@ pytest.importorskip("transformers.models.diffusion_gemma")
 
 from explorer.dashboard import checkpoints as dashboard_checkpoints  # noqa: E402
 from explorer.dashboard.runtime.cache import LISTED_MODELS  # noqa: E402
-from tests.support.browser import FRAME_JS, TOOLTIP_JS, wait_finished, wait_rows  # noqa: E402
+from tests.support.browser import FRAME_JS, POLL_MS, TOOLTIP_JS, wait_finished, wait_rows  # noqa: E402
 from tests.support.dashboard import explore, save_tiny_checkpoints  # noqa: E402
 from tests.support.hf import diffusion_gemma_dir  # noqa: E402
 from tests.support.serving import serve_in_process  # noqa: E402
@@ -59,5 +59,6 @@ def test_a_uniform_state_model_runs_block_by_block_in_the_page(browser, served_g
     settle_row = next(r for r, row in enumerate(frames.state) if STATES[row[-1]] == "settled")
     x = frames.length - 1
     page.mouse.move(left + (x - x0) / (x1 - x0) * width, top + (settle_row - y1) / (y0 - y1) * height)
-    page.wait_for_function(f"() => ({TOOLTIP_JS})()[1] === {f'{settle_row}: settled'!r}", timeout=10_000)
+    page.wait_for_function(f"() => ({TOOLTIP_JS})()[1] === {f'{settle_row}: settled'!r}",
+                           timeout=10_000, polling=POLL_MS)
     assert problems == []

@@ -14,7 +14,7 @@ import param
 import pytest
 import torch
 
-from tests.support.browser import open_page, wait_finished, wait_until
+from tests.support.browser import POLL_MS, open_page, wait_finished, wait_until
 from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
 from tests.support.serving import serve_in_process
 
@@ -129,14 +129,14 @@ def test_a_bad_value_is_named_and_not_applied_and_changes_rewrite_the_url(browse
     # once loaded (and the knobs have rested app.URL_QUIET), the URL says what is really shown: the
     # bad values are gone, and the checkpoint, which the link did not name, is in it
     page.wait_for_function("() => location.search.includes('seed=3') && !location.search.includes('bogus')",
-                           timeout=30_000)
+                           timeout=30_000, polling=POLL_MS)
     query = parse_qs(urlparse(page.evaluate("() => location.href")).query)
     assert "steps" not in query and "bogus" not in query and query["seed"] == ["3"]
-    page.wait_for_function("() => location.search.includes('checkpoint=tiny')", timeout=30_000)
+    page.wait_for_function("() => location.search.includes('checkpoint=tiny')", timeout=30_000, polling=POLL_MS)
     assert problems == []
 
     page.locator(".knob-strategy select").select_option("random")
-    page.wait_for_function("() => location.search.includes('strategy=random')", timeout=30_000)
+    page.wait_for_function("() => location.search.includes('strategy=random')", timeout=30_000, polling=POLL_MS)
     wait_until(lambda: explore(state).trajectory is not None and explore(state).trajectory.config.strategy == "random")
     text = wait_finished(page, states)
     with page.expect_download(timeout=60_000) as info:
@@ -154,7 +154,7 @@ def test_a_bad_value_is_named_and_not_applied_and_changes_rewrite_the_url(browse
     assert Path(info.value.path()).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     shot(page, tmp_path, "share-downloads.png")
     page.locator(".bk-tab").get_by_text("Dummy", exact=True).click()
-    page.wait_for_function("() => location.search.includes('tab=Dummy')", timeout=30_000)
+    page.wait_for_function("() => location.search.includes('tab=Dummy')", timeout=30_000, polling=POLL_MS)
     query = parse_qs(urlparse(page.url).query)
     assert query["strategy"] == ["random"] and query["checkpoint"] == ["tiny"] and query["seed"] == ["3"]
     assert problems == []

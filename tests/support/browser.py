@@ -12,6 +12,10 @@ from tests.support.dashboard import explore, wait_for
 CHROMIUM = "/usr/bin/chromium"  # Debian's package
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+# How often page.wait_for_function checks its condition, in ms. Playwright's default checks it on every
+# animation frame, which keeps a waiting page drawing 60 frames a second: a tenth of a core per page
+# while it waits, against a fiftieth at this interval, and waits are much of a browser test's time.
+POLL_MS = 100
 
 # In a page: how many Bokeh views it holds, which is what Bokeh lays out after each change (its JS
 # document keeps removed models listed, so the model count does not tell).
@@ -67,7 +71,7 @@ def wait_rows(page, n: int, timeout: float = 60_000, states=()) -> None:
     """Until the page's heatmap has `n` rows (`timeout` in ms); on failure, says what the sessions
     `states` were doing."""
     try:
-        page.wait_for_function(f"() => ({ROWS_JS})() === {n}", timeout=timeout)
+        page.wait_for_function(f"() => ({ROWS_JS})() === {n}", timeout=timeout, polling=POLL_MS)
     except Exception as e:  # say what the server side was doing
         seen = page.evaluate(ROWS_JS)
         info = [(s.status, s.error, explore(s).n_rows, explore(s).running) for s in states]
