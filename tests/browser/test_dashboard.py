@@ -1,5 +1,5 @@
 """The dashboard in a real headless Chromium (playwright): loads cleanly, the three views show, knobs
-change the run, a bad template shows the notice; a screenshot of the page, which refreshes
+change the run (the Steps box, the heatmap hover and a bad template on the same page); a screenshot of the page, which refreshes
 assets/dashboard.png only when asked (MDLM_EXPLORER_UPDATE_ASSETS=1): tests never write into the repository.
 
 Needs /usr/bin/chromium (Debian package `chromium`; `.ci/run` installs it) and `pip install playwright`
@@ -25,6 +25,9 @@ UPDATE_ASSETS = "MDLM_EXPLORER_UPDATE_ASSETS"  # =1: test_screenshot refreshes a
 
 
 def test_page_runs_and_knobs_change_the_run(browser, served):
+    """One page: the views show, the sliders, the strategy and Run change the run, the Steps box takes an
+    exact count, the heatmap's hover names the cell under the pointer, and a bad template is a notice that
+    keeps the previous result."""
     url, states = served
     page, problems = open_page(browser, url)
     wait_rows(page, 33, states=states)  # auto-run on load: 32 steps + the start canvas
@@ -57,20 +60,26 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
     assert (config.strategy, config.temperature, config.steps) == ("left_to_right", pytest.approx(0.8), 28)
     wait_rows(page, 29, states=states)
     assert wait_finished(page, states) != first
-    assert problems == []
 
-
-def test_steps_box_takes_an_exact_count(browser, served):
-    """The Steps slider is linear 1-256, hard to stop on 64; the box beside it takes the number."""
-    url, states = served
-    page, problems = open_page(browser, url)
-    wait_rows(page, 33, states=states)
+    # The Steps slider is linear 1-256, hard to stop on 64; the box beside it takes the number.
     box = page.locator(".knob-steps-exact input").first
-    box.fill("12")
+    box.fill("6")
     box.press("Enter")
-    wait_until(lambda: states[-1].steps == 12)
-    wait_rows(page, 13, states=states)
-    assert explore(states[-1]).trajectory.config.steps == 12 and problems == []
+    wait_until(lambda: states[-1].steps == 6)
+    wait_rows(page, 7, states=states)
+    assert explore(states[-1]).trajectory.config.steps == 6
+    before = wait_finished(page, states)
+    hover_names_each_cell(page, explore(states[-1]).frames)
+
+    # A template the model cannot write is a notice naming the character; the previous result stays.
+    editor = page.locator(".template-editor textarea").first
+    editor.fill("AB zz█")
+    editor.press("Tab")  # the text area commits its value on blur
+    notice = page.locator(".error-notice").get_by_text("does not know")  # text inside the shadow DOM
+    notice.wait_for(state="visible", timeout=30_000)
+    assert "'z'" in notice.inner_text()
+    assert sample_text(page) == before
+    assert problems == []
 
 
 def test_fill_only_the_blanks_from_the_page(browser, served):
@@ -86,17 +95,12 @@ def test_fill_only_the_blanks_from_the_page(browser, served):
     assert problems == []
 
 
-def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
-    """The hover read one step behind the drawn cells (the page had row 0 twice
-    in its cells source). Each hovered cell must report its own position, step, state and commit."""
-    from explorer.dashboard.ui.heatmap import display_glyphs
+def hover_names_each_cell(page, frames) -> None:
+    """The hover read one step behind the drawn cells (the page had row 0 twice in its cells source): each
+    hovered cell of two columns must report its own position, step, state and commit."""
     from explorer.dashboard.frames import STATES
+    from explorer.dashboard.ui.heatmap import display_glyphs
 
-    url, states = served
-    page, problems = open_page(browser, url + "?steps=6&seed=42")
-    wait_rows(page, 7, states=states)
-    wait_finished(page, states)
-    frames = explore(states[-1]).frames
     left, top, width, height, x0, x1, y0, y1 = page.evaluate(FRAME_JS)
     for x in (2, LENGTH // 2):
         for step in range(frames.n_rows):
@@ -107,7 +111,6 @@ def test_heatmap_hover_names_the_cell_under_the_pointer(browser, served):
             assert position == f"{x}: {display_glyphs(frames.chars(step))[x]} (id {frames.tokens[step][x]})"
             at = frames.committed_at[step][x]
             assert committed.startswith(f"{at}," if at >= 0 else "–,")
-    assert problems == []
 
 
 # Every drawn canvas's horizontal extent, and the widths the page can show (its viewport, its scrollable width).
@@ -180,21 +183,6 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
             assert heatmap >= 440, f"{width}x{height}, presentation={presentation}: heatmap {heatmap} px wide"
     # presentation mode enlarges the widget values, buttons and segmented controls too (shadow DOMs)
     assert all(big >= 1.4 * small for big, small in zip(sizes[True], sizes[False])), sizes
-    assert problems == []
-
-
-def test_bad_template_shows_the_notice(browser, served):
-    url, states = served
-    page, problems = open_page(browser, url)
-    wait_rows(page, 33, states=states)
-    before = wait_finished(page, states)
-    editor = page.locator(".template-editor textarea").first
-    editor.fill("AB zz█")
-    editor.press("Tab")  # the text area commits its value on blur
-    notice = page.locator(".error-notice").get_by_text("does not know")  # text inside the shadow DOM
-    notice.wait_for(state="visible", timeout=30_000)
-    assert "'z'" in notice.inner_text()
-    assert sample_text(page) == before  # the previous result stays
     assert problems == []
 
 
