@@ -1,6 +1,7 @@
 """The dashboard in a real headless Chromium (playwright): loads cleanly, the three views show, knobs
-change the run (the Steps box, the heatmap hover and a bad template on the same page); a screenshot of the page, which refreshes
-assets/dashboard.png only when asked (MDLM_EXPLORER_UPDATE_ASSETS=1): tests never write into the repository.
+change the run (the Steps box, the heatmap hover and a bad template on the same page); a screenshot of the
+page, which refreshes assets/dashboard.png only when asked (MDLM_EXPLORER_UPDATE_ASSETS=1): tests never
+write into the repository.
 
 Needs /usr/bin/chromium (Debian package `chromium`; `.ci/run` installs it) and `pip install playwright`
 (`playwright install` is not needed: it would download browsers).
