@@ -19,8 +19,14 @@ from explorer.sampling.step import EDIT_POST_STEPS
 from tests.support.models import assert_same_run, gen
 from tests.support.scripted import TOK, ScriptedDenoiser
 
-diffusers = pytest.importorskip("diffusers")  # the `test` extra installs it
 MASK = TOK.mask_id
+
+
+def block_refinement_scheduler(**kwargs):
+    """diffusers' BlockRefinementScheduler (the `test` extra installs diffusers). Imported when a test first
+    needs it, not at collection: the import takes seconds, and every worker of a parallel run collects this
+    module while only one runs it."""
+    return pytest.importorskip("diffusers").BlockRefinementScheduler(**kwargs)
 
 
 def diffusers_run(model, *, length: int, block_length: int, steps: int, threshold: float, editing_threshold: float,
@@ -32,8 +38,8 @@ def diffusers_run(model, *, length: int, block_length: int, steps: int, threshol
     model's: it is called on the whole canvas (later blocks still [MASK]), as the project's sampler calls
     it, instead of on the blocks up to the current one. Returns one record per step: the canvas after it,
     the positions committed and edited."""
-    scheduler = diffusers.BlockRefinementScheduler(block_length=block_length, num_inference_steps=steps,
-                                                   threshold=threshold, editing_threshold=editing_threshold)
+    scheduler = block_refinement_scheduler(block_length=block_length, num_inference_steps=steps,
+                                           threshold=threshold, editing_threshold=editing_threshold)
     scheduler.set_timesteps(steps, block_length=block_length)
     generator = gen(seed)
     x = torch.full((1, length), MASK, dtype=torch.long)
