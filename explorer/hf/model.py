@@ -3,12 +3,14 @@ logits[:, i] predicting token i, and `.tokenizer`, `.config`, `.meta`, `.path` a
 has them. Nothing downstream knows where a model came from."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
 from ..errors import CheckpointError
+from ..model import CanvasKV
 from .source import (LLADA_MASK_ID, HFOptions, HFSource, check_sizes, detect_family, needs_remote_code, parse_source,
                      read_config)
 from .tokenizer import HFTokenizer
@@ -62,25 +64,112 @@ class HFCausalJudge(WrappedNet):
 
 
 class HFDenoiser(WrappedNet):
-    """The wrapped transformers model; t is accepted and ignored (these models are not time-conditioned)."""
+    """The wrapped transformers model; t is accepted and ignored (these models are not time-conditioned).
+
+    Where the network's forward takes `past_key_values` and `use_cache` (LLaDA's and Dream's remote code as
+    Fast-dLLM runs it), it also takes the canvas cache of block diffusion (model.CanvasKV, sampling/cache.py):
+    a full forward (cache.start None) keeps each layer's keys and values as the network returns them (one
+    pair per layer, the positions on axis -2); a window that runs to the canvas' end (the prefix cache)
+    passes the kept entries of the positions before it as past_key_values, and the network attends to them
+    and to its own, its positions continuing from theirs; a window that stops earlier (the dual cache) needs
+    a forward that also takes `replace_position` (Fast-dLLM's modified code): the whole kept canvas goes in,
+    the window's entries written over it in place. `cache_modes` says which of the two the network takes;
+    load_hf_model sets it (and `canvas_kv`) once it has tried a tiny cached forward."""
+
+    canvas_kv = False
+    cache_modes: tuple[str, ...] = ()
 
     def __init__(self, net: nn.Module, config: HFModelConfig, never: list[int] | None = None):
         super().__init__()
         self.net, self.config = net, config
         # ids that are never text (a BERT-family model's [CLS], [SEP], [PAD], [UNK]): -inf logits
         self.register_buffer("never", torch.tensor(sorted(never or []), dtype=torch.long), persistent=False)
+        params = _forward_params(net)
+        self._past = "past_key_values" in params and "use_cache" in params
+        self._replace = self._past and "replace_position" in params
+        self._dual_flag = self._replace and "dual_cache" in params  # Dream's: replace_position only with it
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None) -> torch.Tensor:
-        if x.shape[1] > self.config.block_size:
-            raise ValueError(f"sequence of {x.shape[1]} exceeds the model's context of {self.config.block_size}")
-        out = self.net(input_ids=x)
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, cache: CanvasKV | None = None) -> torch.Tensor:
+        end = x.shape[1] + (cache.start if cache is not None and cache.start is not None else 0)
+        if end > self.config.block_size:
+            raise ValueError(f"sequence of {end} exceeds the model's context of {self.config.block_size}")
+        if cache is None:
+            out = self.net(input_ids=x)
+        elif not self._past:
+            raise ValueError(f"this {self.config.family} model's forward takes no past_key_values (no KV cache)")
+        elif cache.start is None:
+            out = self._write(x, cache)
+        else:
+            out = self._window(x, cache)
         logits = out.logits if hasattr(out, "logits") else out[0]  # (B, L, V')
         logits = logits[..., : self.config.vocab_size]
         if len(self.never):
             logits = logits.index_fill(-1, self.never, float("-inf"))
-        if self.config.shift_logits:
+        if self.config.shift_logits:  # (a window's first row is its own position's: it has none before it)
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)  # (B, L, V): row i from position i-1
         return logits
+
+    def _write(self, x: torch.Tensor, cache: CanvasKV):
+        """A full forward that keeps every layer's keys and values (their own storage: windows write in it)."""
+        out = self.net(input_ids=x, use_cache=True)
+        past = out.past_key_values
+        if not isinstance(past, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in past):
+            raise ValueError(f"this {self.config.family} model's forward returned no per-layer keys and values "
+                             f"({type(past).__name__})")
+        cache.k = [k.contiguous() for k, _ in past]
+        cache.v = [v.contiguous() for _, v in past]
+        return out
+
+    def _window(self, x: torch.Tensor, cache: CanvasKV):
+        """Positions start .. start + T - 1 of the canvas whose keys and values `cache` holds."""
+        if not cache.k:
+            raise ValueError("a window forward needs a canvas cache written by a full forward first")
+        first, end, length = cache.start, cache.start + x.shape[1], cache.k[0].shape[-2]
+        if cache.k[0].shape[0] != x.shape[0] or end > length:
+            raise ValueError(f"the window ({x.shape[0]} rows, positions {first} to {end - 1}) lies outside the "
+                             f"cached canvas ({cache.k[0].shape[0]} rows, {length} positions)")
+        if end == length:  # prefix: the cached positions before the window, which follows them
+            past = None if first == 0 else [(k[..., :first, :], v[..., :first, :]) for k, v in zip(cache.k, cache.v)]
+            return self.net(input_ids=x, past_key_values=past, use_cache=True)
+        if not self._replace:
+            raise ValueError(f"this {self.config.family} model's forward takes no replace_position: only a window "
+                             f"that runs to the canvas' end (the prefix cache)")
+        # LLaDA's code writes the positions marked in row 0 into every row (a (B, L) mask would repeat them B
+        # times); Dream's reads each row's own
+        rows = x.shape[0] if self._dual_flag else 1
+        where = torch.zeros(rows, length, dtype=torch.bool, device=x.device)
+        where[:, first:end] = True
+        extra = {"dual_cache": True} if self._dual_flag else {}
+        return self.net(input_ids=x, past_key_values=list(zip(cache.k, cache.v)), use_cache=True,
+                        replace_position=where, **extra)
+
+    def probe_cache(self) -> None:
+        """Set `canvas_kv` and `cache_modes` from a cached forward over two [MASK] tokens and a window over
+        the second: a forward that names past_key_values and then refuses them (LLaDA's released code
+        asserts they are None) or returns them in another form takes no cache here."""
+        self.canvas_kv, self.cache_modes = False, ()
+        if not self._past:
+            return
+        x = torch.full((1, 2), self.config.mask_id, dtype=torch.long, device=self.device)
+        try:
+            with torch.no_grad():
+                kv = CanvasKV()
+                self(x, cache=kv)
+                window = self(x[:, 1:], cache=CanvasKV(1, kv.k, kv.v))
+        except (AssertionError, ValueError, TypeError, RuntimeError, IndexError, AttributeError, NotImplementedError):
+            return
+        if window.shape != (1, 1, self.config.vocab_size):
+            return
+        self.canvas_kv = True
+        self.cache_modes = ("prefix", "dual") if self._replace else ("prefix",)
+
+
+def _forward_params(net: nn.Module) -> set[str]:
+    """The names a network's forward takes (none where its signature cannot be read)."""
+    try:
+        return set(inspect.signature(net.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def _context(cfg: dict) -> int:
@@ -183,6 +272,7 @@ def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDen
     # EOS / end-of-turn are text (an answer's end) and stay, under the suppress_eos knob.
     never = tokenizer.special_ids if family == "mlm" else []
     model = HFDenoiser(net, config, never).to(device).eval()
+    model.probe_cache()  # whether its forward takes the canvas cache (sampling/cache.py)
     model.tokenizer = tokenizer
     return _attach(model, source, cfg, files)
 

@@ -20,9 +20,17 @@ Rows may be in different blocks (threshold, factor or entropy-bound decoding wit
 the rows are then grouped, one model call per group (those starting a block: a full forward; the others
 by window), and each row's calls are those of its run alone.
 
-Which models take it: those whose forward reads a CanvasKV (`canvas_kv`: this project's Transformer). A
-Hugging Face model's forward has no such argument (LLaDA's and Dream's remote code; DiffusionGemma's
-uniform-state sampler runs over its own cache, uniform.py): a run with the cache on refuses them.
+Which models take it: those whose forward reads a CanvasKV (`canvas_kv`: this project's Transformer, and a
+Hugging Face model whose remote code takes past_key_values, hf/model.py). LLaDA's and Dream's code as
+Fast-dLLM runs it keeps each layer's keys and values in the output's past_key_values: the wrapper keeps them
+at the block's full forward and passes those of the positions before a prefix window (the window's positions
+continue from them); the dual cache also needs the forward's replace_position (Fast-dLLM's modified code: the
+window's entries are written over the kept canvas), so a forward with past_key_values alone takes `prefix`
+only (`cache_modes`). The same holds there: exact where nothing outside the window changed (a window over an
+unchanged canvas gives the full forward's logits; one layer, a whole run), approximate otherwise. LLaDA's
+released code names past_key_values but asserts it is None: a cached forward is tried at load, and such a
+model, like one whose forward has no past_key_values (BERT-family), refuses a run with the cache on.
+DiffusionGemma's uniform-state sampler runs over its own cache (uniform.py).
 """
 from __future__ import annotations
 
@@ -40,11 +48,18 @@ def takes_cache(model) -> bool:
 
 def check_cache(model, config) -> None:
     """Refuse a run whose cache the model cannot take (one line, naming the knob and the model)."""
-    if config.cache == "none" or takes_cache(model):
+    if config.cache == "none":
         return
     name = getattr(model.config, "family", None) or type(model).__name__
-    raise ValueError(f"cache {config.cache!r} needs a model whose forward takes cached keys and values (this "
-                     f"project's own checkpoints); this {name} model does not: set cache to none")
+    if not takes_cache(model):
+        raise ValueError(f"cache {config.cache!r} needs a model whose forward takes cached keys and values (this "
+                         f"project's own checkpoints, or remote code that takes past_key_values, as Fast-dLLM's "
+                         f"LLaDA and Dream do); this {name} model does not: set cache to none")
+    modes = getattr(model, "cache_modes", ("prefix", "dual"))
+    if config.cache not in modes:
+        raise ValueError(f"cache {config.cache!r} needs a model whose forward also takes replace_position (Fast-dLLM's "
+                         f"modified LLaDA and Dream code); this {name} model's takes past_key_values only: set cache "
+                         f"to prefix or none")
 
 
 def windows(blocks: np.ndarray, mode: str, shift: bool) -> list[tuple[int, int, int]]:

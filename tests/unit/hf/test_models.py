@@ -97,8 +97,9 @@ def test_remote_code_runs_only_with_the_flag(tmp_path, capsys, style):
 
 @pytest.mark.parametrize("style", ["llada", "dream"])
 def test_remote_code_models_refuse_the_kv_cache(tmp_path, capsys, style):
-    """Their forward takes no cached keys and values: a run with the cache on is one error line, and the
-    dashboard's model card says so (the sidebar disables the knob from it)."""
+    """This stand-in's forward takes no past_key_values: a run with the cache on is one error line, and the
+    dashboard's model card says so (the sidebar disables the knob from it). (Remote code that takes them:
+    test_cached_remote_code.py.)"""
     from explorer.dashboard.checkpoints import describe
 
     d = remote_code_dir(tmp_path / style, style)
