@@ -221,8 +221,9 @@ KNOBS: dict[str, Knob] = registry(
     Knob("block_length", int, 0, "Semi-autoregressive: fill blocks of this many generated positions left to "
          "right; the last block may be shorter", lo=0, off=0, off_means="one block", label="Block length",
          ui_range=(0, 256), widget="input", sweep=True),
-    Knob("cache", str, "none", "Fast-dLLM's key/value cache for blocks (needs block_length > 0 and one of this "
-         "project's own models): one full forward at each block's start, then each step recomputes the block and "
+    Knob("cache", str, "none", "Fast-dLLM's key/value cache for blocks (needs block_length > 0 and a model whose "
+         "forward takes cached keys and values: this project's own, or LLaDA- or Dream-style remote code taking "
+         "past_key_values; dual also needs its replace_position): one full forward at each block's start, then each step recomputes the block and "
          "everything after it (prefix) or the block alone (dual), attending to the cached keys and values of the "
          "rest. Approximate: those were computed from the canvas (and t) at the block's start", choices=CACHES,
          off="none", label="KV cache (blocks)", widget="select", processes=MASKED, needs="kv_cache", sweep=True),
