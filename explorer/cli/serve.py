@@ -27,6 +27,14 @@ def add_arguments(p: argparse.ArgumentParser):
                         "directory); a session can open nothing else, so a student cannot make the server "
                         "download or run anything")
     add_model_arguments(p)
+    p.add_argument("--data", action="append", default=None, metavar="FILE",
+                   help="the text a served checkpoint was trained on, for its held-out figures (Inspect's "
+                        "accuracy and confidence, Compare's reference scores); used only for the checkpoints "
+                        "whose recorded sha256 it matches; repeatable. MDLM_EXPLORER_DATA does the same")
+    p.add_argument("--offline", action="store_true",
+                   help="download nothing: without it, the server fetches Tiny Shakespeare once at start "
+                        "(sha256-checked, into ~/.cache/mdlm-explorer) when a served checkpoint was trained on "
+                        "it and the server has no copy. Visitors' requests never download anything")
     p.add_argument("--no-show", action="store_true", help="do not open a browser")
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (0 = one fewer than the cores: 1 on a 2-core laptop, leaving a core "
@@ -148,6 +156,9 @@ def check_args(args) -> None:
     check_user_checkpoints(args)
     if args.cookie_secret is not None and not args.cookie_secret.strip():
         raise CLIError("--cookie-secret is empty")
+    for path in args.data or []:
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise CLIError(f"--data {path}: no such readable file")
     try:
         resolve_device(args.device)
     except ValueError as e:
@@ -271,6 +282,39 @@ def session_defaults(args) -> None:
         os.environ["MDLM_EXPLORER_ALLOW_TRAINING"] = "1"
     if args.user_checkpoints is not None:  # read by runtime/owners.py
         os.environ["MDLM_EXPLORER_USER_CHECKPOINTS"] = str(args.user_checkpoints)
+    if args.data:  # read by dashboard/checkpoints.py (held-out text); the flag's files come first
+        from ..dashboard.checkpoints import DATA_ENV
+
+        given = [os.path.abspath(path) for path in args.data]
+        os.environ[DATA_ENV] = os.pathsep.join(given + [p for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p])
+
+
+def fetch_held_out(args):
+    """Tiny Shakespeare, downloaded once at start on a daemon thread (the server does not wait for it),
+    when a served checkpoint was trained on it and the server has no verified copy; never --offline.
+    The operator's start fetches it, never a visitor's request. One line says how it went. Returns the
+    thread, or None when there is nothing to fetch."""
+    import threading
+
+    from ..dashboard import checkpoints
+
+    if args.offline or not checkpoints.needs_shakespeare() or checkpoints.local_shakespeare() is not None:
+        return None
+
+    def fetch():
+        from ..data.corpus import CorpusError, fetch_shakespeare
+
+        try:
+            path = fetch_shakespeare()
+        except (CorpusError, OSError) as e:
+            print(f"warning: no held-out text for the Shakespeare checkpoints, so Inspect's validation figures "
+                  f"stay empty: {e}", file=sys.stderr)
+            return
+        print(f"downloaded Tiny Shakespeare's held-out text to {path} (sha256 checked)", file=sys.stderr)
+
+    thread = threading.Thread(target=fetch, name="fetch-held-out", daemon=True)
+    thread.start()
+    return thread
 
 
 def limit_env(args) -> None:
@@ -298,6 +342,7 @@ def main(args) -> int:
 
     torch.set_num_threads(args.threads or serving_threads())
     session_defaults(args)
+    fetch_held_out(args)
     if args.models:
         checkpoints.list_models(args.models, hf_options(args))
     opts = server_options(args)

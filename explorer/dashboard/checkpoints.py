@@ -13,6 +13,7 @@ others wait and get that object). This module says what to load and how; runtime
 from __future__ import annotations
 
 import math
+import os
 from types import SimpleNamespace
 
 from ..checkpoint import (
@@ -117,10 +118,43 @@ def describe(model, name: str) -> dict:
     return info
 
 
+DATA_ENV = "MDLM_EXPLORER_DATA"  # `serve --data`: text files the checkpoints may have been trained on
+
+
+def data_files() -> list[str]:
+    """The text files the server was given for held-out figures (`serve --data FILE`, or MDLM_EXPLORER_DATA:
+    paths separated by the OS's path separator), in that order."""
+    return [p for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p.strip()]
+
+
+def served_data(meta: dict) -> str | None:
+    """The first of data_files() that is the text a checkpoint was trained on (the sha256 its metadata
+    records; any file where it records none), else None: a file of another text would give another
+    held-out split, so it is never used for this checkpoint."""
+    from ..data.corpus import sha256_bytes
+
+    want = (meta.get("corpus") or {}).get("sha256")
+    for path in data_files():
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        key = ("sha256", path, stat.st_mtime_ns, stat.st_size)
+        digest = HELD_OUT.get(key)
+        if digest is None:
+            with open(path, "rb") as f:
+                digest = sha256_bytes(f.read())
+            HELD_OUT.put(key, digest)
+        if want is None or digest == want:
+            return path
+    return None
+
+
 def validation_tokens(model, length: int, n: int = 64):
     """(N, length) held-out tokens of the corpus the checkpoint was trained on (its 10% split), through
-    the project's one held-out path (data.corpus.checkpoint_corpus: same sha256 as trained on), never
-    downloading: a served dashboard fetches nothing. Raises ValueError with what is missing."""
+    the project's one held-out path (data.corpus.checkpoint_corpus: same sha256 as trained on), from the
+    server's --data files, the recorded training file or the Tiny Shakespeare cache, never downloading:
+    a served dashboard fetches nothing a visitor asks for. Raises ValueError with what is missing."""
     from ..data.corpus import CorpusError, checkpoint_corpus
 
     key = ("tokens", str(getattr(model, "path", id(model))), length, n)
@@ -131,7 +165,7 @@ def validation_tokens(model, length: int, n: int = 64):
         raise ValueError("a Hugging Face model brings no held-out text of its own")
     try:
         meta = getattr(model, "meta", None) or {}
-        corpus = checkpoint_corpus(meta, model.tokenizer, length, download=False)
+        corpus = checkpoint_corpus(meta, model.tokenizer, length, data=served_data(meta), download=False)
         tokens = corpus.val_tensor(length, n)
     except (CorpusError, OSError) as e:
         raise ValueError(f"no validation data for this checkpoint: {e}") from e
@@ -185,7 +219,19 @@ def local_shakespeare():
             continue
         if data:
             recorded.append(data)
-    return find(extra=recorded)
+    return find(extra=[*data_files(), *recorded])
+
+
+def needs_shakespeare() -> bool:
+    """Whether a checkpoint of this server was trained on Tiny Shakespeare (its held-out figures need it)."""
+    for name in available(owner=None):
+        try:
+            meta = read_metadata(resolve_checkpoint(name, allow_paths=False))
+        except ValueError:
+            continue
+        if (meta.get("corpus") or {}).get("name") == "shakespeare":
+            return True
+    return False
 
 
 def corpus_preview(model, n: int = 200) -> tuple[int, str, int, int] | None:
@@ -202,7 +248,8 @@ def corpus_preview(model, n: int = 200) -> tuple[int, str, int, int] | None:
     if cached is not None:
         return cached
     try:
-        corpus = checkpoint_corpus(meta, model.tokenizer, model.config.block_size, download=False)
+        corpus = checkpoint_corpus(meta, model.tokenizer, model.config.block_size, data=served_data(meta),
+                                   download=False)
     except (CorpusError, OSError, ValueError):
         return None
     # the file's order is the train split then the validation split (which a short file reaches)

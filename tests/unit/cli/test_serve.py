@@ -31,6 +31,7 @@ def checkpoints(tmp_path, monkeypatch):
     (["--num-threads", "-2"], "--num-threads must be >= 0, got -2"),
     (["--allow-training", "--user-checkpoints", "0"], "argument --user-checkpoints: expected an integer"),
     (["--checkpoint", "../tiny"], "no checkpoint named '../tiny' in checkpoints/"),
+    (["--data", "missing.txt"], "--data missing.txt: no such readable file"),
 ])
 def test_serve_refuses_bad_arguments_before_starting(checkpoints, tmp_path, capsys, argv, needle):
     from explorer.cli import main
