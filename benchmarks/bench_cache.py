@@ -4,6 +4,7 @@ uncached sampler, on the shipped checkpoints, one run.
     python benchmarks/bench_cache.py [--checkpoints shakespeare shakespeare-large] [--length 256]
                                      [--block-length 32] [--steps 64 128] [--temperatures 0 0.8]
                                      [--samples 3] [--repeats 1] [--judge shakespeare-ar] [--threads 1]
+                                     [--hf-standin]
 
 For every checkpoint, step count and temperature, each sample is generated three times in a row, uncached,
 with the prefix cache and with the dual cache (same seed, one sample a call: a sample's latency), so the
@@ -14,6 +15,11 @@ it says how soon the runs part) and the mean gen-NLL (nats per character, judged
 --judge; lower is better: the quality the cache costs). Strategy: confidence (LLaDA's low-confidence
 remasking, the block-diffusion setting Fast-dLLM accelerates); greedy runs sample once (without a prompt
 every greedy sample is the same).
+
+--hf-standin times, instead of the checkpoints, a random LLaDA-shaped Hugging Face model loaded through the
+project's loader as remote code (tests/support/hf.py: 4 layers, 256 wide, 4 heads, rotary positions,
+bidirectional, a forward taking past_key_values and Fast-dLLM's replace_position; its 80-token WordPiece
+vocabulary): the cache through the wrapper of LLaDA-style remote code. No judge reads its text (gen-NLL -).
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,7 +66,7 @@ def measure(model, judge, steps: int, temperature: float, args) -> dict:
                     out[mode]["tokens"].append(tokens)
                     out[mode]["texts"].append(text)
     for mode in MODES:
-        out[mode]["gen_nll"] = float(np.mean(gen_nll(judge, out[mode]["texts"])))
+        out[mode]["gen_nll"] = float(np.mean(gen_nll(judge, out[mode]["texts"]))) if judge is not None else None
     return out
 
 
@@ -70,9 +77,23 @@ def rows(name: str, steps: int, temperature: float, got: dict) -> list[str]:
         mine = got[mode]
         speedup = statistics.median(b / s for b, s in zip(base["seconds"], mine["seconds"]))
         agree = float(np.mean([np.mean(a == b) for a, b in zip(mine["tokens"], base["tokens"])]))
+        nll = "-" if mine["gen_nll"] is None else f"{mine['gen_nll']:.3f}"
         lines.append(f"| {name} | {steps} | {temperature:g} | {mode} | {len(mine['texts'])} | "
-                     f"{statistics.median(mine['seconds']):.2f} | {speedup:.2f}x | {agree:.3f} | {mine['gen_nll']:.3f} |")
+                     f"{statistics.median(mine['seconds']):.2f} | {speedup:.2f}x | {agree:.3f} | {nll} |")
     return lines
+
+
+def hf_standin(tmp: Path, length: int):
+    """The LLaDA-shaped remote-code model of tests/support/hf.py, random, written to tmp and loaded as the
+    project loads a Hugging Face model (its remote code trusted: the benchmark wrote it)."""
+    from explorer.hf import HFOptions
+    from tests.support.hf import cached_remote_code_dir
+
+    path = cached_remote_code_dir(tmp / "bench_llada_standin", "llada", "replace", layers=4, hidden=256, heads=4,
+                                  context=length)
+    model = load_checkpoint(str(path), hf=HFOptions(trust_remote_code=True))
+    assert model.cache_modes == ("prefix", "dual")
+    return model
 
 
 def main() -> None:
@@ -86,13 +107,25 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1, help="times each sample is timed in each mode")
     p.add_argument("--judge", default="shakespeare-ar")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--hf-standin", action="store_true",
+                   help="time a random LLaDA-shaped remote-code model (4 x 256) instead of the checkpoints")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    judge = load_checkpoint(args.judge)
+    judge = None if args.hf_standin else load_checkpoint(args.judge)
     print(f"# torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.length} characters, blocks of {args.block_length}, strategy confidence")
     print("| checkpoint | steps | T | cache | samples | s / sample | speed-up | same tokens | gen-NLL |")
     print("|---|---|---|---|---|---|---|---|---|")
+    if args.hf_standin:
+        with tempfile.TemporaryDirectory() as tmp:
+            model = hf_standin(Path(tmp), args.length)
+            for steps in args.steps:
+                for temperature in args.temperatures:
+                    got = measure(model, None, steps, temperature, args)
+                    for line in rows("LLaDA-style stand-in, 4 x 256", steps, temperature, got):
+                        print(line, flush=True)
+        print(f"# load average {os.getloadavg()[0]:.1f} at the end")
+        return
     for name in args.checkpoints:
         try:
             resolve_checkpoint(name)

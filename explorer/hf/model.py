@@ -112,7 +112,7 @@ class HFDenoiser(WrappedNet):
     def _write(self, x: torch.Tensor, cache: CanvasKV):
         """A full forward that keeps every layer's keys and values (their own storage: windows write in it)."""
         out = self.net(input_ids=x, use_cache=True)
-        past = out.past_key_values
+        past = _returned_kv(out)
         if not isinstance(past, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in past):
             raise ValueError(f"this {self.config.family} model's forward returned no per-layer keys and values "
                              f"({type(past).__name__})")
@@ -162,6 +162,16 @@ class HFDenoiser(WrappedNet):
             return
         self.canvas_kv = True
         self.cache_modes = ("prefix", "dual") if self._replace else ("prefix",)
+
+
+def _returned_kv(out):
+    """The keys and values a forward returned: its output's `cache` (transformers 5 names past_key_values so,
+    and warns on the old name), `past_key_values`, or a tuple's second item."""
+    if isinstance(out, dict):
+        return out.get("cache", out.get("past_key_values"))
+    if isinstance(out, tuple) and len(out) > 1:
+        return out[1]
+    return getattr(out, "past_key_values", None)
 
 
 def _forward_params(net: nn.Module) -> set[str]:
