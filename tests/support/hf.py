@@ -1,6 +1,8 @@
 """Tiny Hugging Face models written to a directory by the test, loaded through the real path:
-native masked LMs (BERT, ModernBERT) with a tokenizer trained here, and a remote-code model written
-here (configuration_*.py, modeling_*.py, auto_map), LLaDA-style or Dream-style. Never the network."""
+native masked LMs (BERT, ModernBERT) with a tokenizer trained here, and remote-code models written
+here (configuration_*.py, modeling_*.py, auto_map), LLaDA-style or Dream-style: one whose forward takes
+input ids alone, and one taking past_key_values as LLaDA's and Dream's code does under Fast-dLLM
+(cached_remote_code_dir). Never the network."""
 from __future__ import annotations
 
 import json
