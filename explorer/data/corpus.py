@@ -168,8 +168,8 @@ def checkpoint_corpus(meta: dict, tokenizer, block_size: int, data: str | None =
     if path is None and corpus.get("name") == "shakespeare":
         path = fetch_shakespeare() if download else local_shakespeare()
         if path is None:  # only without download: a download either finds it or raises
-            raise CorpusError("Tiny Shakespeare is not on the server: `python run.py serve` downloads it at start "
-                              "when it can reach the internet (not with --offline), or pass --data FILE (a copy)")
+            raise CorpusError("Tiny Shakespeare is missing: `python run.py serve` downloads it at start when it "
+                              "can reach the internet (not with --offline), or give it --data FILE (a copy)")
     if path is None:
         raise CorpusError(f"the held-out text of {corpus.get('name', 'an unknown corpus')!r} is not available (the "
                           "file it was trained on was not found); pass --data FILE (that file) to rebuild its "

@@ -43,7 +43,7 @@ def test_missing_held_out_text_is_a_notice_and_one_log_line(tmp_path, monkeypatc
         s.load(wait=True)
         tab.on_shown()  # what showing the tab does (app.watch_shown)
         wait_for(lambda: view.notice.visible and view.busy.object == "")
-        assert tab.validation_error.startswith("the held-out text is not available on this server (")
+        assert tab.validation_error.startswith("the held-out text is not available on this server: ")
         assert tab.validation_error.endswith("; type a text to inspect") and tab.tokens is None
         shown = html.unescape(view.notice.get_root().text)  # the HTML the page's notice renders
         assert "the held-out text is not available" in shown

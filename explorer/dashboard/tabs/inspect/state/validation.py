@@ -43,4 +43,5 @@ def held_out(model):
     try:
         return checkpoints.validation_tokens(model, model.config.block_size, VAL_ROWS)
     except ValueError as e:
-        raise ValueError(f"the held-out text is not available on this server ({e})") from None
+        why = str(e).removeprefix("no validation data for this checkpoint: ")
+        raise ValueError(f"the held-out text is not available on this server: {why}") from None
