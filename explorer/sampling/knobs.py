@@ -27,6 +27,9 @@ WIDGETS = ("slider", "input", "select")  # the sidebar's slider, number box, or 
 MERGES = ("vary", "share", "off")  # see Knob.merge
 
 
+INT64_END = 2**63  # the first integer a 64-bit signed column or tensor cannot hold
+
+
 @dataclass(frozen=True)
 class Knob:
     """One sampler knob: everything any part of the project needs to know about it.
@@ -113,6 +116,8 @@ class Knob:
             if not (is_int(value) and self._in_range(value)):
                 note = f" ({self.off} = {self.off_means})" if self.off is not NO_OFF else ""
                 raise ValueError(f"{self.name} must be an integer {self.range_text()}{note}, got {value!r}")
+            if self.hi is None and value >= INT64_END:  # tables and tensors hold it as a 64-bit integer
+                raise ValueError(f"{self.name} must be an integer below 2^63, got {value!r}")
         else:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             if not (ok and self._in_range(value)):

@@ -113,6 +113,8 @@ BAD = {
                                                                                    "integer in [0, 4294967295]"),
     "sweep batch size": (["sweep", "--checkpoint", "tiny", "--batch-size", "0"], "argument --batch-size: expected"),
     "sweep n": (["sweep", "--checkpoint", "tiny", "-n", "-3"], "argument -n/--n: expected an integer in [1, "),
+    "sweep block length past int64": (["sweep", "--checkpoint", "tiny", "--block-length", "4," + str(2**63)],
+                                      "block_length must be an integer below 2^63"),
     "sweep timeout": (["sweep", "--checkpoint", "tiny", "--scheduler-timeout", "nan"],
                       "argument --scheduler-timeout: expected a finite number in (0, 86400], got 'nan'"),
 }

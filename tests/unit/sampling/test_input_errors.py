@@ -32,6 +32,8 @@ BAD_KNOBS = {
     "negative top-k": ({"top_k": -1}, "top_k must be an integer >= 0"),
     "top-k True": ({"top_k": True}, "top_k must be an integer >= 0"),
     "negative block length": ({"block_length": -4}, "block_length must be an integer >= 0"),
+    "block length past int64": ({"block_length": 2**63}, "block_length must be an integer below 2^63"),
+    "top-k past int64": ({"top_k": 2**63}, "top_k must be an integer below 2^63"),
     "unknown strategy": ({"strategy": "best"}, "unknown strategy 'best'; valid: confidence, margin"),
     "unknown schedule": ({"schedule": "fast"}, "unknown schedule 'fast'; valid: remaining, linear, cosine"),
     "tiny temperature": ({"temperature": 1e-9}, "temperature must be 0 (greedy) or at least 1e-06"),
