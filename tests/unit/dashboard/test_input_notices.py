@@ -98,13 +98,13 @@ def test_the_cache_without_blocks_is_a_notice(state):
 def test_the_sidebar_disables_the_cache_for_a_model_that_cannot_take_it(state):
     controls = ControlsView(state=explore(state))
     assert not controls.widgets["cache"].disabled  # the project's own model takes it
-    state.model_info = {**state.model_info, "kv_cache": False}  # what the card says of LLaDA or Dream
+    state.model_info = {**state.model_info, "kv_cache": False}  # what the card says of a model that takes no cache (a masked LM)
     assert controls.widgets["cache"].disabled and not controls.widgets["block_length"].disabled
 
 
 def test_a_linked_cache_the_model_cannot_take_is_switched_off_with_a_notice(good_checkpoints, monkeypatch):
     """The sidebar disables the knob for such a model, so a run refusing it would leave the page stuck."""
-    monkeypatch.setattr(cards, "takes_cache", lambda model: False)  # what the card says of LLaDA or Dream
+    monkeypatch.setattr(cards, "takes_cache", lambda model: False)  # what the card says of a model that takes no cache (a masked LM)
     s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False, cache="dual",
                      block_length=4, steps=4)
     s.load(wait=True)
