@@ -290,8 +290,8 @@ def session_defaults(args) -> None:
 
 
 def fetch_held_out(args):
-    """Tiny Shakespeare, downloaded once at start on a daemon thread (the server does not wait for it),
-    when a served checkpoint was trained on it and the server has no verified copy; never --offline.
+    """Tiny Shakespeare, downloaded once at start on a daemon thread (the server does not wait for it, unless
+    it forks into --num-procs processes, which must not copy a thread mid-download), when a served checkpoint was trained on it and the server has no verified copy; never --offline.
     The operator's start fetches it, never a visitor's request. One line says how it went. Returns the
     thread, or None when there is nothing to fetch."""
     import threading
@@ -314,6 +314,8 @@ def fetch_held_out(args):
 
     thread = threading.Thread(target=fetch, name="fetch-held-out", daemon=True)
     thread.start()
+    if args.num_procs > 1:  # the processes fork once the port is bound: never with a thread mid-download
+        thread.join()
     return thread
 
 

@@ -6,6 +6,7 @@ reaches the network: the download is replaced where it would be made."""
 from __future__ import annotations
 
 import argparse
+import time
 
 import pytest
 import torch
@@ -80,7 +81,7 @@ def shakespeare_checkpoint(tmp_path, monkeypatch):
     return d
 
 
-@pytest.mark.parametrize("case", ["fetched", "unreachable", "offline", "already here"])
+@pytest.mark.parametrize("case", ["fetched", "unreachable", "offline", "already here", "before forking"])
 def test_serve_fetches_tiny_shakespeare_once_at_start_when_a_checkpoint_needs_it(
         case, shakespeare_checkpoint, tmp_path, monkeypatch, capsys, no_cache):
     from explorer.cli import serve
@@ -90,6 +91,8 @@ def test_serve_fetches_tiny_shakespeare_once_at_start_when_a_checkpoint_needs_it
 
     def fetch():
         calls.append(1)
+        if case == "before forking":
+            time.sleep(0.5)  # a download takes a while: fetch_held_out must not return before it is done
         if case == "unreachable":
             raise corpus.CorpusError("could not download Tiny Shakespeare (no network)")
         return tmp_path / "cache" / "tinyshakespeare.txt"
@@ -97,15 +100,18 @@ def test_serve_fetches_tiny_shakespeare_once_at_start_when_a_checkpoint_needs_it
     monkeypatch.setattr(corpus, "fetch_shakespeare", fetch)
     if case == "already here":
         monkeypatch.setattr(checkpoints, "local_shakespeare", lambda: tmp_path / "copy.txt")
-    thread = serve.fetch_held_out(serve_args(*(["--offline"] if case == "offline" else [])))
+    flags = {"offline": ["--offline"], "before forking": ["--num-procs", "2"]}.get(case, [])
+    thread = serve.fetch_held_out(serve_args(*flags))
     if case in ("offline", "already here"):
         assert thread is None and calls == []
         return
+    if case == "before forking":  # done before the server forks its processes
+        assert not thread.is_alive() and calls == [1]
     thread.join(10)
     assert thread.daemon and calls == [1]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert ("downloaded Tiny Shakespeare" in err[0]) == (case == "fetched")
+    assert ("downloaded Tiny Shakespeare" in err[0]) == (case != "unreachable")
     assert ("no network" in err[0]) == (case == "unreachable")
 
 
