@@ -23,7 +23,7 @@ from ..checkpoint import (
     read_metadata,
     resolve_checkpoint,
 )
-from ..sampling.cache import takes_cache
+from ..sampling.cache import cache_modes, takes_cache
 from ..sampling.uniform import model_process
 from .runtime import owners
 from .runtime.cache import HELD_OUT, LISTED_MODELS, MODELS
@@ -104,7 +104,8 @@ def describe(model, name: str) -> dict:
     info = {"name": name, "kind": model.config.kind, "n_params": int(n_params),
             "corpus": (meta.get("corpus") or {}).get("name", "?"), "context": model.config.block_size,
             "step": (meta.get("training_state") or {}).get("step"), "process": model_process(model),
-            "kv_cache": takes_cache(model)}  # the sidebar's `cache` knob needs it (Knob.needs)
+            "kv_cache": takes_cache(model),  # the sidebar's `cache` knob needs it (Knob.needs)
+            "cache_modes": list(cache_modes(model))}  # and offers these (a model may take prefix only)
     if "family" in meta:  # a Hugging Face model: its family, weights' dtype and memory
         info.update(family=meta["family"], dtype=meta.get("dtype"), corpus=meta["family"],
                     memory_gb=sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9)

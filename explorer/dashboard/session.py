@@ -269,6 +269,10 @@ class Session(SessionKnobs):
             if knob.unmet(info) and not knob.is_off(value):
                 setattr(self, knob.name, knob.to_ui(knob.off))
                 dropped.append(f"{knob.name}={value}")
+        modes = info.get("cache_modes")
+        if modes and self.cache not in ("none", *modes):  # e.g. dual on a model whose code takes prefix only
+            dropped.append(f"cache={self.cache}")
+            self.cache = "none"
         if not dropped:
             return ""
         return f"Switched off for this model, which cannot take it: {', '.join(dropped)}"

@@ -46,6 +46,14 @@ def takes_cache(model) -> bool:
     return bool(getattr(model, "canvas_kv", False))
 
 
+def cache_modes(model) -> tuple[str, ...]:
+    """The cache modes `model` takes: prefix and dual for this project's own models, what a Hugging Face
+    model's load found (hf/model.py: dual needs replace_position), none for a model without the cache."""
+    if not takes_cache(model):
+        return ()
+    return tuple(getattr(model, "cache_modes", ("prefix", "dual")))
+
+
 def check_cache(model, config) -> None:
     """Refuse a run whose cache the model cannot take (one line, naming the knob and the model)."""
     if config.cache == "none":
@@ -55,8 +63,7 @@ def check_cache(model, config) -> None:
         raise ValueError(f"cache {config.cache!r} needs a model whose forward takes cached keys and values (this "
                          f"project's own checkpoints, or remote code that takes past_key_values, as Fast-dLLM's "
                          f"LLaDA and Dream do); this {name} model does not: set cache to none")
-    modes = getattr(model, "cache_modes", ("prefix", "dual"))
-    if config.cache not in modes:
+    if config.cache not in cache_modes(model):
         raise ValueError(f"cache {config.cache!r} needs a model whose forward also takes replace_position (Fast-dLLM's "
                          f"modified LLaDA and Dream code); this {name} model's takes past_key_values only: set cache "
                          f"to prefix or none")

@@ -167,3 +167,28 @@ def test_a_forward_that_takes_no_cached_keys_is_refused_in_one_line(models, tmp_
     line = one_error_line(capsys, "--checkpoint", path, "--cache", "prefix")
     assert line.startswith("error: cache 'prefix' needs a model whose forward takes cached keys and values")
     assert line.endswith("this llada model does not: set cache to none")
+
+
+@pytest.mark.parametrize("forward, offered", [("past", ["none", "prefix"]), ("replace", ["none", "prefix", "dual"])])
+def test_the_sidebar_offers_the_cache_modes_the_model_takes(models, monkeypatch, forward, offered):
+    """A model whose code takes the prefix cache only is offered none and prefix, and a link's dual is
+    switched off with the notice that says so, as for any knob the model cannot take."""
+    from explorer.dashboard import checkpoints as dashboard_checkpoints
+    from explorer.dashboard.runtime.cache import LISTED_MODELS
+    from explorer.dashboard.tabs.explore import open_session
+    from explorer.dashboard.tabs.explore.controls import ControlsView
+
+    path = str(models("llada", forward).path)
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
+    dashboard_checkpoints.list_models([path], TRUST)
+    s = open_session(checkpoint=path, device="cpu", auto_run=False, sweep_auto=False, block_length=4, cache="dual")
+    s.load(wait=True)
+    try:
+        assert s.model_info["cache_modes"] == offered[1:]
+        assert ControlsView(state=s.tabs["Explore"]).widgets["cache"].options == offered
+        if "dual" in offered:
+            assert s.cache == "dual" and "cache=dual" not in s.error
+        else:
+            assert s.cache == "none" and "cache=dual" in s.error
+    finally:
+        s.close()

@@ -93,6 +93,9 @@ class ControlsView(StateView):
             self.widgets[knob.name].disabled = unused
             if knob.name in EXACT:
                 self.widgets[f"{knob.name}_exact"].disabled = unused
+        # the cache modes this model takes (a Hugging Face model's code may take the prefix cache only)
+        modes = info.get("cache_modes")
+        self.widgets["cache"].options = ["none", *modes] if modes else list(schema.CACHES)
 
     def _fonts(self):
         for widget in self.widgets.values():
