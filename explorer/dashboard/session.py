@@ -230,9 +230,11 @@ class Session(SessionKnobs):
             self.checkpoint = name
             pinned, self._pinned = self._pinned, {}
             self._fit_knobs(model, pinned)
-            self._notice = _joined(self._notice, self._switch_off_unmet(info))
             for hook in list(self.load_hooks):  # e.g. a shared link's length, checked against this model
                 hook(model)
+            # after the hooks: a link's knobs are applied again there, and one this model cannot take
+            # (the cache on a masked LM, dual on code that takes the prefix cache only) is switched off
+            self._notice = _joined(self._notice, self._switch_off_unmet(info))
         finally:
             self.quiet = False
         notice, self._notice = self._notice, ""

@@ -192,3 +192,25 @@ def test_the_sidebar_offers_the_cache_modes_the_model_takes(models, monkeypatch,
             assert s.cache == "none" and "cache=dual" in s.error
     finally:
         s.close()
+
+
+def test_a_links_dual_cache_is_switched_off_for_a_prefix_only_model(models, monkeypatch):
+    """The link's knobs are applied again once the model is loaded (urlstate's load hook): dual must still
+    be switched off after that, not refused by the first run."""
+    from explorer.dashboard import checkpoints as dashboard_checkpoints
+    from explorer.dashboard.runtime.cache import LISTED_MODELS
+    from explorer.dashboard.tabs.explore import open_session
+    from explorer.dashboard.urlstate import UrlState
+
+    path = str(models("llada", "past").path)
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
+    dashboard_checkpoints.list_models([path], TRUST)
+    s = open_session(checkpoint=path, device="cpu", auto_run=False, sweep_auto=False)
+    url = UrlState(s)
+    url.apply({"checkpoint": path, "block_length": "4", "cache": "dual"})
+    s.load_hooks.append(url.hook)
+    s.load(wait=True)
+    try:
+        assert s.cache == "none" and "cache=dual" in s.error
+    finally:
+        s.close()
