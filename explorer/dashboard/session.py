@@ -260,21 +260,18 @@ class Session(SessionKnobs):
             self.template = ""  # a template for another model's alphabet
 
     def _switch_off_unmet(self, info: dict) -> str:
-        """Switch off each knob that needs a feature this model lacks (Knob.needs: the KV cache) and
-        say so. A link or the previous model may have left one on; the sidebar disables its widget for
-        this model, so a run that refused it would leave no way to clear it but editing the link.
+        """Switch off each knob whose value this model cannot take (Knob.takes: the KV cache it lacks, a cache
+        mode its code does not offer) and say so. A link or the previous model may have left one on; the
+        sidebar disables its widget, or does not offer the value, for this model, so a run that refused it
+        would leave no way to clear it but editing the link.
 
         Args: info, the loaded model's card (checkpoints.describe). Returns the notice ('' if none)."""
         dropped = []
         for knob in schema.sidebar_knobs():
             value = knob.from_ui(getattr(self, knob.name))
-            if knob.unmet(info) and not knob.is_off(value):
+            if not knob.takes(info, value):  # e.g. the cache on a masked LM, dual on code taking prefix only
                 setattr(self, knob.name, knob.to_ui(knob.off))
                 dropped.append(f"{knob.name}={value}")
-        modes = info.get("cache_modes")
-        if modes and self.cache not in ("none", *modes):  # e.g. dual on a model whose code takes prefix only
-            dropped.append(f"cache={self.cache}")
-            self.cache = "none"
         if not dropped:
             return ""
         return f"Switched off for this model, which cannot take it: {', '.join(dropped)}"

@@ -45,7 +45,10 @@ class Knob:
     Where it applies: `kinds` (model kinds whose sampler reads it: the sidebar disables it for others),
     `processes` (the diffusion processes whose sampler reads it: masked, uniform-state; the same);
     `needs`, a feature the model must have (a key of the dashboard's model_info, true where it has it:
-    the sidebar disables the knob for other models, and their runs refuse it while it is on).
+    the sidebar disables the knob for other models, and their runs refuse it while it is on); `offers`, a
+    key of model_info listing the choices (besides `off`) the loaded model takes, where that depends on
+    the model (the cache: code may take the prefix cache only): the sidebar offers those, and loading
+    the model switches another choice off.
     `merge`: merged runs (merged.py) may "vary" in it, must "share" it, or merge only while it is "off"
     (the merged stepper does not implement it: the safe choice for a new knob). `sweep`: `run.py sweep`
     takes a list of it, `sweep_default` its list when not given.
@@ -75,6 +78,7 @@ class Knob:
     kinds: tuple = ("diffusion",)
     processes: tuple = PROCESSES
     needs: str | None = None
+    offers: str | None = None
     merge: str = "off"
     sweep: bool = False
     sweep_default: str | None = None
@@ -161,6 +165,19 @@ class Knob:
         needs (`needs`): the sidebar disables the knob, and loading such a model switches it off."""
         return self.needs is not None and not info.get(self.needs)
 
+    def allowed(self, info: dict) -> tuple:
+        """The choices a model whose card is `info` takes: `off` and those its card lists under `offers`
+        (all of them where the knob has no `offers`, or the card does not say)."""
+        listed = info.get(self.offers) if self.offers is not None else None
+        return self.choices if listed is None else (self.off, *listed)
+
+    def takes(self, info: dict, value) -> bool:
+        """Whether a model whose card is `info` takes `value` (the config's) of this knob: off always;
+        otherwise it must have the feature the knob needs and, for a choice, offer it."""
+        if self.is_off(value):
+            return True
+        return not self.unmet(info) and (self.offers is None or value in self.allowed(info))
+
     def off_note(self, ui: bool) -> str:
         """' (0 = off)': what switches it off, as the UI (ui=True) or the command line writes it."""
         if self.off is NO_OFF or self.choices:  # a choice's "off" is one of the names listed
@@ -228,10 +245,11 @@ KNOBS: dict[str, Knob] = registry(
          ui_range=(0, 256), widget="input", sweep=True),
     Knob("cache", str, "none", "Fast-dLLM's key/value cache for blocks (needs block_length > 0 and a model whose "
          "forward takes cached keys and values: this project's own, or LLaDA- or Dream-style remote code taking "
-         "past_key_values; dual also needs its replace_position): one full forward at each block's start, then each step recomputes the block and "
-         "everything after it (prefix) or the block alone (dual), attending to the cached keys and values of the "
-         "rest. Approximate: those were computed from the canvas (and t) at the block's start", choices=CACHES,
-         off="none", label="KV cache (blocks)", widget="select", processes=MASKED, needs="kv_cache", sweep=True),
+         "past_key_values; dual also needs its replace_position): one full forward at each block's start, then "
+         "each step recomputes the block and everything after it (prefix) or the block alone (dual), attending to "
+         "the cached keys and values of the rest. Approximate: those were computed from the canvas (and t) at the "
+         "block's start", choices=CACHES, off="none", label="KV cache (blocks)", widget="select", processes=MASKED,
+         needs="kv_cache", offers="cache_modes", sweep=True),
     Knob("threshold", float, None, "Fast-dLLM: commit every position scoring at least this (replaces the "
          "schedule)", lo=0, hi=1, none=True, off=None, ui_off=0.0, label="Threshold", step=0.05, sweep=True,
          processes=MASKED),

@@ -83,7 +83,8 @@ class ControlsView(StateView):
 
     def _kind(self):
         """Disable the knobs the loaded model's sampler does not read (schema: Knob.kinds, Knob.processes)
-        or the model cannot take (Knob.needs: a feature model_info says it lacks)."""
+        or the model cannot take (Knob.needs: a feature model_info says it lacks), and offer only the
+        choices it takes (Knob.offers)."""
         info = self.state.session.model_info
         kind, process = info.get("kind"), info.get("process", "masked")
         for knob in schema.sidebar_knobs():
@@ -93,9 +94,8 @@ class ControlsView(StateView):
             self.widgets[knob.name].disabled = unused
             if knob.name in EXACT:
                 self.widgets[f"{knob.name}_exact"].disabled = unused
-        # the cache modes this model takes (a Hugging Face model's code may take the prefix cache only)
-        modes = info.get("cache_modes")
-        self.widgets["cache"].options = ["none", *modes] if modes else list(schema.CACHES)
+            if knob.offers is not None:  # the choices this model takes (code may take the prefix cache only)
+                self.widgets[knob.name].options = list(knob.choices if unused else knob.allowed(info))
 
     def _fonts(self):
         for widget in self.widgets.values():
