@@ -283,17 +283,17 @@ def session_defaults(args) -> None:
     if args.user_checkpoints is not None:  # read by runtime/owners.py
         os.environ["MDLM_EXPLORER_USER_CHECKPOINTS"] = str(args.user_checkpoints)
     if args.data:  # read by dashboard/checkpoints.py (held-out text); the flag's files come first
-        from ..dashboard.checkpoints import DATA_ENV
+        from ..dashboard.checkpoints import DATA_ENV, data_files
 
-        given = [os.path.abspath(path) for path in args.data]
-        os.environ[DATA_ENV] = os.pathsep.join(given + [p for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p])
+        os.environ[DATA_ENV] = os.pathsep.join([os.path.abspath(path) for path in args.data] + data_files())
 
 
 def fetch_held_out(args):
-    """Tiny Shakespeare, downloaded once at start on a daemon thread (the server does not wait for it, unless
-    it forks into --num-procs processes, which must not copy a thread mid-download), when a served checkpoint was trained on it and the server has no verified copy; never --offline.
-    The operator's start fetches it, never a visitor's request. One line says how it went. Returns the
-    thread, or None when there is nothing to fetch."""
+    """Tiny Shakespeare, downloaded once at start on a daemon thread, when a served checkpoint was trained on
+    it and the server has no verified copy; never --offline. The server does not wait for it, unless it
+    forks into --num-procs processes, which must not copy a thread mid-download. The operator's start
+    fetches it, never a visitor's request. One line says how it went. Returns the thread, or None when
+    there is nothing to fetch."""
     import threading
 
     from ..dashboard import checkpoints

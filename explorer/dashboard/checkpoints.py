@@ -207,32 +207,28 @@ def find_judge(model, names: list[str]):
     return None
 
 
-def local_shakespeare():
-    """A verified Tiny Shakespeare on this server: the download cache, or the file a listed checkpoint
-    was trained on. Never downloads (the server may be offline)."""
-    from ..data.corpus import local_shakespeare as find
-
-    recorded = []
-    for name in available(owner=None):  # any file on this server will do
+def _served_metadata():
+    """The metadata of every checkpoint on this server, whoever it is shown to (read without the weights;
+    a file that cannot be read is left out)."""
+    for name in available(owner=None):
         try:
-            data = (read_metadata(resolve_checkpoint(name, allow_paths=False)).get("train_config") or {}).get("data")
+            yield read_metadata(resolve_checkpoint(name, allow_paths=False))
         except ValueError:
             continue
-        if data:
-            recorded.append(data)
-    return find(extra=[*data_files(), *recorded])
+
+
+def local_shakespeare():
+    """A verified Tiny Shakespeare on this server: the download cache, a --data file, or the file a listed
+    checkpoint was trained on. Never downloads (the server may be offline)."""
+    from ..data.corpus import local_shakespeare as find
+
+    recorded = [data for meta in _served_metadata() if (data := (meta.get("train_config") or {}).get("data"))]
+    return find(extra=[*data_files(), *recorded])  # any file on this server will do
 
 
 def needs_shakespeare() -> bool:
     """Whether a checkpoint of this server was trained on Tiny Shakespeare (its held-out figures need it)."""
-    for name in available(owner=None):
-        try:
-            meta = read_metadata(resolve_checkpoint(name, allow_paths=False))
-        except ValueError:
-            continue
-        if (meta.get("corpus") or {}).get("name") == "shakespeare":
-            return True
-    return False
+    return any((meta.get("corpus") or {}).get("name") == "shakespeare" for meta in _served_metadata())
 
 
 def corpus_preview(model, n: int = 200) -> tuple[int, str, int, int] | None:
