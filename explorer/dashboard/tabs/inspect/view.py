@@ -22,9 +22,8 @@ from .markup import (
     style,
 )
 from .masking import fraction_check, pieces, positions
-from ....metrics import training_ratios
 from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
-from .state import InspectState
+from .state import InspectState, ratios_table
 from ...ui.base import TABLE_CSS, figure_first, heading, notice, show_notice, watch_presentation
 
 
@@ -147,7 +146,7 @@ class InspectView(pn.viewable.Viewer):
         involved)."""
         model = self.tab.model
         length = min(model.config.block_size, 256) if model is not None else 256
-        self.ratios.object = ratios_plot(training_ratios(length), self.tab.session.presentation)
+        self.ratios.object = ratios_plot(ratios_table(length), self.tab.session.presentation)
 
     def _unit(self) -> str:
         return "tokens" if is_subword(getattr(self.tab.model, "tokenizer", None)) else "characters"

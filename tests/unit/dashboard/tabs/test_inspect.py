@@ -321,6 +321,20 @@ def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
     assert len(view.ratios.object) == 2  # the two histograms drawn
 
 
+def test_the_ratios_figure_draws_once_per_server_what_training_ratios_draws(monkeypatch):
+    """Every session's ratios figure at one length is the same seeded draw: made once, then shared
+    (lengths no other test asks for: the cache is the process's)."""
+    from explorer.dashboard.tabs.inspect import state as inspect_state
+    from explorer.metrics import training_ratios
+
+    calls = []
+    monkeypatch.setattr("explorer.metrics.training_ratios", lambda length: calls.append(length) or training_ratios(length))
+    first = inspect_state.ratios_table(37)
+    assert inspect_state.ratios_table(37) is first and calls == [37]
+    assert first.equals(training_ratios(37))
+    assert inspect_state.ratios_table(38) is not first and calls == [37, 38]
+
+
 def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monkeypatch):
     """After an edit, the previous text's predictions stay on screen, dimmed and
     labelled, until the new ones arrive; then the label goes."""

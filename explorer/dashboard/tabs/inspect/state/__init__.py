@@ -24,6 +24,21 @@ from .predictions import Predictions
 from .several import MAX_TEXTS, MAX_TS, TEXT_SEP, SeveralPredictions, parse_texts, parse_ts
 from .validation import VAL_ROWS, ValidationText
 
+
+def ratios_table(length: int) -> pd.DataFrame:
+    """metrics.training_ratios at `length`, drawn once per server: the draws are seeded, so every
+    session's figure is the same, and each model a session loaded drew its 2 x 2000 rows again.
+    Read-only: the table is shared."""
+    from .....metrics import training_ratios
+    from ....runtime.cache import INSPECT
+
+    key = ("training_ratios", int(length))
+    table = INSPECT.get(key)
+    if table is None:
+        table = training_ratios(length)
+        INSPECT.put(key, table)
+    return table
+
 __all__ = ["ACC_TS", "MAX_TEXTS", "MAX_TS", "VAL_ROWS", "InspectState"]
 
 
