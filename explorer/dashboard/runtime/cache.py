@@ -59,6 +59,7 @@ INSPECT = SharedCache(256)  # Inspect's predictions and curves: (kind, model key
 MEAN_CONFIDENCE = SharedCache(64)  # (model key, t, length): mean_confidence.mean_confidence_table
 MODELS = ModelCache()  # every loaded checkpoint and listed model (dashboard/checkpoints.load)
 HELD_OUT = SharedCache(256)  # a checkpoint's held-out tokens, reference scores and corpus preview
+CARDS = SharedCache(128)  # (path, mtime, size): a checkpoint's metadata, config and tokenizer (checkpoints.card)
 # The Hugging Face models the operator listed (`serve --models`) and their options (hf.HFOptions),
 # set once when the server starts: sessions may open these besides checkpoints/.
 LISTED_MODELS: dict = {"options": None}
