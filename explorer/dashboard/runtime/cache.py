@@ -27,6 +27,11 @@ class SharedCache:
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every entry (benchmarks measure a server's first session with it)."""
+        with self._lock:
+            self._items.clear()
+
 
 class ModelCache:
     """Loaded models by (name, device, version), one load per key: a session asking for a model that
