@@ -59,20 +59,33 @@ def modernbert_dir(out: Path, seed: int = 0) -> Path:
     return out
 
 
-_CONFIGURATION = '''
-from transformers import PretrainedConfig
+def _config_source(name: str, model_type: str, fields: dict) -> str:
+    """configuration_tiny.py of a remote-code model: a PretrainedConfig `name` with `fields` (their defaults)."""
+    args = ", ".join(f"{key}={value!r}" for key, value in fields.items())
+    sets = "".join(f"        self.{key} = {key}\n" for key in fields)
+    return (f"from transformers import PretrainedConfig\n\n\nclass {name}(PretrainedConfig):\n"
+            f"    model_type = {model_type!r}\n\n    def __init__(self, {args}, **kwargs):\n{sets}"
+            f"        super().__init__(**kwargs)\n")
 
 
-class TinyDiffConfig(PretrainedConfig):
-    model_type = "{model_type}"
+def _save_remote_code(out: Path, configuration: str, modeling: str, cfg: dict, seed: int) -> Path:
+    """Write a remote-code model's two sources and config.json (`cfg`, with its auto_map) into `out` and save
+    its weights, initialised after torch.manual_seed(seed), as save_pretrained does."""
+    from transformers import AutoConfig, AutoModel
 
-    def __init__(self, vocab_size=80, hidden_size=32, max_sequence_length=64, mask_token_id=None, **kwargs):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.max_sequence_length = max_sequence_length
-        self.mask_token_id = mask_token_id
-        super().__init__(**kwargs)
-'''
+    (out / "configuration_tiny.py").write_text(configuration)
+    (out / "modeling_tiny.py").write_text(modeling)
+    (out / "config.json").write_text(json.dumps(cfg))
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.from_pretrained(out, trust_remote_code=True), trust_remote_code=True)
+    model.save_pretrained(out)
+    cfg_saved = json.loads((out / "config.json").read_text())
+    cfg_saved["auto_map"] = cfg["auto_map"]  # save_pretrained may rewrite it with module paths
+    (out / "config.json").write_text(json.dumps(cfg_saved))
+    return out
+
+
+_TINY_CONFIG = {"vocab_size": 80, "hidden_size": 32, "max_sequence_length": 64, "mask_token_id": None}
 
 _MODELING = '''
 import torch
@@ -104,24 +117,13 @@ class TinyDiffModel(PreTrainedModel):
 
 def remote_code_dir(out: Path, style: str = "llada", seed: int = 0, mask_id: int | None = 4) -> Path:
     """A model whose classes ship as code beside its weights (auto_map), as LLaDA and Dream do."""
-    from transformers import AutoConfig, AutoModel
-
     out.mkdir(parents=True, exist_ok=True)
     tok = tiny_tokenizer(out)
     model_type = {"llada": "tiny_llada", "dream": "tiny_dream"}[style]
-    (out / "configuration_tiny.py").write_text(_CONFIGURATION.format(model_type=model_type))
-    (out / "modeling_tiny.py").write_text(_MODELING)
     cfg = {"model_type": model_type, "architectures": ["TinyDiffModel"], "vocab_size": len(tok),
            "hidden_size": 32, "max_sequence_length": 64, "mask_token_id": mask_id,
            "auto_map": {"AutoConfig": "configuration_tiny.TinyDiffConfig", "AutoModel": "modeling_tiny.TinyDiffModel"}}
-    (out / "config.json").write_text(json.dumps(cfg))
-    torch.manual_seed(seed)
-    model = AutoModel.from_config(AutoConfig.from_pretrained(out, trust_remote_code=True), trust_remote_code=True)
-    model.save_pretrained(out)
-    cfg_saved = json.loads((out / "config.json").read_text())
-    cfg_saved["auto_map"] = cfg["auto_map"]  # save_pretrained may rewrite it with module paths
-    (out / "config.json").write_text(json.dumps(cfg_saved))
-    return out
+    return _save_remote_code(out, _config_source("TinyDiffConfig", model_type, _TINY_CONFIG), _MODELING, cfg, seed)
 
 
 def gpt2_dir(out: Path, seed: int = 0) -> Path:
@@ -167,25 +169,8 @@ def diffusion_gemma_dir(out: Path, seed: int = 0, canvas_length: int = 8, contex
 # dual_cache (Fast-dLLM's Dream: replace_position is read only with dual_cache, row by row).
 # `refuse_cache` copies the released LLaDA code's assert: past_key_values and use_cache in the signature,
 # refused when used. Each forward appends its input's length to `calls`.
-_CACHED_CONFIGURATION = '''
-from transformers import PretrainedConfig
-
-
-class TinyCachedConfig(PretrainedConfig):
-    model_type = "{model_type}"
-
-    def __init__(self, vocab_size=80, hidden_size=32, n_heads=2, n_layers=2, max_sequence_length=64,
-                 mask_token_id=None, kv_layout="heads", refuse_cache=False, **kwargs):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.n_heads = n_heads
-        self.n_layers = n_layers
-        self.max_sequence_length = max_sequence_length
-        self.mask_token_id = mask_token_id
-        self.kv_layout = kv_layout
-        self.refuse_cache = refuse_cache
-        super().__init__(**kwargs)
-'''
+_CACHED_CONFIG = {"vocab_size": 80, "hidden_size": 32, "n_heads": 2, "n_layers": 2, "max_sequence_length": 64,
+                  "mask_token_id": None, "kv_layout": "heads", "refuse_cache": False}
 
 _CACHED_MODELING = '''
 import torch
@@ -304,24 +289,14 @@ def cached_remote_code_dir(out: Path, style: str = "llada", forward: str = "repl
     Dream's (style dream); forward: "past" (past_key_values and use_cache only), "replace" (also
     replace_position, as Fast-dLLM's LLaDA) or "dream" (also dual_cache and replace_position, as
     Fast-dLLM's Dream)."""
-    from transformers import AutoConfig, AutoModel
-
     out.mkdir(parents=True, exist_ok=True)
     tok = tiny_tokenizer(out)
     model_type = {"llada": "tiny_llada", "dream": "tiny_dream"}[style]
-    (out / "configuration_tiny.py").write_text(_CACHED_CONFIGURATION.format(model_type=model_type))
-    (out / "modeling_tiny.py").write_text(_CACHED_MODELING)
     auto_map = {"AutoConfig": "configuration_tiny.TinyCachedConfig",
                 "AutoModel": f"modeling_tiny.{CACHED_CLASSES[forward]}"}
     cfg = {"model_type": model_type, "architectures": [CACHED_CLASSES[forward]], "vocab_size": len(tok),
            "hidden_size": hidden, "n_heads": heads, "n_layers": layers, "max_sequence_length": context,
            "mask_token_id": 4, "kv_layout": "heads" if style == "llada" else "flat", "refuse_cache": refuse_cache,
            "auto_map": auto_map}
-    (out / "config.json").write_text(json.dumps(cfg))
-    torch.manual_seed(seed)
-    model = AutoModel.from_config(AutoConfig.from_pretrained(out, trust_remote_code=True), trust_remote_code=True)
-    model.save_pretrained(out)
-    cfg_saved = json.loads((out / "config.json").read_text())
-    cfg_saved["auto_map"] = auto_map
-    (out / "config.json").write_text(json.dumps(cfg_saved))
-    return out
+    configuration = _config_source("TinyCachedConfig", model_type, _CACHED_CONFIG)
+    return _save_remote_code(out, configuration, _CACHED_MODELING, cfg, seed)
