@@ -149,26 +149,42 @@ def data_files() -> list[str]:
 
 
 def served_data(meta: dict) -> str | None:
-    """The first of data_files() that is the text a checkpoint was trained on (the sha256 its metadata
-    records; any file where it records none), else None: a file of another text would give another
-    held-out split, so it is never used for this checkpoint."""
-    from ..data.corpus import sha256_bytes
+    """The text file on this server that a checkpoint was trained on: the first of data_files() with the
+    sha256 its metadata records (any of them where it records none), else a file that a served checkpoint
+    recorded as its training data and that has that sha256. Else None: a file of another text would give
+    another held-out split, so it is never used for this checkpoint.
 
+    The recorded files count because the server's start counts them when it decides that Tiny
+    Shakespeare is here and need not be downloaded (local_shakespeare): a checkpoint that recorded a path
+    relative to where it was trained (`shakespeare`: ../shared/...) would otherwise get no held-out text on
+    a server where its twin's recorded copy lies, and nothing downloaded."""
     want = (meta.get("corpus") or {}).get("sha256")
     for path in data_files():
-        try:
-            stat = os.stat(path)
-        except OSError:
-            continue
+        digest = _file_sha256(path)
+        if digest is not None and (want is None or digest == want):
+            return path
+    if want is not None:
+        for path in _recorded_files():
+            if _file_sha256(path) == want:
+                return path
+    return None
+
+
+def _file_sha256(path: str) -> str | None:
+    """A file's sha256, read once per version of it per server (None where it cannot be read)."""
+    from ..data.corpus import sha256_bytes
+
+    try:
+        stat = os.stat(path)
         key = ("sha256", path, stat.st_mtime_ns, stat.st_size)
         digest = HELD_OUT.get(key)
         if digest is None:
             with open(path, "rb") as f:
                 digest = sha256_bytes(f.read())
             HELD_OUT.put(key, digest)
-        if want is None or digest == want:
-            return path
-    return None
+    except OSError:
+        return None
+    return digest
 
 
 def validation_tokens(model, length: int, n: int = 64):
@@ -242,8 +258,12 @@ def local_shakespeare():
     checkpoint was trained on. Never downloads (the server may be offline)."""
     from ..data.corpus import local_shakespeare as find
 
-    recorded = [data for meta in _served_metadata() if (data := (meta.get("train_config") or {}).get("data"))]
-    return find(extra=[*data_files(), *recorded])  # any file on this server will do
+    return find(extra=[*data_files(), *_recorded_files()])  # any file on this server will do
+
+
+def _recorded_files() -> list[str]:
+    """The training files the served checkpoints recorded (`train_config.data`), in their order."""
+    return [data for meta in _served_metadata() if (data := (meta.get("train_config") or {}).get("data"))]
 
 
 def needs_shakespeare() -> bool:

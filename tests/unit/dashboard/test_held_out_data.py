@@ -52,6 +52,32 @@ def test_a_data_file_gives_the_checkpoint_it_was_trained_on_its_held_out_split(t
     assert checkpoints.corpus_preview(model)[0] == len(TINY_TEXT)
 
 
+def test_a_training_file_another_served_checkpoint_recorded_serves_when_it_is_the_same_text(
+        tmp_path, monkeypatch, no_cache):
+    """A checkpoint whose recorded training file is not on this server (a path relative to where it was
+    trained) takes the file its twin recorded when it is the same text (by sha256), as the server's start
+    does when it decides there is nothing to download; another text's file it never takes."""
+    model = text_model(tmp_path)
+    served = tmp_path / "checkpoints"
+    served.mkdir()
+    monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(served))
+    other, same = tmp_path / "other.txt", tmp_path / "same.txt"
+    other.write_text(TINY_TEXT[::-1])  # the same characters, another text: another split
+    same.write_text(TINY_TEXT)
+    tok = pattern_tokenizer()
+    twin = make_model(vocab_size=tok.vocab_size, mask_id=tok.mask_id, block_size=16)
+    save_checkpoint(twin, served / "a-twin.safetensors", {"tokenizer": tok.to_dict(), "train_config": {"data": str(other)}},
+                    dtype=torch.float32)
+    with pytest.raises(ValueError, match="--data FILE"):
+        checkpoints.validation_tokens(model, 20, 8)
+    save_checkpoint(twin, served / "b-twin.safetensors", {"tokenizer": tok.to_dict(), "train_config": {"data": str(same)}},
+                    dtype=torch.float32)
+    assert checkpoints.served_data(model.meta) == str(same)
+    tokens = checkpoints.validation_tokens(model, 20, 8)
+    corpus, _, _ = tiny_text_models()
+    assert torch.equal(tokens, corpus.val_tensor(20, 8))  # the split of the text it was trained on
+
+
 def test_without_tiny_shakespeare_the_notice_says_how_to_get_it(tmp_path, no_cache):
     model = text_model(tmp_path)
     model.meta["corpus"]["name"] = "shakespeare"
