@@ -19,7 +19,7 @@ from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.base import notice, show_notice, watch_presentation
 from explorer.dashboard.ui.connection import watch_connection
 from explorer.dashboard.ui.header import HeaderView
-from explorer.dashboard.ui.internals import local_stylesheets, session_document
+from explorer.dashboard.ui.internals import local_stylesheets, page_template, session_document
 from explorer.dashboard.ui.lesson import lesson_bar, lessons_menu
 from explorer.dashboard.ui.palette import ACCENT
 from explorer.dashboard.urlstate import UrlState, query_args
@@ -177,7 +177,7 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     tabs = build_tabs(state)
     watch_presentation(state, panes=[tabs])  # every tab's widgets and the tab titles at the type size
     url = link_url(state, tabs)
-    template = pn.template.BootstrapTemplate(
+    template = page_template()(
         title=TITLE, sidebar=[ControlsView(state=state.tabs["Explore"])],
         main=[url_notice(url), lesson_bar(url, state), tabs],  # a lesson link's bar above the tabs (ui/lesson.py)
         header=[HeaderView(state=state), lessons_menu(state)], header_background=ACCENT, sidebar_width=340,

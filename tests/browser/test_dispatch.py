@@ -25,7 +25,8 @@ def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order
         made["doc"] = pn.state.curdoc
         made["dispatch"] = document_dispatcher(made["doc"])
         made["text"] = pn.pane.Str("start")
-        return made["text"]
+        made["column"] = pn.Column(made["text"])
+        return made["column"]
 
     with serving(app) as url:
         page, problems = open_page(browser, url)  # a page: Panel holds only a loaded doc
@@ -60,4 +61,14 @@ def test_callbacks_handed_in_while_panel_writes_a_held_document_run_in_the_order
         dispatch(lambda: 1 / 0)  # a failing update is logged; the ones after it still run
         dispatch(lambda: ran.append(4))
         wait_for(lambda: ran[-1] == 4, timeout=20, message="an update after a failing one never ran")
+
+        # A pane added by one callback and changed by the next: the graph walk at the end of the first
+        # (one_graph_walk) makes the new model the document's, so the second's change is sent too
+        # (both in one drain: handed in while the loop waits in a callback before them)
+        added, gate = pn.pane.Str("added"), threading.Event()
+        dispatch(lambda: gate.wait(10))
+        dispatch(lambda: made["column"].append(added))
+        dispatch(lambda: setattr(added, "object", "changed by the next callback"))
+        gate.set()
+        wait_for(lambda: page.get_by_text("changed by the next callback").count() == 1, timeout=20)
         assert not problems

@@ -8,6 +8,8 @@ import threading
 from collections import deque
 from typing import Callable
 
+from ..ui.internals import one_graph_walk
+
 log = logging.getLogger(__name__)
 
 Dispatch = Callable[[Callable[[], None]], None]
@@ -117,7 +119,8 @@ def run_in_order(doc, pending: deque) -> None:
         while pending:
             callback = pending.popleft()
             try:
-                with pn.io.unlocked():
+                with pn.io.unlocked(), one_graph_walk(doc):
                     callback()
             except Exception:
                 log.exception("a dashboard update failed")
+

@@ -4,6 +4,7 @@ Kept together so an upgrade of Panel, param or Bokeh has one file to check (the 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 
@@ -203,3 +204,56 @@ def mend_panel_socket_writes() -> None:
 
     dispatch_tornado.mended = True
     document.dispatch_tornado = dispatch_tornado  # looked up at each call (write_events, _dispatch_msgs)
+
+
+@contextlib.contextmanager
+def one_graph_walk(doc):
+    """While the block runs, Bokeh walks `doc`'s model graph at most once, at its end, and only if the block
+    changed it.
+
+    Bokeh walks every model of a document again (DocumentModelManager.recompute: every property of every
+    model) each time a property holding models changes outside a freeze: a pane's new figure, a list of
+    children, a pane's stylesheets. One Inspect result changes several of these, and on an Inspect page
+    each walk costs about 40-50 ms of the server's CPU (benchmarks/bench_graph_walks.py). Bokeh's own `models.freeze()`
+    walks the graph at its end whether or not anything changed, which every step of a live run (data
+    patches only) would then pay. The walk is put off only within one callback: a model added by it is
+    attached to the document at its end, so a later callback's changes to that model reach the page.
+    Freezes inside the block (HoloViews, Panel's designs) still walk at their own end, as before.
+    Internals: the manager's `invalidate` (what a changed property calls) is shadowed for the block."""
+    models = getattr(doc, "models", None)
+    if models is None:
+        yield
+        return
+    stale = False
+
+    def mark_stale() -> None:
+        nonlocal stale
+        stale = True
+
+    models.invalidate = mark_stale  # shadows the manager's method for this block only
+    try:
+        yield
+    finally:
+        del models.invalidate
+        if stale:
+            models.invalidate()
+
+
+@functools.lru_cache(maxsize=1)
+def page_template():
+    """Panel's Bootstrap template, whose page is built with Bokeh's model graph walked once.
+
+    Building a session's page adds its roots and applies the design's stylesheets and HoloViews' plots,
+    and each of these walks every model of the document again (DocumentModelManager.recompute): about a
+    dozen walks for an Inspect page, 0.4 s of the server's CPU per page opened. Inside Bokeh's
+    `models.freeze()` they are one walk, at its end. Made once, on first use."""
+    import panel as pn
+
+    class PageTemplate(pn.template.BootstrapTemplate):
+        def server_doc(self, doc=None, title=None, location=True):
+            if doc is None:  # Panel makes the document: nothing to hold yet
+                return super().server_doc(doc, title, location)
+            with doc.models.freeze():
+                return super().server_doc(doc, title, location)
+
+    return PageTemplate

@@ -88,3 +88,27 @@ def test_a_page_closed_mid_message_leaves_no_write_unawaited():
 
     futures, frames = asyncio.run(close_mid_message())
     assert len(frames) == 2 and len(futures) == 2  # the two frames written, none after the close
+
+
+def test_a_pages_build_walks_the_model_graph_once(checkpoints):
+    """The dashboard's template (ui/internals.page_template) builds a session's page with one walk of
+    Bokeh's model graph, where Panel's own walks it at each root, stylesheet and plot; every model of
+    the page is the document's after it."""
+    import panel as pn
+    from bokeh.document import Document
+
+    from explorer.dashboard import create_app
+
+    def walks_to_build(template) -> tuple[int, Document]:
+        doc, walks = Document(), []
+        real = doc.models.recompute
+        doc.models.recompute = lambda: walks.append(1) or real()
+        template.server_doc(doc)
+        return len(walks), doc
+
+    app = create_app(checkpoint="tiny", device="cpu", autoload=False)
+    walks, doc = walks_to_build(app)
+    assert walks == 1
+    assert all(doc.get_model_by_id(m.id) is m for root in doc.roots for m in root.references())
+    plain = pn.template.BootstrapTemplate(main=list(app.main), sidebar=list(app.sidebar), header=list(app.header))
+    assert walks_to_build(plain)[0] > 3  # what the one walk saves
