@@ -5,11 +5,12 @@
 Bokeh walks every model of a document again (DocumentModelManager.recompute) whenever a property that
 holds models changes outside a freeze: a pane's new figure, a list of children, a pane's stylesheets. The
 dashboard's updates reach a session through its dispatcher (runtime/dispatch.run_in_order), which runs
-each one inside `one_graph_walk`: at most one walk, at its end, and only if the graph changed.
+each one inside `one_graph_walk`: at most one walk, at its end, and only if the graph changed; its page
+is built by `page_template`, inside Bokeh's freeze: one walk (both in ui/internals.py).
 
 Served app over the tests' tiny checkpoints (tests/support/dashboard.py), one headless Chromium; the
-link's page is opened --pages times with `one_graph_walk` in place and as many times without it (Bokeh
-walking at every change), in turns, each page closed once its results are shown. Prints per page the
+link's page is opened --pages times with both in place and as many times without them (Bokeh walking at
+every change, as under Panel alone), in turns, each page closed once its results are shown. Prints per page the
 walks and their CPU time, all of them and those made inside dispatched updates, and the CPU time of the
 process serving it (the browser's are other processes) from the page's request until two seconds after its
 results were in; medians, and their ratios.
@@ -98,7 +99,10 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     from explorer.dashboard import create_app
+    import panel as pn
+
     from explorer.dashboard.runtime import dispatch
+    from explorer.dashboard.ui.internals import page_template
     from tests.support.dashboard import save_tiny_checkpoints
     from tests.support.serving import serve_in_process
 
@@ -106,19 +110,22 @@ def main() -> int:
     os.environ["MDLM_EXPLORER_AUTO_SWEEP"] = "0"
     torch.set_num_threads(1)
     walks, real = Walks(), dispatch.one_graph_walk
+    template = page_template()
+    frozen_build, plain_build = template.server_doc, pn.template.BootstrapTemplate.server_doc
     done = inspect_done if "tab=Inspect" in args.link else (
         lambda s: s.tabs["Explore"].trajectory is not None and not s.tabs["Explore"].running)
-    rows = {"one walk per update": [], "a walk per change": []}
+    rows = {"one walk per update": [], "a walk per change": []}  # (and per page build)
     with serve_in_process(lambda: create_app(checkpoint="tiny", device="cpu")) as (url, states), \
             sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         one_page(browser, url, args.link, states, walks, done)  # imports and caches, not measured
         for _ in range(args.pages):
             for label in rows:  # in turns: the machine's drift touches both alike
-                dispatch.one_graph_walk = real if label == "one walk per update" else (
-                    lambda doc: contextlib.nullcontext())
+                ours = label == "one walk per update"
+                dispatch.one_graph_walk = real if ours else (lambda doc: contextlib.nullcontext())
+                template.server_doc = frozen_build if ours else plain_build
                 rows[label].append(one_page(browser, url, args.link, states, walks, done))
-        dispatch.one_graph_walk = real
+        dispatch.one_graph_walk, template.server_doc = real, frozen_build
         browser.close()
     print(f"link ?{args.link}, {args.pages} pages each way, load average {os.getloadavg()[0]:.1f}; medians per page:")
     print(f"{'':22}{'walks':>7}{'walk CPU (ms)':>15}{'in updates':>12}{'their CPU (ms)':>16}{'server CPU (s)':>16}")
