@@ -51,14 +51,16 @@ def accuracy_plot(table, t: float, presentation: bool = False):
         fontsize=_fontsize(presentation), show_grid=True, toolbar=None)
 
 
-def positions_plot(table, t: float, presentation: bool = False):
+def positions_plot(table, t: float, presentation: bool = False, missing: bool = False):
     """As in "Training with the ELBO": the mean max-probability at each position when it is masked, at ratio t
-    (the t the table was measured at, when it says)."""
+    (the t the table was measured at, when it says). missing: there is no held-out text to measure it on
+    (the title says so instead of "computing")."""
     hv = _hv()
     conf = np.zeros(0) if table is None else table["confidence"].to_numpy(dtype=float)
     edges = np.arange(len(conf) + 1) - 0.5
     shown = t if table is None else table.attrs.get("t", t)
     title = (f"Mean confidence by position, t = {shown:.2f} (validation)" if table is not None
+             else "Mean confidence by position (no held-out text on this server)" if missing
              else "Mean confidence by position (computing …)")
     return hv.Histogram((edges, np.nan_to_num(conf)), kdims=[hv.Dimension("position")],
                         vdims=[hv.Dimension("confidence", label="mean max-probability", range=(0, 1))]).opts(

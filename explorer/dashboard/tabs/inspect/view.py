@@ -193,9 +193,11 @@ class InspectView(pn.viewable.Viewer):
                          pn.pane.HoloViews(self._accuracy, sizing_mode="stretch_width", css_classes=["inspect-accuracy"])]
         self._draw_positions()
 
-    @param.depends("tab.positions_task.result", watch=True)
+    @param.depends("tab.positions_task.result", "tab.validation_task.error", watch=True)
     def _draw_positions(self):
-        self.positions.object = positions_plot(self.tab.positions, self.tab.t, self.tab.session.presentation)
+        tab = self.tab
+        self.positions.object = positions_plot(tab.positions, tab.t, tab.session.presentation,
+                                               missing=bool(tab.validation.error))
 
     def fraction_figure(self, presentation: bool = False):
         """The mask-fraction figure for the current knobs (read-only: the PNG download calls it on a

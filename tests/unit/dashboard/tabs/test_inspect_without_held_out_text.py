@@ -1,5 +1,6 @@
 """A checkpoint whose held-out text is not on the server (trained on a file that is not here): the
-Inspect tab says so in its notice (escaped: the corpus name is the checkpoint's text), a typed text
+Inspect tab says so in its notice (escaped: the corpus name is the checkpoint's text) and in its
+confidence-by-position figure's title (not "computing", which it never would be), a typed text
 still gets its predictions, and the server log gets one line per page, not a traceback."""
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def test_missing_held_out_text_is_a_notice_and_one_log_line(tmp_path, monkeypatc
         shown = html.unescape(view.notice.get_root().text)  # the HTML the page's notice renders
         assert "the held-out text is not available" in shown
         assert CORPUS not in shown and html.escape(CORPUS, quote=False) in shown
+        title = view.positions.object.opts.get().kwargs["title"]
+        assert title == "Mean confidence by position (no held-out text on this server)"
     try:
         lines = [r for r in caplog.records if "held-out text" in r.getMessage()]
         assert len(lines) == 2 and all(r.levelno == logging.WARNING and r.exc_info is None for r in lines)
