@@ -56,6 +56,7 @@ class InspectView(pn.viewable.Viewer):
         self.nucleus = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-nucleus"])
         self.ratios = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-ratios"])
         self._grid_html = ""  # the candidates grid of the current result (_predictions)
+        self._ratios_drawn = None  # (length, presentation) of the masking-ratios figure shown (_ratios)
         self._make_plots()
         self._notices()
         self._forward()
@@ -143,9 +144,14 @@ class InspectView(pn.viewable.Viewer):
     @param.depends("tab.session.model_info", "tab.session.presentation", watch=True)
     def _ratios(self):
         """The BERT-vs-diffusion masking ratios of "The Forward Process" at the model's context (no model
-        involved)."""
+        involved), drawn again only when that context or the type size changed: a model of 256 or more
+        positions loads into the figure the page was built with."""
         model = self.tab.model
         length = min(model.config.block_size, 256) if model is not None else 256
+        drawn = (length, self.tab.session.presentation)
+        if drawn == self._ratios_drawn:  # the same figure: a new one would cost the page a layout
+            return
+        self._ratios_drawn = drawn
         self.ratios.object = ratios_plot(ratios_table(length), self.tab.session.presentation)
 
     def _unit(self) -> str:

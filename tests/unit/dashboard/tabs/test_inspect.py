@@ -335,6 +335,17 @@ def test_the_ratios_figure_draws_once_per_server_what_training_ratios_draws(monk
     assert inspect_state.ratios_table(38) is not first and calls == [37, 38]
 
 
+def test_the_ratios_figure_is_drawn_again_only_for_another_context_or_type_size(inspect):
+    """A model change that keeps the context (another checkpoint's info, the same length) keeps the figure
+    the page has; the projector's type size draws it again."""
+    state, tab, view = inspect
+    shown = view.ratios.object
+    state.model_info = {**state.model_info, "loaded_at": "again"}  # what a reload of the same model sends
+    assert view.ratios.object is shown
+    state.presentation = True
+    assert view.ratios.object is not shown
+
+
 def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monkeypatch):
     """After an edit, the previous text's predictions stay on screen, dimmed and
     labelled, until the new ones arrive; then the label goes."""
