@@ -102,13 +102,12 @@ def card(name: str) -> SimpleNamespace:
     path = resolve_checkpoint(name, allow_paths=False)
     stat = path.stat()
     key = (str(path), stat.st_mtime_ns, stat.st_size)  # a checkpoint saved again is another version
-    found = CARDS.get(key)
-    if found is None:
+
+    def read() -> SimpleNamespace:
         meta = read_metadata(path)
         config, tokenizer = checked_config(path, meta)
-        found = SimpleNamespace(config=config, tokenizer=tokenizer, meta=meta, path=path)
-        CARDS.put(key, found)
-    return found
+        return SimpleNamespace(config=config, tokenizer=tokenizer, meta=meta, path=path)
+    return CARDS.get_or_make(key, read)
 
 
 def _latest_val(meta: dict) -> float | None:
@@ -174,17 +173,15 @@ def _file_sha256(path: str) -> str | None:
     """A file's sha256, read once per version of it per server (None where it cannot be read)."""
     from ..data.corpus import sha256_bytes
 
+    def digest() -> str:
+        with open(path, "rb") as f:
+            return sha256_bytes(f.read())
+
     try:
         stat = os.stat(path)
-        key = ("sha256", path, stat.st_mtime_ns, stat.st_size)
-        digest = HELD_OUT.get(key)
-        if digest is None:
-            with open(path, "rb") as f:
-                digest = sha256_bytes(f.read())
-            HELD_OUT.put(key, digest)
+        return HELD_OUT.get_or_make(("sha256", path, stat.st_mtime_ns, stat.st_size), digest)
     except OSError:
         return None
-    return digest
 
 
 def validation_tokens(model, length: int, n: int = 64):
@@ -218,15 +215,13 @@ def reference_scores(model, judge, length: int, n: int = 32) -> tuple[float, flo
 
     from ..metrics import text_quality
 
+    def scores() -> tuple[float, float]:
+        texts = [model.tokenizer.decode(row) for row in validation_tokens(model, length, n).tolist()]
+        table = text_quality(texts, judge=judge)
+        return float(np.mean(table["gen_nll"])), float(np.mean(table["entropy"]))
+
     key = ("reference", str(getattr(model, "path", id(model))), str(getattr(judge, "path", id(judge))), length, n)
-    cached = HELD_OUT.get(key)
-    if cached is not None:
-        return cached
-    texts = [model.tokenizer.decode(row) for row in validation_tokens(model, length, n).tolist()]
-    table = text_quality(texts, judge=judge)
-    scores = (float(np.mean(table["gen_nll"])), float(np.mean(table["entropy"])))
-    HELD_OUT.put(key, scores)
-    return scores
+    return HELD_OUT.get_or_make(key, scores)
 
 
 def find_judge(model, names: list[str]):

@@ -34,10 +34,10 @@ def mean_confidence_table(model, t: float, length: int):
     (model, t, length). Costs model calls: run it on a Task. Raises ValueError when the checkpoint has
     no validation data here."""
     key = _key(model, t, length)
-    table = MEAN_CONFIDENCE.get(key)
-    if table is None:
+
+    def measure():
         tokens = checkpoints.validation_tokens(model, int(length), ROWS)
         table = per_position_confidence(model, tokens, t=key[1], seed=SEED)
         table.attrs["t"] = key[1]
-        MEAN_CONFIDENCE.put(key, table)
-    return table
+        return table
+    return MEAN_CONFIDENCE.get_or_make(key, measure)

@@ -21,6 +21,18 @@ class SharedCache:
                 return self._items[key]
         return None
 
+    def get_or_make(self, key, make):
+        """The cached value for `key`, else `make()`, cached. `make` runs outside the lock: two sessions
+        missing the same key at once may both make it (the results are the same); an exception from
+        `make` caches nothing.
+
+        Returns: the value."""
+        value = self.get(key)
+        if value is None:
+            value = make()
+            self.put(key, value)
+        return value
+
     def put(self, key, value) -> None:
         with self._lock:
             self._items[key] = value

@@ -59,9 +59,5 @@ def draw_mask(length: int, t: float, seed: int) -> np.ndarray:
 
 def fraction_check(length: int, seed: int):
     """metrics.masked_fraction_vs_t over FRACTION_DRAWS rows per t (cached: it depends on no model)."""
-    key = ("fraction", length, seed)
-    table = INSPECT.get(key)
-    if table is None:
-        table = masked_fraction_vs_t(FRACTION_TS, length=length, n=FRACTION_DRAWS, seed=seed)
-        INSPECT.put(key, table)
-    return table
+    return INSPECT.get_or_make(("fraction", length, seed),
+                               lambda: masked_fraction_vs_t(FRACTION_TS, length=length, n=FRACTION_DRAWS, seed=seed))

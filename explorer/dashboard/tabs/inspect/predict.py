@@ -21,12 +21,9 @@ def cached_prediction(model, text: str, t: float, mask_seed: int, k: int) -> dic
 def predict(model, text: str, t: float, mask_seed: int, k: int) -> dict:
     """metrics.topk_predictions of `text` at the mask draw_mask gives (t, mask seed), with its text, t
     and k added, cached; a model call unless cached."""
-    key = prediction_key(model, text, t, mask_seed, k)
-    cached = INSPECT.get(key)
-    if cached is not None:
-        return cached
-    mask = draw_mask(positions(model, text), t, mask_seed)  # the mask the forward view draws
-    result = topk_predictions(model, text, float(t), mask=mask, k=k)
-    result["text"], result["t"], result["k"] = text, float(t), k
-    INSPECT.put(key, result)
-    return result
+    def make() -> dict:
+        mask = draw_mask(positions(model, text), t, mask_seed)  # the mask the forward view draws
+        result = topk_predictions(model, text, float(t), mask=mask, k=k)
+        result["text"], result["t"], result["k"] = text, float(t), k
+        return result
+    return INSPECT.get_or_make(prediction_key(model, text, t, mask_seed, k), make)

@@ -32,12 +32,7 @@ def ratios_table(length: int) -> pd.DataFrame:
     from .....metrics import training_ratios
     from ....runtime.cache import INSPECT
 
-    key = ("training_ratios", int(length))
-    table = INSPECT.get(key)
-    if table is None:
-        table = training_ratios(length)
-        INSPECT.put(key, table)
-    return table
+    return INSPECT.get_or_make(("training_ratios", int(length)), lambda: training_ratios(length))
 
 __all__ = ["ACC_TS", "MAX_TEXTS", "MAX_TS", "VAL_ROWS", "InspectState"]
 
