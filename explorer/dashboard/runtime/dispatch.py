@@ -123,4 +123,3 @@ def run_in_order(doc, pending: deque) -> None:
                     callback()
             except Exception:
                 log.exception("a dashboard update failed")
-

@@ -220,11 +220,7 @@ def one_graph_walk(doc):
     attached to the document at its end, so a later callback's changes to that model reach the page.
     Freezes inside the block (HoloViews, Panel's designs) still walk at their own end, as before.
     Internals: the manager's `invalidate` (what a changed property calls) is shadowed for the block."""
-    models = getattr(doc, "models", None)
-    if models is None:
-        yield
-        return
-    stale = False
+    models, stale = doc.models, False
 
     def mark_stale() -> None:
         nonlocal stale
