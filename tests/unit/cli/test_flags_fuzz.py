@@ -103,7 +103,8 @@ def check(command: str, argv: list[str], workdir) -> None:
     assert code in (0, 2) and TRACEBACK not in err, shown
     if code == 2:
         errors = [line for line in err.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and err.rstrip().splitlines()[-1] == errors[0], shown
+        # (the last line compared without trailing spaces on either side: a refused value may end in one)
+        assert len(errors) == 1 and err.rstrip().splitlines()[-1] == errors[0].rstrip(), shown
         return
     assert out.strip(), shown  # a correct run prints its result
     if command == "train" and "--out" not in argv[len(BASE["train"]):]:
