@@ -19,7 +19,7 @@ from explorer.dashboard.tabs.explore.controls import ControlsView
 from explorer.dashboard.ui.base import notice, show_notice, watch_presentation
 from explorer.dashboard.ui.connection import watch_connection
 from explorer.dashboard.ui.header import HeaderView
-from explorer.dashboard.ui.internals import local_stylesheets, page_template, session_document
+from explorer.dashboard.ui.internals import lighter_paints, local_stylesheets, page_template, session_document
 from explorer.dashboard.ui.lesson import lesson_bar, lessons_menu
 from explorer.dashboard.ui.palette import ACCENT
 from explorer.dashboard.urlstate import UrlState, query_args
@@ -195,6 +195,7 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     if served_doc() is not None:
         pn.state.on_session_destroyed(lambda context: state.close())
         watch_connection(served_doc())  # a banner, then a reload, when the page loses its server
+        lighter_paints(served_doc())
         if autoload:
             pn.state.onload(state.load)
     elif autoload:

@@ -72,6 +72,50 @@ def local_stylesheets(doc) -> None:
         doc.template_variables.setdefault("dist_url", get_dist_path())
 
 
+# BokehJS reads two CSS values of a plot's element on every paint: each visual of its axes, grids and
+# titles asks getComputedStyle for a `--bk-<visual>` variable (VisualProperties._get_css_value), and each
+# axis for the plot's font size (PlotView.base_font_size). A page changes its DOM between paints (a
+# status line, a layout), so each read makes the browser recompute the styles of the whole page first:
+# a third of the browser's main thread on an Inspect or Compare page. The dashboard styles no plot
+# through `--bk-` variables (nor do Panel's and Bokeh's stylesheets: tests/unit/dashboard/ui/
+# test_internals.py checks both), so that read always gave "" and now gives it without asking. The
+# font size only resolves `em` text sizes, and the dashboard gives every plot's text in pixels on its
+# models (ui.base.apply_fonts, HoloViews' fontsize), so it is read once per plot and kept. Applied when
+# the page's document is ready (its first paints are Bokeh's own); a BokehJS without these names is left
+# as it is.
+LIGHTER_PAINTS_JS = """
+if (window.__mdlmLighterPaints) return
+window.__mdlmLighterPaints = true
+try {
+  const {VisualProperties} = Bokeh.require("core/visuals/visual")
+  const {PlotView} = Bokeh.require("models/plots/plot_canvas")
+  const read = Object.getOwnPropertyDescriptor(PlotView.prototype, "base_font_size")
+  if (typeof VisualProperties?.prototype?._get_css_value !== "function" || typeof read?.get !== "function")
+    return
+  VisualProperties.prototype._get_css_value = function (name) { return "" }
+  const sizes = new WeakMap()
+  Object.defineProperty(PlotView.prototype, "base_font_size", {configurable: true, get() {
+    if (!sizes.has(this)) {
+      const size = read.get.call(this)
+      if (size == null) return size  // not laid out yet: ask again next time
+      sizes.set(this, size)
+    }
+    return sizes.get(this)
+  }})
+} catch (error) {
+  console.warn("plots paint as BokehJS paints them:", error)
+}
+"""
+
+
+def lighter_paints(doc) -> None:
+    """Spare the browser a style recomputation of the whole page per plot paint (LIGHTER_PAINTS_JS),
+    from when the page of `doc` is ready."""
+    from bokeh.models import CustomJS
+
+    doc.js_on_event("document_ready", CustomJS(code=LIGHTER_PAINTS_JS))
+
+
 @functools.lru_cache(maxsize=1)
 def quiet_file_download():
     """pn.widgets.FileDownload that ignores a callback's None (a failure: the button says why)

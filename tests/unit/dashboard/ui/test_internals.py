@@ -1,6 +1,7 @@
 """Panel's socket writes as the dashboard mends them (ui/internals.py): patches queued while an earlier
 batch finishes are still sent, in order (mend_panel_write_queue), and a page closed mid-message leaves
-no write unawaited (mend_panel_socket_writes)."""
+no write unawaited (mend_panel_socket_writes). Plots paint without asking the browser for CSS variables
+that nothing in the page defines (lighter_paints)."""
 from __future__ import annotations
 
 
@@ -112,3 +113,40 @@ def test_a_pages_build_walks_the_model_graph_once(checkpoints):
     assert all(doc.get_model_by_id(m.id) is m for root in doc.roots for m in root.references())
     plain = pn.template.BootstrapTemplate(main=list(app.main), sidebar=list(app.sidebar), header=list(app.header))
     assert walks_to_build(plain)[0] > 3  # what the one walk saves
+
+
+def test_no_stylesheet_of_the_page_styles_a_plot_through_bokeh_css_variables():
+    """lighter_paints answers BokehJS's `--bk-<visual>` reads (line-color, text-font-size...) with "" without
+    asking the browser, which is what the browser answered while no stylesheet of the page sets one. The
+    page's stylesheets are the dashboard's (in its Python sources), Panel's (its dist folder) and Bokeh's
+    (compiled into its JavaScript): none may set one, or plots would lose that styling."""
+    import re
+    from pathlib import Path
+
+    import bokeh
+    import panel
+
+    import explorer
+
+    setting = re.compile(r"--bk-[a-z]")  # a variable's name; Bokeh's bare prefix ("--bk-") reads none
+    sources = {"the dashboard": sorted(Path(explorer.__file__).parent.rglob("*.py")),
+               "Panel": sorted((Path(panel.__file__).parent / "dist").rglob("*.css")),
+               "Bokeh": sorted((Path(bokeh.__file__).parent / "server" / "static" / "js").glob("bokeh*.js"))}
+    assert all(sources.values()), {name: len(files) for name, files in sources.items()}
+    found = [f"{name}: {path.name}: {m.group(0)}..." for name, files in sources.items() for path in files
+             if not path.name.endswith(".min.js")
+             for m in setting.finditer(path.read_text(errors="replace"))]
+    assert found == []
+
+
+def test_lighter_paints_is_sent_to_the_page_when_its_document_is_ready():
+    """The patch is a CustomJS callback on the document's `document_ready` event, the code that
+    applies it once per page and leaves a BokehJS without its names as it is."""
+    from bokeh.document import Document
+
+    from explorer.dashboard.ui.internals import LIGHTER_PAINTS_JS, lighter_paints
+
+    doc = Document()
+    lighter_paints(doc)
+    callbacks = doc.callbacks._js_event_callbacks
+    assert list(callbacks) == ["document_ready"] and [c.code for c in callbacks["document_ready"]] == [LIGHTER_PAINTS_JS]
