@@ -26,12 +26,14 @@ UPDATE_ASSETS = "MDLM_EXPLORER_UPDATE_ASSETS"  # =1: test_screenshot refreshes a
 
 
 def test_page_runs_and_knobs_change_the_run(browser, served):
-    """One page: the views show, the sliders, the strategy and Run change the run, the Steps box takes an
-    exact count, the heatmap's hover names the cell under the pointer, and a bad template is a notice that
-    keeps the previous result."""
+    """One page: the sidebar is open, the views show, the sliders, the strategy and Run change the run, the
+    Steps box takes an exact count, the heatmap's hover names the cell under the pointer, and a bad template
+    is a notice that keeps the previous result."""
     url, states = served
     page, problems = open_page(browser, url)
     wait_rows(page, 33, states=states)  # auto-run on load: 32 steps + the start canvas
+    # at a desk the knobs are the point: the sidebar is open (presentation starts it collapsed: test_projector)
+    assert "show" in page.locator("#sidebar").get_attribute("class").split()
     for view in (".heatmap-view", ".text-view", ".confidence-view", ".quality-view"):
         box = page.locator(view).first.bounding_box()
         assert box and box["width"] > 200 and box["height"] > 50, view
