@@ -76,9 +76,9 @@ def local_stylesheets(doc) -> None:
 # titles asks getComputedStyle for a `--bk-<visual>` variable (VisualProperties._get_css_value), and each
 # axis for the plot's font size (PlotView.base_font_size). A page changes its DOM between paints (a
 # status line, a layout), so each read makes the browser recompute the styles of the whole page first:
-# a third of the browser's main thread on an Inspect or Compare page. The dashboard styles no plot
-# through `--bk-` variables (nor do Panel's and Bokeh's stylesheets: tests/unit/dashboard/ui/
-# test_internals.py checks both), so that read always gave "" and now gives it without asking. The
+# a quarter to a third of the browser's main thread on an Inspect or Compare page. The dashboard styles
+# no plot through `--bk-` variables (nor do Panel's and Bokeh's stylesheets: tests/unit/dashboard/ui/
+# test_internals.py checks all three), so that read always gave "" and now gives it without asking. The
 # font size only resolves `em` text sizes, and the dashboard gives every plot's text in pixels on its
 # models (ui.base.apply_fonts, HoloViews' fontsize), so it is read once per plot and kept. Applied when
 # the page's document is ready (its first paints are Bokeh's own); a BokehJS without these names is left
