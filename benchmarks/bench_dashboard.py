@@ -188,12 +188,20 @@ def cpu_split() -> tuple[float, float]:
     renderer's busy time alone leaves out. Linux only (/proc): NaN elsewhere."""
     import os
 
-    from load_test import process_cpu_seconds, process_tree
+    from load_test import process_cpu_seconds
 
     if not Path("/proc/self/stat").exists():
         return float("nan"), float("nan")
-    browser = [p for p in process_tree(os.getpid())[1:] if _command(p).startswith("chrom")]
-    return process_cpu_seconds(os.getpid()), sum(process_cpu_seconds(p) for p in browser)
+    return process_cpu_seconds(os.getpid()), sum(process_cpu_seconds(p) for p in browser_pids())
+
+
+def browser_pids() -> list[int]:
+    """The Chromium processes under this one (Linux: /proc)."""
+    import os
+
+    from load_test import process_tree
+
+    return [p for p in process_tree(os.getpid())[1:] if _command(p).startswith("chrom")]
 
 
 def _command(pid: int) -> str:

@@ -23,42 +23,27 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import parse_qsl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_dashboard import ARGS, CHROMIUM  # noqa: E402 (this folder is the script's sys.path[0])
 
-HZ = os.sysconf("SC_CLK_TCK")
 EXPLORE = "checkpoint=patterns&seed=42&length=24&steps=32&sweep_metric=pattern_quality"
 
 
-def browser_cpu() -> dict[str, float]:
+def browser_cpu() -> dict[int, float]:
     """CPU seconds of every Chromium process now, by pid (a closed page's renderer leaves this list, so
     a page is read before it closes)."""
-    out = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if b"chrom" not in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
-                continue
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            out[pid] = (int(fields[11]) + int(fields[12])) / HZ
-        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
-            continue
-    return out
+    from bench_dashboard import browser_pids
+    from load_test import process_cpu_seconds
 
-
-def demand(fig) -> tuple[int, int]:
-    """How much a figure's view shows at once: its Compare columns, then its Inspect or Explore rows."""
-    q = dict(parse_qsl(fig.query))
-    columns = len(q.get("compare.columns", "a|b").split("|")) if fig.tab == "Compare" else 1
-    rows = len(q.get("inspect.ts", "0").split(",")) * len(q.get("inspect.texts", "").split("|"))
-    return columns, rows
+    return {pid: process_cpu_seconds(pid) for pid in browser_pids()}
 
 
 def links(base: str) -> dict[str, tuple[str, str, str]]:
     """{name: (address, query, tab)}: each lesson's most demanding figure and an Explore run."""
     from explorer.dashboard import lessons
+    from explorer.dashboard.projector import demand
 
     out = {}
     for item in lessons.LESSONS:

@@ -12,14 +12,14 @@ to pytest's tmp directory."""
 from __future__ import annotations
 
 import warnings
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from explorer.cli.rehearse import PROBE_JS
 from explorer.dashboard import lessons
-from explorer.dashboard.projector import DRAWN_JS, check, figure_selector
+from explorer.dashboard.projector import DRAWN_JS, check, demand, figure_selector
 from tests.support.browser import POLL_MS
 from tests.support.serving import serve_in_process
 
@@ -33,16 +33,6 @@ TAB_LINKS = {
     "Model": {"tab": "Model"},
 }
 SIZES = ((1366, 768), (1024, 768))  # the wider first: the page is resized, not reloaded
-
-
-def demand(fig: lessons.Figure) -> tuple[int, int, int]:
-    """How hard a figure's view is to fit on a projector: its columns side by side (Compare), then its rows
-    one under another (Inspect's t x texts, Explore's prompts or samples), then the length of its link."""
-    q = dict(parse_qsl(fig.query))
-    columns = len(q.get("compare.columns", "a|b").split("|")) if fig.tab == "Compare" else 1
-    rows = {"Inspect": len(q.get("inspect.ts", "0").split(",")) * len(q.get("inspect.texts", "").split("|")),
-            "Explore": max(len(q.get("prompts", "").split("|")), int(q.get("samples", "1")))}.get(fig.tab, 1)
-    return columns, rows, len(fig.query)
 
 
 LESSON_LINKS = {item.slug: max(item.figures, key=demand) for item in lessons.LESSONS}
