@@ -208,7 +208,7 @@ def _is_hf(name_or_path, allow_paths: bool, hf) -> bool:
 
 
 def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu", *,
-                    allow_paths: bool = True, hf=None):
+                    allow_paths: bool = True, hf=None, graphs: bool | None = None):
     """Load a model: the one loader of the CLI, the sampler's callers and the dashboard.
 
     The file is checked before anything is built (metadata types and ranges, every tensor's name and
@@ -221,6 +221,9 @@ def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu"
         allow_paths: False accepts only names in checkpoints/ and listed Hugging Face models (a server
             taking names from links).
         hf: explorer.hf.HFOptions for Hugging Face models (dtype, trust_remote_code, allowed ids).
+        graphs: on a CUDA device, replay the forward of this project's own models and of masked Hugging
+            Face dLLMs from CUDA graphs (explorer/graphs.py: the same logits, launched as one graph); None reads
+            MDLM_EXPLORER_CUDA_GRAPHS (on unless it is 0, off or false).
 
     Returns:
         The model in eval mode, called as `model(x, t)` -> logits (B, L, V) for every kind, with
@@ -237,12 +240,16 @@ def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu"
     """
     if _is_hf(name_or_path, allow_paths, hf):
         from .hf import HFOptions, load_hf_model
+        from .hf.model import HFDenoiser
 
         options = hf or HFOptions()
         if not allow_paths and options.allowed is None:
             raise CheckpointError(f"{str(name_or_path)!r}: this server opens only the models its operator "
                                   f"listed (serve --models)")
-        return load_hf_model(name_or_path, device, options)
+        model = load_hf_model(name_or_path, device, options)
+        if isinstance(model, HFDenoiser):  # a masked dLLM (not a judge, nor a block model's cached calls)
+            _with_graphs(model, device, graphs, hf=True)
+        return model
     path = resolve_checkpoint(name_or_path, allow_paths)
     meta = read_metadata(path)
     cfg, tokenizer = checked_config(path, meta)
@@ -252,7 +259,21 @@ def load_checkpoint(name_or_path: str | Path, device: str | torch.device = "cpu"
     model.load_state_dict(weights, strict=True)
     model.to(device).eval()
     model.tokenizer, model.meta, model.path = tokenizer, meta, path
+    return _with_graphs(model, device, graphs)
+
+
+def _with_graphs(model, device, graphs: bool | None, hf: bool = False):
+    """The model with its forward replayed from CUDA graphs where load_checkpoint's `graphs` asks for it."""
+    if torch.device(device).type == "cuda" and (cuda_graphs_wanted() if graphs is None else graphs):
+        from . import graphs as cuda_graphs
+
+        cuda_graphs.install(model, max_graphs=cuda_graphs.HF_GRAPHS if hf else cuda_graphs.MAX_GRAPHS)
     return model
+
+
+def cuda_graphs_wanted() -> bool:
+    """MDLM_EXPLORER_CUDA_GRAPHS: CUDA graphs for own models on a GPU unless it says 0, off or false."""
+    return os.environ.get("MDLM_EXPLORER_CUDA_GRAPHS", "on").strip().lower() not in ("0", "off", "false")
 
 
 def checked_config(path: Path, meta: dict) -> tuple[ModelConfig, CharTokenizer]:
