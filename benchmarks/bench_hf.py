@@ -2,7 +2,8 @@
 
     python benchmarks/bench_hf.py [--model hf:ORG/NAME | DIR] [--device auto|cpu|cuda] [--length 256]
                                   [--steps 64] [--block-length 32] [--rounds 3] [--threads N]
-                                  [--temperature 0] [--trust-remote-code] [--llada-8b-shape]
+                                  [--temperature 0 [1 ...]] [--trust-remote-code] [--llada-8b-shape]
+                                  [--no-graphs]
 
 Without --model it times a randomly initialised BERT-family masked LM built by the benchmark (BERT's 30,522-token
 vocabulary: the per-step softmax over V is part of what is measured); --llada-8b-shape builds LLaDA-8B's
@@ -21,6 +22,7 @@ alone, reference / model forwards alone, and ours / reference. Goal: ours <= 1.1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -31,6 +33,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from explorer import graphs  # noqa: E402
 from explorer.devices import describe_device, resolve_device  # noqa: E402
 from explorer.sampling import SamplerConfig, sample  # noqa: E402
 
@@ -106,11 +109,33 @@ def reference_generate(model, length: int, steps: int, block_length: int, temper
     return x
 
 
-def forwards_only(model, length: int, steps: int) -> None:
+def forward_floor(model, length: int, steps: int, device, calls: int = 10) -> float:
+    """Seconds of `steps` model forwards at this length: the median of `calls` single forwards, each on a
+    changed canvas and synchronised alone, times steps: what any decoder's step must pay. A loop of
+    forwards queued back to back bounded nothing on a GPU: on an H200 it measured slower than the
+    reference decoding loop (0.82x), which does the same forwards and more. With CUDA graphs installed
+    and on, the forwards are replays: the launch floor."""
     x = torch.full((1, length), model.config.mask_id, dtype=torch.long, device=model.device)
-    for _ in range(steps):
-        x[0, 0] = (x[0, 0] + 1) % model.config.mask_id  # a changed canvas each call, as in decoding
-        model(x)
+    times = []
+    with torch.no_grad():
+        for i in range(calls + 2):  # a graph is captured at a shape's second call
+            x[0, 0] = i % model.config.mask_id  # a changed canvas each call, as in decoding
+            times.append(timed(lambda: model(x), device))
+    return steps * statistics.median(times[2:])
+
+
+@contextlib.contextmanager
+def graphs_on(model, on: bool):
+    """explorer.graphs' replays on or off for the calls inside (plain forwards where none are installed)."""
+    forward = graphs.installed(model)
+    if forward is None:
+        yield
+        return
+    forward.enabled = on
+    try:
+        yield
+    finally:
+        forward.enabled = False
 
 
 def timed(fn, device) -> float:
@@ -123,17 +148,41 @@ def timed(fn, device) -> float:
 
 
 def bench(model, device, length: int, steps: int, block_length: int, rounds: int, temperature: float = 0.0) -> dict:
+    """Median seconds of the reference loop, ours, and ours with CUDA graphs (where installed) over `rounds`
+    interleaved rounds, and the floors: the plain forward and the replayed one."""
     cfg = SamplerConfig(steps=steps, temperature=temperature, strategy="confidence", schedule="linear",
                         block_length=block_length)
-    runs = {"forwards": lambda: forwards_only(model, length, steps),
-            "reference": lambda: reference_generate(model, length, steps, block_length, temperature),
-            "ours": lambda: sample(model, cfg, length=length, record=True)}
-    runs["forwards"]()  # warm-up (allocator, kernels)
+    runs = {"reference": (False, lambda: reference_generate(model, length, steps, block_length, temperature)),
+            "ours": (False, lambda: sample(model, cfg, length=length, record=True))}
+    if graphs.installed(model) is not None:
+        runs["ours graphs"] = (True, lambda: sample(model, cfg, length=length, record=True))
+    for on, fn in runs.values():  # warm-up (allocator, kernels, the graphs' captures)
+        with graphs_on(model, on):
+            timed(fn, device)
     times = {k: [] for k in runs}
-    for _ in range(rounds):  # interleaved: a noisy machine slows all three alike
-        for name, fn in runs.items():
-            times[name].append(timed(fn, device))
-    return {k: statistics.median(v) for k, v in times.items()}
+    for _ in range(rounds):  # interleaved: a noisy machine slows them alike
+        for name, (on, fn) in runs.items():
+            with graphs_on(model, on):
+                times[name].append(timed(fn, device))
+    result = {k: statistics.median(v) for k, v in times.items()}
+    result["forwards"] = forward_floor(model, length, steps, device)
+    if "ours graphs" in runs:
+        with graphs_on(model, True):
+            result["replays"] = forward_floor(model, length, steps, device)
+    return result
+
+
+def report(t: dict, length: int, steps: int) -> str:
+    """One table row: ms per step of each, ours' tokens/s, and the ratios."""
+    per = {k: 1e3 * v / steps for k, v in t.items()}
+    g = "ours graphs" in t
+    cells = [f"{length:>6}", f"{per['forwards']:>8.2f}", f"{per['replays']:>8.2f}" if g else f"{'-':>8}",
+             f"{per['reference']:>8.2f}", f"{per['ours']:>8.2f}", f"{per['ours graphs']:>8.2f}" if g else f"{'-':>8}",
+             f"{length / t['ours graphs' if g else 'ours']:>9.1f}", f"{t['ours'] / t['forwards']:>9.3f}",
+             f"{t['reference'] / t['forwards']:>8.3f}", f"{t['ours'] / t['reference']:>9.3f}"]
+    if g:
+        cells += [f"{t['ours graphs'] / t['reference']:>11.3f}", f"{t['ours graphs'] / t['replays']:>11.3f}"]
+    return " ".join(cells)
 
 
 def main(argv=None) -> int:
@@ -145,28 +194,32 @@ def main(argv=None) -> int:
     p.add_argument("--block-length", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy; above: sampled (random numbers timed)")
+    p.add_argument("--temperature", type=float, nargs="+", default=[0.0],
+                   help="0: greedy; above: sampled (random numbers timed); several: a table each")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--llada-8b-shape", action="store_true")
+    p.add_argument("--no-graphs", action="store_true", help="on CUDA, skip the runs with explorer.graphs")
     args = p.parse_args(argv)
-    if args.temperature < 0:
-        p.error(f"--temperature must be 0 or more, got {args.temperature}")
+    if min(args.temperature) < 0:
+        p.error(f"--temperature must be 0 or more, got {min(args.temperature)}")
     torch.set_flush_denormal(True)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     model, what = load_model(args, device)
-    print(f"{what} on {describe_device(device)}, {args.steps} steps, blocks of {args.block_length}, "
-          f"{'greedy' if args.temperature == 0 else f'temperature {args.temperature:g}'} low-confidence; "
-          f"medians of {args.rounds} rounds")
-    print(f"{'length':>6} {'forwards ms/step':>17} {'ours ms/step':>13} {'ref ms/step':>12} {'ours tok/s':>11} "
-          f"{'ours/fwd':>9} {'ref/fwd':>8} {'ours/ref':>9}")
-    for length in args.length:
-        t = bench(model, device, length, args.steps, args.block_length, args.rounds, args.temperature)
-        per = {k: 1e3 * v / args.steps for k, v in t.items()}
-        print(f"{length:>6} {per['forwards']:>17.2f} {per['ours']:>13.2f} {per['reference']:>12.2f} "
-              f"{length / t['ours']:>11.1f} {t['ours'] / t['forwards']:>9.3f} {t['reference'] / t['forwards']:>8.3f} "
-              f"{t['ours'] / t['reference']:>9.3f}", flush=True)
+    if device.type == "cuda" and not args.no_graphs:
+        graphs.install(model, max_graphs=graphs.HF_GRAPHS)
+        graphs.installed(model).enabled = False
+    for temperature in args.temperature:
+        print(f"{what} on {describe_device(device)}, {args.steps} steps, blocks of {args.block_length}, "
+              f"{'greedy' if temperature == 0 else f'temperature {temperature:g}'} low-confidence; "
+              f"medians of {args.rounds} rounds; ms per step; fwd: one forward timed alone, replay: from a "
+              f"CUDA graph; 'graphs': ours with explorer.graphs")
+        print(f"{'length':>6} {'fwd':>8} {'replay':>8} {'ref':>8} {'ours':>8} {'graphs':>8} {'tok/s':>9} "
+              f"{'ours/fwd':>9} {'ref/fwd':>8} {'ours/ref':>9} {'graphs/ref':>11} {'graphs/rpl':>11}")
+        for length in args.length:
+            t = bench(model, device, length, args.steps, args.block_length, args.rounds, temperature)
+            print(report(t, length, args.steps), flush=True)
     return 0
 
 

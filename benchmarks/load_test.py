@@ -623,23 +623,25 @@ def serve_options(server_args: str = DEFAULT_SERVER_ARGS) -> argparse.Namespace:
 
 def solo_texts(checkpoint: str, checkpoints: Path, results: list[SessionResult],
                server_args: str = DEFAULT_SERVER_ARGS) -> None:
-    """Each session's identity knobs through the Python API, alone, with the server's threads and
-    precision (the same kernels, the same floats); sets identity_match."""
+    """Each session's identity knobs through the Python API, alone, on the server's device with its
+    threads and precision (the same kernels, the same floats); sets identity_match."""
     import torch
 
     from explorer.checkpoint import load_checkpoint
     from explorer.dashboard.runtime.queue import DeviceQueue
+    from explorer.devices import resolve_device
     from explorer.sampling import SamplerConfig, sample_any
 
     served = serve_options(server_args)
     torch.set_num_threads(served.threads or 1)
-    precision = DeviceQueue("cpu", precision=served.precision)  # what the server's queue runs at
+    device = resolve_device(served.device)
+    precision = DeviceQueue(device.type, precision=served.precision)  # what the server's queue runs at
     model = None
     for r in results:
         if r.identity_knobs is None:
             continue
         if model is None:  # the very file the server served
-            model = load_checkpoint(checkpoints / f"{checkpoint}.safetensors", "cpu")
+            model = load_checkpoint(checkpoints / f"{checkpoint}.safetensors", device)
         with precision.autocast():
             traj = sample_any(model, SamplerConfig(**r.identity_knobs), length=r.identity_length)
         r.identity_match = traj.texts(model.tokenizer)[0] == r.identity_text

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The benchmarks' GPU rows in one go, for a GPU machine: each part under its own time limit, its log in
+# LOGS (default gpu-logs/), a short summary on stdout. Parts that need packages the machine lacks fail
+# alone; the others still run.
+#
+#   bash benchmarks/gpu_rows.sh [LOGS]
+#
+# 1. env: the GPU, driver, Python and torch; the CUDA tests of explorer/graphs.py
+# 2. live: bench_live.py on shakespeare (with torch.compile) and shakespeare-large
+# 3. hf: bench_hf.py --llada-8b-shape, greedy and T = 1, 256 and 1,024 tokens
+# 4. sampler: bench_sampler.py --device cuda --quick, without CUDA graphs, then its overhead and sweep with them
+# 5. load: load_test.py, 8 then 30 sessions at Explore's default run, served on the GPU
+set -u
+logs=${1:-gpu-logs}
+mkdir -p "$logs"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+py=${PYTHON:-python3}
+
+part() {  # part NAME SECONDS COMMAND...: run it under `timeout`, log it, print its tail
+  local name=$1 limit=$2 start rc
+  shift 2
+  start=$(date +%s)
+  echo "=== $name: $*" >"$logs/$name.log"
+  timeout -k 10 "$limit" "$@" >>"$logs/$name.log" 2>&1
+  rc=$?
+  echo "=== $name: exit $rc after $(( $(date +%s) - start )) s (limit $limit s)" | tee -a "$logs/$name.log"
+  tail -n "${TAIL:-25}" "$logs/$name.log" | grep -v '^===' | cut -c1-200
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  "$py" -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, torch.cuda.get_device_name())"
+} >"$logs/env.log" 2>&1
+cat "$logs/env.log"
+TAIL=4 part graphs 60 "$py" -m pytest -p no:cacheprovider -o addopts="" tests/unit/test_graphs.py -q
+part live 75 "$py" benchmarks/bench_live.py --checkpoint shakespeare shakespeare-large --runs 5
+TAIL=6 part compile 50 "$py" benchmarks/bench_live.py --checkpoint shakespeare --runs 5 --compile --only fp32 compile
+part hf 110 "$py" benchmarks/bench_hf.py --llada-8b-shape --device cuda --length 256 1024 --temperature 0 1 --rounds 3
+TAIL=40 MDLM_EXPLORER_CUDA_GRAPHS=off part sampler 90 "$py" benchmarks/bench_sampler.py --device cuda --quick
+TAIL=30 part sampler-graphs 60 "$py" benchmarks/bench_sampler.py --device cuda --quick --parts overhead,sweep
+TAIL=30 part load 150 "$py" benchmarks/load_test.py --sessions 8 30 --seconds 20 --think 2 --length 256 --steps 64 \
+  --load-timeout 80 --timeout 40 --server-args "--device cuda --num-threads 4 --no-auto-sweep --offline"
