@@ -10,13 +10,35 @@ from .names import DEVICES as DEVICE_CHOICES
 from .names import PRECISIONS
 
 
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def cuda_available() -> bool:
+    """torch.cuda.is_available() without initialising CUDA in this process. PyTorch's plain check asks the
+    CUDA runtime, and a process forked after that cannot use the GPU: `serve --num-procs` checks --device
+    before it forks, and on an H200 every forked process then found no GPU and built no page. With
+    PYTORCH_NVML_BASED_CUDA_CHECK=1 PyTorch counts the devices through NVML instead (the runtime where NVML
+    is missing), which leaves fork safe."""
+    before = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        return torch.cuda.is_available()
+    finally:
+        if before is None:
+            os.environ.pop(NVML_CHECK, None)
+        else:
+            os.environ[NVML_CHECK] = before
+
+
 def resolve_device(name: str = "auto") -> torch.device:
+    """The torch.device of "cpu", "cuda" or "auto" (CUDA when a GPU is there); checking leaves fork safe
+    (cuda_available). Raises ValueError for another name, or "cuda" without a GPU."""
     if name not in DEVICE_CHOICES:
         raise ValueError(f"device must be one of {DEVICE_CHOICES}, got {name!r}")
-    if name == "cuda" and not torch.cuda.is_available():
+    if name == "cuda" and not cuda_available():
         raise ValueError("--device cuda was asked for but no CUDA GPU is available; use --device cpu or auto")
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if cuda_available() else "cpu"
     return torch.device(name)
 
 

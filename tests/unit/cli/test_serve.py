@@ -175,3 +175,24 @@ def test_a_page_has_a_minute_to_open_its_connection(monkeypatch):
     assert opts["unused_session_lifetime_milliseconds"] >= 60_000
     tornado = BokehTornado({}, unused_session_lifetime_milliseconds=opts["unused_session_lifetime_milliseconds"])
     assert tornado._unused_session_lifetime_milliseconds == opts["unused_session_lifetime_milliseconds"]
+
+
+@pytest.mark.parametrize("device", ["auto", "cuda"])
+def test_the_device_check_before_forking_leaves_cuda_uninitialised(checkpoints, monkeypatch, device):
+    """serve checks --device before Panel forks its processes. PyTorch's plain torch.cuda.is_available()
+    initialises the CUDA runtime, after which no forked process can use the GPU (on an H200 every page of
+    a --num-procs server failed to build); asked with PYTORCH_NVML_BASED_CUDA_CHECK=1 it counts the GPUs
+    through NVML and leaves fork safe. The check sees the variable set, and the environment is as before."""
+    import argparse
+    import os
+
+    from explorer.cli import serve
+
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: seen.append(os.environ.get(
+        "PYTORCH_NVML_BASED_CUDA_CHECK")) or True)
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    serve.check_args(parser.parse_args(["--no-show", "--port", "5999", "--num-procs", "2", "--device", device]))
+    assert seen == ["1"] and "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
