@@ -4,7 +4,7 @@ uncached sampler, on the shipped checkpoints, one run.
     python benchmarks/bench_cache.py [--checkpoints shakespeare shakespeare-large] [--length 256]
                                      [--block-length 32] [--steps 64 128] [--temperatures 0 0.8]
                                      [--samples 3] [--repeats 1] [--judge shakespeare-ar] [--threads 1]
-                                     [--hf-standin]
+                                     [--hf-standin] [--llada-8b-shape] [--device cpu|cuda|auto]
 
 For every checkpoint, step count and temperature, each sample is generated three times in a row, uncached,
 with the prefix cache and with the dual cache (same seed, one sample a call: a sample's latency), so the
@@ -20,6 +20,7 @@ every greedy sample is the same).
 project's loader as remote code (tests/support/hf.py: 4 layers, 256 wide, 4 heads, rotary positions,
 bidirectional, a forward taking past_key_values and Fast-dLLM's replace_position; its 80-token WordPiece
 vocabulary): the cache through the wrapper of LLaDA-style remote code. No judge reads its text (gen-NLL -).
+--llada-8b-shape times the same code at LLaDA-8B's shape (llada_8b_standin), random, in bf16 on --device.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from explorer import load_checkpoint  # noqa: E402
 from explorer.checkpoint import resolve_checkpoint  # noqa: E402
+from explorer.devices import describe_device, resolve_device  # noqa: E402
 from explorer.metrics import gen_nll  # noqa: E402
 from explorer.sampling import SamplerConfig, sample  # noqa: E402
 
@@ -45,10 +47,16 @@ MODES = ("none", "prefix", "dual")
 
 
 def timed(model, cfg: SamplerConfig, length: int):
-    """(seconds, final tokens (L,), text) of one sample."""
+    """(seconds, final tokens (L,), text) of one sample (no text for a model without a tokenizer)."""
+    device = model.device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     start = time.perf_counter()
     traj = sample(model, cfg, batch_size=1, length=length, record=False)
-    return time.perf_counter() - start, traj.final[0], traj.texts()[0]
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    text = traj.texts()[0] if getattr(model, "tokenizer", None) is not None else ""
+    return time.perf_counter() - start, traj.final[0], text
 
 
 def measure(model, judge, steps: int, temperature: float, args) -> dict:
@@ -96,6 +104,32 @@ def hf_standin(tmp: Path, length: int):
     return model
 
 
+LLADA_8B = dict(vocab_size=126464, hidden_size=4096, n_heads=32, n_layers=32, mask_token_id=126336)
+
+
+def llada_8b_standin(tmp: Path, length: int, device, shape: dict = LLADA_8B):
+    """The stand-in's remote code at LLaDA-8B's width, depth, heads and vocabulary (its MLP, 2 x the width
+    with GELU, is smaller than LLaDA's SwiGLU of 12,288: 4.3 B parameters), random weights made on the
+    device in bf16 (none written to disk), wrapped as load_hf_model wraps a model: speed does not depend on
+    the weights."""
+    from transformers import AutoConfig, AutoModel
+
+    from explorer.hf.model import HFDenoiser, HFModelConfig
+    from tests.support.hf import cached_remote_code_dir
+
+    path = cached_remote_code_dir(tmp / "llada_8b_standin", "llada", "replace", context=length)
+    cfg = AutoConfig.from_pretrained(path, trust_remote_code=True)
+    cfg.update({**shape, "max_sequence_length": length})
+    torch.manual_seed(0)
+    with torch.device(device):
+        net = AutoModel.from_config(cfg, trust_remote_code=True, dtype=torch.bfloat16)
+    config = HFModelConfig(shape["vocab_size"], shape["mask_token_id"], length, "llada")
+    model = HFDenoiser(net, config).to(device).eval()
+    model.probe_cache()
+    assert model.cache_modes == ("prefix", "dual"), model.cache_modes
+    return model
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoints", nargs="+", default=["shakespeare", "shakespeare-large"])
@@ -109,13 +143,27 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--hf-standin", action="store_true",
                    help="time a random LLaDA-shaped remote-code model (4 x 256) instead of the checkpoints")
+    p.add_argument("--llada-8b-shape", action="store_true",
+                   help="the stand-in at LLaDA-8B's shape, random, in bf16 on --device (a GPU)")
+    p.add_argument("--device", default="cpu", help="where the checkpoints or the stand-in run")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    judge = None if args.hf_standin else load_checkpoint(args.judge)
+    device = resolve_device(args.device)
+    judge = None if args.hf_standin or args.llada_8b_shape else load_checkpoint(args.judge, device)
     print(f"# torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f} at the start; "
           f"{args.length} characters, blocks of {args.block_length}, strategy confidence")
     print("| checkpoint | steps | T | cache | samples | s / sample | speed-up | same tokens | gen-NLL |")
     print("|---|---|---|---|---|---|---|---|---|")
+    if args.llada_8b_shape:
+        with tempfile.TemporaryDirectory() as tmp:
+            model = llada_8b_standin(Path(tmp), args.length, device)
+            print(f"# on {describe_device(device)}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters")
+            for steps in args.steps:
+                for temperature in args.temperatures:
+                    got = measure(model, None, steps, temperature, args)
+                    for line in rows("LLaDA-8B-shaped stand-in (bf16)", steps, temperature, got):
+                        print(line, flush=True)
+        return
     if args.hf_standin:
         with tempfile.TemporaryDirectory() as tmp:
             model = hf_standin(Path(tmp), args.length)
@@ -132,7 +180,7 @@ def main() -> None:
         except (ValueError, OSError):
             print(f"# {name}: not found, skipped")
             continue
-        model = load_checkpoint(name)
+        model = load_checkpoint(name, device)
         for steps in args.steps:
             for temperature in args.temperatures:
                 for line in rows(name, steps, temperature, measure(model, judge, steps, temperature, args)):

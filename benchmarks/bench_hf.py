@@ -79,7 +79,8 @@ def load_model(args, device):
         model = load_checkpoint(args.model, device, hf=HFOptions(trust_remote_code=args.trust_remote_code))
         return model, args.model
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    return (random_llada if args.llada_8b_shape else random_bert)(device, dtype)
+    model, what = (random_llada if args.llada_8b_shape else random_bert)(device, dtype)
+    return model.eval(), what  # the wrapper too: a graph replays only in eval mode (sample() sets it itself)
 
 
 def reference_generate(model, length: int, steps: int, block_length: int, temperature: float = 0.0) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Explore's default run against its floor: the run a dashboard session starts, and the model's forward alone.
 
     python benchmarks/bench_live.py [--checkpoint shakespeare shakespeare-large] [--device auto]
-                                    [--runs 5] [--compile] [--threads N] [--only ROW ...]
+                                    [--runs 5] [--compile] [--threads N] [--only ROW ...] [--profile]
 
 Per checkpoint, the run Explore starts when a page opens (the checkpoint's recommended knobs over the
 defaults, its whole context, batch 1, the trajectory recorded and each step handed to a live callback as the
@@ -144,6 +144,26 @@ def bench_checkpoint(name: str, device, runs: int, with_compile: bool, only=None
               flush=True)
 
 
+def profile(name: str, device, rows: int = 25) -> None:
+    """torch.profiler's table of one default run with CUDA graphs (where they apply): where a step's time
+    outside the model goes, op by op, on the host and on the device."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    model = graphs.install(load_checkpoint(name, device, graphs=False))
+    cfg = config_for(model)
+    length = recommended(model).get("length", model.config.block_size)
+    run_ms(model, cfg, length, device, 1)  # captures made
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        sample(model, cfg, length=length, on_step=lambda record: True)
+        sync(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(f"\n{name}: one default run, profiled (two passes over it: ops by host time, then by {key})")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows))
+    print(prof.key_averages().table(sort_by=key, row_limit=10))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", nargs="+", default=["shakespeare", "shakespeare-large"])
@@ -153,6 +173,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--only", nargs="+", default=None, metavar="ROW",
                    help="time only these rows (their names as printed: fp32, 'fp32 + graphs', compile ...)")
+    p.add_argument("--profile", action="store_true", help="also print torch.profiler's tables of one run")
     args = p.parse_args(argv)
     torch.set_flush_denormal(True)
     if args.threads:
@@ -160,6 +181,8 @@ def main(argv=None) -> int:
     device = resolve_device(args.device)
     for name in args.checkpoint:
         bench_checkpoint(name, device, args.runs, args.compile and device.type == "cuda", args.only)
+        if args.profile:
+            profile(name, device)
     return 0
 
 

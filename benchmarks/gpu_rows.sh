@@ -9,16 +9,20 @@
 # 2. live: bench_live.py on shakespeare (with torch.compile) and shakespeare-large
 # 3. hf: bench_hf.py --llada-8b-shape, greedy and T = 1, 256 and 1,024 tokens
 # 4. sampler: bench_sampler.py --device cuda --quick, without CUDA graphs, then its overhead and sweep with them
-# 5. load: load_test.py, 8 then 30 sessions at Explore's default run, served on the GPU
+# 5. cache: bench_cache.py's stand-in at LLaDA-8B's shape, uncached against the prefix and dual caches
+# 6. load: load_test.py, 8 then 30 sessions at Explore's default run served on the GPU by one process, then
+#    30 by eight (--num-procs 8)
+# PARTS="live hf" runs only those parts; LIVE_ARGS adds bench_live flags (--profile).
 set -u
 logs=${1:-gpu-logs}
 mkdir -p "$logs"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 py=${PYTHON:-python3}
 
-part() {  # part NAME SECONDS COMMAND...: run it under `timeout`, log it, print its tail
+part() {  # part NAME SECONDS COMMAND...: run it under `timeout` (when PARTS names it), log it, print its tail
   local name=$1 limit=$2 start rc
   shift 2
+  case " ${PARTS:-all} " in *" all "*|*" $name "*) ;; *) return 0 ;; esac
   start=$(date +%s)
   echo "=== $name: $*" >"$logs/$name.log"
   timeout -k 10 "$limit" "$@" >>"$logs/$name.log" 2>&1
@@ -31,11 +35,16 @@ part() {  # part NAME SECONDS COMMAND...: run it under `timeout`, log it, print 
   "$py" -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, torch.cuda.get_device_name())"
 } >"$logs/env.log" 2>&1
 cat "$logs/env.log"
-TAIL=4 part graphs 60 "$py" -m pytest -p no:cacheprovider -o addopts="" tests/unit/test_graphs.py -q
-part live 75 "$py" benchmarks/bench_live.py --checkpoint shakespeare shakespeare-large --runs 5
+serve="--device cuda --num-threads 4 --no-auto-sweep --offline"
+class="--sessions 30 --seconds 20 --think 2 --length 256 --steps 64 --load-timeout 80 --timeout 40"
+TAIL=4 part graphs 30 "$py" -m pytest -p no:cacheprovider -o addopts="" tests/unit/test_graphs.py -q
+part live 75 "$py" benchmarks/bench_live.py --checkpoint shakespeare shakespeare-large --runs 5 ${LIVE_ARGS:-}
 TAIL=6 part compile 50 "$py" benchmarks/bench_live.py --checkpoint shakespeare --runs 5 --compile --only fp32 compile
-part hf 110 "$py" benchmarks/bench_hf.py --llada-8b-shape --device cuda --length 256 1024 --temperature 0 1 --rounds 3
+TAIL=12 part hf 115 "$py" benchmarks/bench_hf.py --llada-8b-shape --device cuda --length 256 1024 --temperature 0 1 \
+  --rounds 3
 TAIL=40 MDLM_EXPLORER_CUDA_GRAPHS=off part sampler 90 "$py" benchmarks/bench_sampler.py --device cuda --quick
 TAIL=30 part sampler-graphs 60 "$py" benchmarks/bench_sampler.py --device cuda --quick --parts overhead,sweep
-TAIL=30 part load 150 "$py" benchmarks/load_test.py --sessions 8 30 --seconds 20 --think 2 --length 256 --steps 64 \
-  --load-timeout 80 --timeout 40 --server-args "--device cuda --num-threads 4 --no-auto-sweep --offline"
+TAIL=12 part cache 60 "$py" benchmarks/bench_cache.py --llada-8b-shape --device cuda --length 1024 --steps 64 128 \
+  --temperatures 0
+TAIL=20 part load 150 "$py" benchmarks/load_test.py $class --sessions 8 30 --server-args "$serve"
+TAIL=20 part load-procs 100 "$py" benchmarks/load_test.py $class --server-args "$serve --num-procs 8 --threads 1"

@@ -187,7 +187,7 @@ def rotate(t, pos):
     half = t.shape[-1] // 2
     freq = 1.0 / (10000 ** (torch.arange(half, dtype=torch.float32, device=t.device) / half))
     angle = pos.float()[:, None] * freq[None, :]  # (n, half)
-    cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)
+    cos, sin = torch.cat([angle.cos()] * 2, -1).to(t.dtype), torch.cat([angle.sin()] * 2, -1).to(t.dtype)
     t1, t2 = t[..., :half], t[..., half:]
     return t * cos + torch.cat([-t2, t1], -1) * sin
 
