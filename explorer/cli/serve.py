@@ -44,6 +44,10 @@ def add_arguments(p: argparse.ArgumentParser):
                    help="sessions start with 'compute quality vs steps after each run' off (a user can still "
                         "press Compute): each sweep costs many runs, so turn it off for a class on one CPU "
                         "(MDLM_EXPLORER_AUTO_SWEEP=0 does the same)")
+    p.add_argument("--scrub", default=None, choices=("auto", "on", "off"),
+                   help="sliders re-sample while they are dragged: each knob change waits for the run on its "
+                        "way, then the newest knobs run (auto: on a GPU, where a run follows a hand). Default: "
+                        "MDLM_EXPLORER_SCRUB or auto")
     p.add_argument("--precision", default=None, choices=PRECISIONS,
                    help="precision of the dashboard's model calls: fp32 (default; every figure as documented), "
                         "bf16 (torch.autocast: 2-3x faster batched on a CPU with AMX, texts differ from fp32), "
@@ -147,6 +151,7 @@ def check_args(args) -> None:
     if args.num_threads is not None and args.num_threads < 0:
         raise CLIError(f"--num-threads must be >= 0, got {args.num_threads}")
     check_num_procs(args)
+    check_scrub(args)
     if args.basic_auth is not None:
         check_basic_auth(args.basic_auth)
     if args.scheduler is None:
@@ -163,6 +168,16 @@ def check_args(args) -> None:
         resolve_device(args.device)
     except ValueError as e:
         raise CLIError(str(e)) from e
+
+
+def check_scrub(args) -> None:
+    """--scrub, else MDLM_EXPLORER_SCRUB (a bad value is refused here, before any session reads it)."""
+    from ..dashboard.tabs.explore.state.run import SCRUB_CHOICES, SCRUB_ENV
+
+    if args.scrub is None:
+        args.scrub = os.environ.get(SCRUB_ENV, "").strip().lower() or "auto"
+        if args.scrub not in SCRUB_CHOICES:
+            raise CLIError(f"{SCRUB_ENV} must be one of {', '.join(SCRUB_CHOICES)}, got {args.scrub!r}")
 
 
 def check_user_checkpoints(args) -> None:
@@ -270,9 +285,11 @@ def login_store(args):
 
 
 def session_defaults(args) -> None:
-    """Hand --no-auto-sweep, --precision and --scheduler to every session through the environment the
+    """Hand --no-auto-sweep, --precision, --scrub and --scheduler to every session through the environment the
     app reads (as `panel serve` users set it), before any session or device queue exists."""
     os.environ["MDLM_EXPLORER_PRECISION"] = args.precision
+    if getattr(args, "scrub", None) is not None:  # (check_args sets it: the flag, else the variable's)
+        os.environ["MDLM_EXPLORER_SCRUB"] = args.scrub
     limit_env(args)
     if args.no_auto_sweep:
         os.environ["MDLM_EXPLORER_AUTO_SWEEP"] = "0"

@@ -9,6 +9,8 @@ can be wrong.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from pathlib import Path
 
@@ -105,3 +107,39 @@ def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
 def explore(session):
     """The Explore tab's state of a session (tabs.explore.open_session registers it)."""
     return session.tabs["Explore"]
+
+
+class SlowModel(torch.nn.Module):
+    """The loaded model, a little slow per call, so that changes arrive while a run is in flight."""
+
+    def __init__(self, inner, seconds: float):
+        super().__init__()
+        self.inner, self.seconds = inner, seconds
+        self.config, self.tokenizer, self.meta = inner.config, inner.tokenizer, getattr(inner, "meta", {})
+        self.device = torch.device("cpu")
+
+    def forward(self, x, t=None):
+        time.sleep(self.seconds)
+        return self.inner(x, t)
+
+
+class UiThread:
+    """A served session's dispatch: callbacks run one after another, in order, on one thread of their own."""
+
+    def __init__(self):
+        self.callbacks: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def __call__(self, callback) -> None:
+        self.callbacks.put(callback)
+
+    def _loop(self) -> None:
+        while (callback := self.callbacks.get()) is not None:
+            callback()
+
+    def idle(self) -> bool:
+        return self.callbacks.empty()
+
+    def stop(self) -> None:
+        self.callbacks.put(None)

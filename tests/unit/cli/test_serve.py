@@ -143,6 +143,23 @@ def test_serve_refuses_a_bad_precision_in_the_environment(checkpoints, fresh_def
     assert err == ["error: MDLM_EXPLORER_PRECISION must be one of auto, fp32, bf16, got 'fp16'"]
 
 
+def test_scrubbing_is_every_new_sessions_and_a_bad_value_is_refused(checkpoints, fresh_defaults, monkeypatch,
+                                                                    capsys):
+    from explorer.cli import main
+    from explorer.dashboard.tabs.explore.state.run import scrub_wanted
+
+    monkeypatch.setenv("MDLM_EXPLORER_SCRUB", "")
+    serve_args("--scrub", "on")
+    assert scrub_wanted(torch.device("cpu"))  # on a CPU too, as asked
+    monkeypatch.setenv("MDLM_EXPLORER_SCRUB", "")  # (serve left "on" there for its sessions)
+    serve_args()  # auto: a GPU's sessions scrub, a CPU's do not
+    assert not scrub_wanted(torch.device("cpu")) and scrub_wanted(torch.device("cuda"))
+    monkeypatch.setenv("MDLM_EXPLORER_SCRUB", "fast")
+    assert main(["serve", "--no-show", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: MDLM_EXPLORER_SCRUB must be one of auto, on, off, got 'fast'"]
+
+
 def test_a_server_leaves_a_core_for_the_browser_unless_told(monkeypatch):
     """`serve` without --threads runs torch on one fewer thread than the cores (a
     2-core laptop also runs the browser); --threads N is taken as given."""

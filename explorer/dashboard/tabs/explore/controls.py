@@ -37,7 +37,8 @@ class ControlsView(StateView):
     def __init__(self, **params):
         super().__init__(**params)
         p, e = self.state.session.param, self.state.param
-        w = {name: cls.from_param(p[name], throttled=True, sizing_mode="stretch_width")
+        # scrubbing (state/run.py SCRUB_ENV): the value while dragging; otherwise on release only
+        w = {name: cls.from_param(p[name], throttled=not self.state.scrub, sizing_mode="stretch_width")
              for name, cls in SLIDERS.items()}
         for name in EXACT:  # a box beside the slider takes the exact number
             w[f"{name}_exact"] = pn.widgets.IntInput.from_param(p[name], name="", width=72, align="end")

@@ -4,51 +4,13 @@ the callbacks its runs hand to the session's UI thread. Whatever the interleavin
 the end is the one of the knobs as the last change left them (RunState.start_run)."""
 from __future__ import annotations
 
-import queue
 import threading
 import time
 
 import pytest
-import torch
 
 from explorer.dashboard.tabs.explore import open_session
-from tests.support.dashboard import explore, wait_for
-
-
-class SlowModel(torch.nn.Module):
-    """The loaded model, a little slow per call, so that changes arrive while a run is in flight."""
-
-    def __init__(self, inner, seconds: float):
-        super().__init__()
-        self.inner, self.seconds = inner, seconds
-        self.config, self.tokenizer, self.meta = inner.config, inner.tokenizer, getattr(inner, "meta", {})
-        self.device = torch.device("cpu")
-
-    def forward(self, x, t=None):
-        time.sleep(self.seconds)
-        return self.inner(x, t)
-
-
-class UiThread:
-    """A served session's dispatch: callbacks run one after another, in order, on one thread of their own."""
-
-    def __init__(self):
-        self.callbacks: queue.Queue = queue.Queue()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def __call__(self, callback) -> None:
-        self.callbacks.put(callback)
-
-    def _loop(self) -> None:
-        while (callback := self.callbacks.get()) is not None:
-            callback()
-
-    def idle(self) -> bool:
-        return self.callbacks.empty()
-
-    def stop(self) -> None:
-        self.callbacks.put(None)
+from tests.support.dashboard import SlowModel, UiThread, explore, wait_for
 
 
 @pytest.fixture

@@ -62,7 +62,8 @@ class ExploreState(RunState, ConfidenceState, QualityState, SamplesState):
         if s.quiet or s.model is None:
             return
         if self.auto_run and not self.held:
-            self.start_run()
+            if not self.wait_for_run_on_its_way():  # scrubbing: the run on its way ends first
+                self.start_run()
         else:
             s.error = ""
 

@@ -7,6 +7,7 @@ queues steps (`_push`); the UI thread adds them to the frames and ticks the view
 """
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -30,6 +31,21 @@ LIVE_INTERVAL = 0.25
 # header's "sampling ..." line) in one message instead of three; a first step slower than this (a big
 # model) shows the start canvas first. "waiting for the device" is said only of a run not begun by then.
 START_GRACE = 0.15
+# Scrubbing: the sidebar's sliders send their value while they are dragged, not only on release, and a
+# knob change made while a run is on its way waits for that run to finish instead of superseding it; the
+# newest knobs then run. Runs superseded at every move of a drag would never finish while the handle moves;
+# this way the page shows finished runs one after another, each at the knobs of its start. On by default
+# on a GPU, where a run is fast enough to follow a hand (MDLM_EXPLORER_SCRUB=on|off|auto, serve --scrub).
+SCRUB_ENV = "MDLM_EXPLORER_SCRUB"
+SCRUB_CHOICES = ("auto", "on", "off")
+
+
+def scrub_wanted(device) -> bool:
+    """Whether a session on `device` scrubs (see SCRUB_ENV): on, off, or auto (on a CUDA device)."""
+    choice = os.environ.get(SCRUB_ENV, "").strip().lower() or "auto"
+    if choice not in SCRUB_CHOICES:
+        choice = "auto"  # (serve refuses a bad value before any session exists)
+    return choice == "on" or (choice == "auto" and device.type == "cuda")
 
 
 def run_summary(traj) -> str:
@@ -85,6 +101,9 @@ class RunState(TabState):
         self._waiting = Later(session.dispatch)  # "waiting for the device", unless the run begins first
         self.held = False  # the page opened on another tab: no run until Explore is first shown (hold_runs)
         self._start_lock = threading.Lock()  # start_run: knobs read and run made current at once
+        self.scrub = scrub_wanted(session.device)  # knob changes wait for the run on its way (SCRUB_ENV)
+        self._in_flight = None  # the job of the run started last, until it ends
+        self._scrub_pending = False  # a knob changed while it was on its way: run the newest knobs next
 
     def _run_superseded(self) -> None:
         """Hook: a run is starting or was stopped (the tab cancels the work that followed the last one)."""
@@ -134,6 +153,7 @@ class RunState(TabState):
             self._run_superseded()
             model = s.model
             self._waiting.schedule(START_GRACE, lambda: setattr(s, "status", "waiting for the device …"))
+            self._in_flight, self._scrub_pending = job, False
             self._runs.enqueue(lambda job: self._run_request(job, model, config, canvas), job=job)
         if wait:  # outside the lock: a change made meanwhile supersedes this run at once
             self._runs.wait(job)
@@ -147,7 +167,28 @@ class RunState(TabState):
         share.limits.check_calls("this run", run_calls(max(rows, 1), config.cfg_scale > 0))
         share.reserve("explore.run", run_bytes(rows + 1, canvas.length), "this run")
 
+    def wait_for_run_on_its_way(self) -> bool:
+        """Scrubbing: when a run is on its way, note that the knobs changed and return True (it ends,
+        then the newest knobs run: _end); otherwise False (start the run now). Under the start lock, so a
+        change that misses the ending run's check starts a run of its own."""
+        with self._start_lock:
+            if not self.scrub or self._in_flight is None:
+                return False
+            self._scrub_pending = True
+            return True
+
+    def _ended(self, job) -> bool:
+        """`job` has ended: whether knobs changed while it was on its way (scrubbing), to run them now."""
+        with self._start_lock:
+            if job is not self._in_flight:
+                return False
+            self._in_flight = None
+            pending, self._scrub_pending = self._scrub_pending, False
+            return pending
+
     def stop_run(self) -> None:
+        with self._start_lock:
+            self._scrub_pending = False  # Stop means stop: no run of the knobs changed meanwhile
         self._runs.cancel()
         self._run_superseded()
 
@@ -287,6 +328,13 @@ class RunState(TabState):
         self._flush()
         if job is not self._runs.current:
             return
+        knobs_moved = self._ended(job)
+        self._show_end(traj, message)
+        if knobs_moved and message != "stopped":  # scrubbing: the knobs changed while it was on its way
+            self.start_run()
+
+    def _show_end(self, traj, message: str) -> None:
+        """The ended run's last rows, its header line and what follows it (_run_finished)."""
         self._waiting.cancel()  # a run that ended (failed, stopped) before it began waits no more
         rows = self.frames.n_rows if self.frames is not None else self.n_rows
         self.param.update(n_rows=rows, running=False, step=max(rows - 1, 0))  # every row shown at the end
