@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .ar import sample_ar
 from .config import SamplerConfig
+from .merged import merge_key
 from .packing import sample_many
 from .plan import RunPlan, plan_run, start_canvas
 from .recorder import SamplingCancelled
@@ -46,4 +47,4 @@ def sample_any(model, config: SamplerConfig, **kwargs) -> Trajectory:
 
 __all__ = ["sample", "sample_ar", "sample_any", "sample_many", "SamplerConfig", "Trajectory", "StepRecord",
            "SamplingCancelled", "STRATEGIES", "SCHEDULES", "get_strategy", "get_schedule",
-           "parse_template", "blank_canvas", "Canvas", "BLANK", "RunPlan", "plan_run", "start_canvas"]
+           "parse_template", "blank_canvas", "Canvas", "BLANK", "RunPlan", "plan_run", "start_canvas", "merge_key"]

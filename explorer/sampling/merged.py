@@ -18,9 +18,10 @@ Trajectory to it, timings aside):
     row, exactly as call_model does alone), and the same NFE;
   - a group steps while s < its own step count, and its k comes from its own schedule.
 Only what merges exactly is merged (merge_key()): one block, schedule decoding (no threshold, factor or
-entropy bound), no token editing (its blocks end with post steps: each run its own count), no revision, guidance, alg_temp, annealing or EOS rules, one generator per run, record=False and no
-on_step; top-k / top-p and the canvas (length and template, or a plan's) shared. sample_many merges such
-runs and packs the rest.
+entropy bound), no token editing (its blocks end with post steps: each run its own count), no revision, guidance, alg_temp, annealing or EOS rules, one generator per run; top-k / top-p and the canvas
+(length and template, or a plan's) shared. A run may record its steps and hand each to its on_step (a
+dashboard's runs do): each group's rows of the step, as alone. sample_many merges such runs and packs the
+rest.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ MUST_BE_OFF = tuple(knob for knob in KNOBS.values() if knob.merge == "off")
 def merge_key(run: dict):
     """What runs must share to be merged (hashable), or None if this run cannot be merged."""
     cfg = as_config(run["config"])
-    if run.get("record", True) or run.get("on_step") is not None or isinstance(run.get("generator"), (list, tuple)):
+    if isinstance(run.get("generator"), (list, tuple)):
         return None
     if not all(knob.is_off(getattr(cfg, knob.name)) for knob in MUST_BE_OFF):
         return None
@@ -66,12 +67,15 @@ class _Group(step.Group):
     k: int = 0
     seed: int = 0
     should_stop: object = None
+    record: bool = False
+    on_step: object = None
     done: bool = False
     spent: float = 0.0  # the run's own seconds: its share of each step, and its model calls
 
-    def __post_init__(self):
-        super().__post_init__()
-        self.recorder = Recorder(torch.empty(0), False, None, self.should_stop, clock=lambda: self.spent)
+    def start(self, x0: torch.Tensor) -> None:
+        """The run's recorder, from its rows of the start canvas (as alone: sampler._sample_run)."""
+        self.recorder = Recorder(x0[self.a:self.b], self.record, self.on_step, self.should_stop,
+                                 clock=lambda: self.spent)
 
 
 class _Waited:
@@ -98,11 +102,14 @@ def merged_steps(model, runs: list[dict], on_group_done):
         n, gen = resolve_generators(run.get("generator"), run.get("batch_size"), cfg.seed)
         groups.append(_Group(start, start + n, generator=gen, config=cfg, steps=max(cfg.steps, 1), k=len(groups),
                              seed=cfg.seed if run.get("generator") is None else -1,
-                             should_stop=run.get("should_stop")))
+                             should_stop=run.get("should_stop"), record=run.get("record", True),
+                             on_step=run.get("on_step")))
         start += n
     # the runs share every knob but the VARYING ones (merge_key), so the first run's are the batch's
     batch = step.Batch(groups, groups[0].config, mask_id, device)
     st = step.initial_state(plan.canvas, start, device)
+    for g in groups:
+        g.start(st.x)
     walk = _Walk(model, batch, st, plan, on_group_done)
     yield from walk.run()
 
@@ -143,6 +150,7 @@ class _Walk:
         called = yield from step.refresh(self.batch, st, masked, active, self.waited)
         active = self._not_stopped(active)  # a cancel during the model calls ends a run before its step's work
         self.changed = self.unchanged  # (B,) read with the next step's statistics (it marks a group stale)
+        arrays = None  # what a recorded step keeps: alone, a step with nothing to commit keeps the canvas
         if active:
             on = {g.k for g in active}
             counts = [n_masked[g.k] if g.k in on else 0 for g in self.groups]  # entries of each group
@@ -152,10 +160,11 @@ class _Walk:
             chosen = step.choose(self.batch, todo, scores, active, s, None, self.N)
             step.commit(st, chosen, proposals, conf, s)
             self.changed = chosen.any(dim=1)
+            arrays = (proposals, scores, conf, chosen)
         seconds = time.perf_counter() - start - self.waited.seconds  # the model calls are charged by the driver
         rows = sum(g.rows for g in stepping)
         for g in stepping:
-            self._record(g, s, t[g.k], g in called, seconds * g.rows / rows)
+            self._record(g, s, t[g.k], g in called, seconds * g.rows / rows, arrays if g in active else None)
 
     def _statistics(self, masked: torch.Tensor, todo: torch.Tensor):
         """Per group, read from the device at once: its t (masked[g.a:g.b].float().mean(), as alone),
@@ -185,12 +194,23 @@ class _Walk:
                 self.on_group_done(g.k, None)
         return [g for g in groups if not g.done]
 
-    def _record(self, g: _Group, s: int, t: float, called: bool, seconds: float) -> None:
+    def _record(self, g: _Group, s: int, t: float, called: bool, seconds: float, arrays) -> None:
+        """Group g's step s, as its run alone records it; arrays: the step's (proposals, scores, confidence,
+        chosen) of every row, or None where g had nothing to commit (its canvas, NaN scores, no commit)."""
         seconds += (g.seconds or 0.0) if called else 0.0
         g.seconds, g.spent = None, g.spent + seconds
+        x = self.st.x[g.a:g.b]  # (rows, L)
+        if not (g.record or g.on_step is not None):
+            rows = (None,) * 5
+        elif arrays is None:
+            nan = torch.full(x.shape, float("nan"), device=x.device)
+            rows = (x, nan, nan, torch.zeros(x.shape, dtype=torch.bool, device=x.device))
+        else:
+            rows = tuple(a[g.a:g.b] for a in arrays)
+        remask = None if rows[0] is None else torch.zeros_like(rows[3])
         try:
-            g.recorder.add(s, None, None, None, None, None, None, t=t, temperature=g.config.temperature,
-                           called=called, seconds=seconds)
+            g.recorder.add(s, x if rows[0] is not None else None, *rows[:4], remask, t=t,
+                           temperature=g.config.temperature, called=called, seconds=seconds)
         except SamplingCancelled:
             g.done = True
             self.on_group_done(g.k, None)

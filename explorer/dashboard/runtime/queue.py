@@ -172,6 +172,18 @@ class SampleRequest:
         canvas = ("plan", self.plan.canvas_key) if self.plan is not None else (self.length, self.template)
         return (id(self.model), self.config.replace(seed=0), *canvas)
 
+    @property
+    def merge_key(self):
+        """Requests with equal merge keys can step as one merged batch (sampling/merged.py: runs that
+        differ in steps, strategy, schedule, temperature and seed); None: only with equal `key`s."""
+        if self.key is None:
+            return None
+        from ...sampling import merge_key
+
+        canvas = dict(plan=self.plan) if self.plan is not None else dict(length=self.length, template=self.template)
+        key = merge_key(dict(config=self.config, **canvas))
+        return None if key is None else (id(self.model), key)
+
     def finish(self, outcome: str, value=None) -> None:
         """Report the outcome once (later calls are ignored), then mark the job done."""
         with self._lock:
@@ -303,13 +315,19 @@ class DeviceQueue:
             return self.gather_s if len(self._last_asked) > 1 else 0.0
 
     def _take_batch(self) -> list[SampleRequest]:
-        """The oldest waiting request and every compatible one behind it (up to max_batch)."""
+        """The oldest waiting request and every compatible one behind it (up to max_batch): the same
+        knobs but the seed, or knobs merged runs may differ in (run_batch says how each is run)."""
         with self._cond:
             if not self._waiting:
                 return []
             first = self._waiting[0]
-            key = first.key
-            batch = [first] if key is None else [r for r in self._waiting if r.key == key][:self.max_batch]
+            key, merge = first.key, first.merge_key
+            if key is None:
+                batch = [first]
+            elif merge is None:
+                batch = [r for r in self._waiting if r.key == key][:self.max_batch]
+            else:
+                batch = [r for r in self._waiting if r.merge_key == merge][:self.max_batch]
             for r in batch:
                 self._waiting.remove(r)
             return batch
@@ -382,7 +400,7 @@ def run_batch(batch: list[SampleRequest], stats: QueueStats | None = None) -> No
             r.finish("failed", e)
         return
     for r, traj in zip(batch, results):
-        r.finish("stopped" if r.job.cancelled else "done", traj)
+        r.finish("stopped" if r.job.cancelled or traj is None else "done", traj)
 
 
 def _sample_rows(batch: list[SampleRequest]) -> list:
@@ -393,12 +411,52 @@ def _sample_rows(batch: list[SampleRequest]) -> list:
 
     first = batch[0]
     canvas = dict(plan=first.plan) if first.plan is not None else dict(length=first.length, template=first.template)
+    if len({r.key for r in batch}) > 1:  # knobs that differ beyond the seed: a merged batch
+        return _sample_merged(batch)
     args = dict(canvas, on_step=_fan_out(batch))
     if len(batch) == 1:  # alone: exactly the solo call (AR models always come here)
         return [sample_any(first.model, first.config, **args)]
     gens = [torch.Generator().manual_seed(r.config.seed) for r in batch]
     traj = sample(first.model, first.config, generator=gens, **args)
     return [replace(traj.row(i), config=r.config, seed=r.config.seed) for i, r in enumerate(batch)]
+
+
+def _sample_merged(batch: list[SampleRequest]) -> list:
+    """Requests whose knobs differ in what merged runs may (steps, strategy, schedule, temperature, seed)
+    stepped as one batch by sample_many: each its solo run's Trajectory (None where it was cancelled),
+    each step handed to its own on_step as it is made. One sampler step serves every session (on a GPU
+    the steps, not the model, took most of a run)."""
+    from ...sampling import sample_many
+
+    runs = []
+    for r in batch:
+        canvas = dict(plan=r.plan) if r.plan is not None else dict(length=r.length, template=r.template)
+        runs.append(dict(config=r.config, record=True, on_step=_own_steps(r), **canvas))
+
+    def ended(i: int, traj) -> None:  # each run reaches its page as it ends, not with the batch's longest
+        r = batch[i]
+        r.finish("stopped" if r.job.cancelled or traj is None else "done", traj)
+
+    return sample_many(batch[0].model, runs, on_finish=ended)
+
+
+def _own_steps(r: SampleRequest):
+    """A merged request's on_step: its own records; False (its run stops, the others go on) once it is
+    cancelled or its callback fails."""
+    def on_step(record) -> bool:
+        if r.finished:
+            return False
+        if r.job.cancelled:
+            r.finish("stopped")
+            return False
+        try:
+            r.on_step(record)
+        except Exception as e:  # this session's bug: the other runs go on
+            log.exception("a run's on_step callback failed")
+            r.finish("failed", e)
+            return False
+        return True
+    return on_step
 
 
 def _fan_out(batch: list[SampleRequest]):

@@ -43,6 +43,34 @@ def test_merged_runs_equal_their_solo_runs(template):
         assert all(t.final[:, :2].tolist() == [[0, 1]] * t.final.shape[0] for t in merged)  # "AB" kept
 
 
+@pytest.mark.parametrize("template", [None, "AB█CD[___]E"])
+def test_recorded_merged_runs_equal_their_solo_runs_step_for_step(template):
+    """With record=True and an on_step callback (the dashboard's runs), every group's recorded steps and
+    each record handed to its on_step are its solo run's."""
+    model = adaln_patterns_model()
+    sizes = [2, 1, 3, 1, 1, 2, 1, 1]
+    streamed = {i: [] for i in range(len(GRID))}
+    runs = [dict(config=c, batch_size=n, generator=gen(40 + i), record=True,
+                 on_step=lambda rec, i=i: streamed[i].append(rec), template=template)
+            for i, (c, n) in enumerate(zip(GRID, sizes))]
+    assert _walks(runs, merge=True) == [list(range(len(GRID)))]
+    merged = sample_many(model, runs)
+    for i, (config, n) in enumerate(zip(GRID, sizes)):
+        alone = []
+        want = sample(model, config, batch_size=n, generator=gen(40 + i), template=template, on_step=alone.append)
+        assert_same_run(merged[i], want)
+        assert len(streamed[i]) == len(alone) == want.n_steps
+        for got, rec in zip(streamed[i], alone):
+            for field in ("index", "tokens", "proposals", "scores", "confidence", "committed", "remasked", "t",
+                          "temperature", "called_model"):
+                a, b = getattr(got, field), getattr(rec, field)
+                assert np.array_equal(a, b, equal_nan=True) if isinstance(b, np.ndarray) else a == b, (i, field)
+    # recorded on the device, to the host once at the end (fresh generators: the first pack drew from them)
+    kept = [dict(r, on_step=None, generator=gen(40 + i)) for i, r in enumerate(runs)]
+    for i, traj in enumerate(sample_many(model, kept)):
+        assert_same_run(traj, sample(model, GRID[i], batch_size=sizes[i], generator=gen(40 + i), template=template))
+
+
 def test_only_exact_merges_are_made():
     """Runs whose sampling merged.py does not reproduce exactly stay alone (and packed)."""
     base = dict(config=SamplerConfig(), batch_size=4, record=False)
@@ -55,8 +83,8 @@ def test_only_exact_merges_are_made():
                    SamplerConfig(block_length=4), SamplerConfig(alg_temp=0.5), SamplerConfig(temperature_end=0.2),
                    SamplerConfig(cfg_scale=1.0), SamplerConfig(suppress_eos="both")):
         assert merge_key(dict(base, config=config)) is None, config
-    assert merge_key(dict(base, record=True)) is None
-    assert merge_key(dict(base, on_step=lambda rec: None)) is None
+    assert merge_key(dict(base, record=True)) == merge_key(base)  # recorded and streamed runs merge too
+    assert merge_key(dict(base, on_step=lambda rec: None)) == merge_key(base)
     assert merge_key(dict(base, generator=[gen(0), gen(1)], batch_size=None)) is None
 
 

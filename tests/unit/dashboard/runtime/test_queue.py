@@ -16,7 +16,7 @@ from explorer.dashboard.runtime.tasks import Worker
 from explorer.dashboard.session import sample_canvas
 from explorer.dashboard.session import Session
 from explorer.dashboard.tabs.explore import open_session
-from tests.support.dashboard import explore, save_tiny_checkpoints, wait_for
+from tests.support.dashboard import SlowModel, explore, save_tiny_checkpoints, wait_for
 from tests.support.models import assert_same_run
 
 
@@ -94,6 +94,58 @@ def test_each_session_streams_only_its_own_rows(checkpoints, queue):
         assert explore(s).frames.n_rows == traj.n_steps + 1
         for row in range(explore(s).frames.n_rows):
             assert (explore(s).frames.tokens[row] == traj.tokens[row, 0]).all()
+
+
+def test_sessions_whose_knobs_differ_step_as_one_merged_batch_and_get_their_solo_runs(checkpoints, queue):
+    """A class turns different knobs (steps, strategy, temperature, seed): such runs step as one merged batch
+    (sampling/merged.py) instead of one after another, and each session still gets its solo run and streams
+    its own steps."""
+    sessions = [session(steps=6, strategy="confidence", temperature=0.8, seed=1),
+                session(steps=9, strategy="random", temperature=1.2, seed=2),
+                session(steps=4, strategy="margin", temperature=0.0, seed=1),
+                session(steps=6, strategy="confidence", temperature=0.8, seed=5)]
+    before = queue.stats.snapshot()
+    start_together(queue, sessions)
+    assert delta(queue, before)["batch_sizes"] == {4: 1}
+    for s in sessions:
+        want = solo(s)
+        assert_same_run(explore(s).trajectory, want)
+        assert explore(s).frames.n_rows == want.n_steps + 1
+        for row in range(explore(s).frames.n_rows):  # the live rows are the session's own run, step for step
+            assert (explore(s).frames.tokens[row] == want.tokens[row, 0]).all()
+        assert s.status.startswith(f"{want.n_steps} steps") and not explore(s).running
+
+
+def test_a_short_run_of_a_merged_batch_ends_before_the_long_one(checkpoints, queue):
+    short, long = session(steps=3, temperature=0.5, seed=1), session(steps=60, temperature=1.0, seed=2)
+    short.model = long.model = SlowModel(short.model, 0.01)  # one model: runs merge only on one
+    with queue.turns.turn("background"):
+        for s in (short, long):
+            assert explore(s).start_run()
+        jobs = [explore(s)._runs.current for s in (short, long)]
+    assert jobs[0].done.wait(60)
+    assert not jobs[1].done.is_set()  # the short run's result did not wait for the long one's end
+    assert jobs[1].done.wait(60)
+    for s in (short, long):
+        assert_same_run(explore(s).trajectory, solo(s))
+
+
+def test_a_stopped_session_leaves_its_merged_batch_and_the_others_finish(checkpoints, queue):
+    a, b = session(steps=40, temperature=0.5, seed=1), session(steps=40, temperature=1.0, seed=2)
+    a.model = b.model = SlowModel(a.model, 0.01)  # one model (runs merge only on one), slow enough to stop
+    stopped, before = [], queue.stats.snapshot()
+    with queue.turns.turn("background"):
+        for s in (a, b):
+            assert explore(s).start_run()
+        jobs = [explore(s)._runs.current for s in (a, b)]
+        explore(a).param.watch(lambda e: stopped.append(1) if e.new > 1 else None, "n_rows")
+    wait_for(lambda: stopped, timeout=30, message="a's run never streamed")
+    explore(a).stop_run()
+    for job in jobs:
+        assert job.done.wait(60)
+    assert delta(queue, before)["batch_sizes"] == {2: 1}  # one merged batch
+    assert a.status == "stopped" and explore(a).trajectory is None
+    assert_same_run(explore(b).trajectory, solo(b))
 
 
 def test_knobs_never_leak_between_sessions(checkpoints, queue):
