@@ -12,6 +12,7 @@
 # 5. cache: bench_cache.py's stand-in at LLaDA-8B's shape, uncached against the prefix and dual caches
 # 6. load: load_test.py, 8 then 30 sessions at Explore's default run served on the GPU by one process, then
 #    30 by eight (--num-procs 8)
+# 7. opt-in (PARTS names them): train-uniform and evaluate-uniform, the uniform-state twin of `shakespeare`
 # PARTS="live hf" runs only those parts; LIVE_ARGS adds bench_live flags (--profile).
 set -u
 logs=${1:-gpu-logs}
@@ -22,7 +23,11 @@ py=${PYTHON:-python3}
 part() {  # part NAME SECONDS COMMAND...: run it under `timeout` (when PARTS names it), log it, print its tail
   local name=$1 limit=$2 start rc
   shift 2
-  case " ${PARTS:-all} " in *" all "*|*" $name "*) ;; *) return 0 ;; esac
+  case " ${PARTS:-all} " in
+    *" $name "*) ;;
+    *" all "*) case " $OPT_IN " in *" $name "*) return 0 ;; esac ;;  # opt-in parts run when named
+    *) return 0 ;;
+  esac
   start=$(date +%s)
   echo "=== $name: $*" >"$logs/$name.log"
   timeout -k 10 "$limit" "$@" >>"$logs/$name.log" 2>&1
@@ -35,6 +40,7 @@ part() {  # part NAME SECONDS COMMAND...: run it under `timeout` (when PARTS nam
   "$py" -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, torch.cuda.get_device_name())"
 } >"$logs/env.log" 2>&1
 cat "$logs/env.log"
+OPT_IN="train-uniform evaluate-uniform"
 serve="--device cuda --num-threads 4 --no-auto-sweep --offline"
 class="--sessions 30 --seconds 20 --think 2 --length 256 --steps 64 --load-timeout 80 --timeout 40"
 TAIL=4 part graphs 30 "$py" -m pytest -p no:cacheprovider -o addopts="" tests/unit/test_graphs.py -q
@@ -48,3 +54,12 @@ TAIL=12 part cache 60 "$py" benchmarks/bench_cache.py --llada-8b-shape --device 
   --temperatures 0
 TAIL=20 part load 150 "$py" benchmarks/load_test.py $class --sessions 8 30 --server-args "$serve"
 TAIL=20 part load-procs 100 "$py" benchmarks/load_test.py $class --server-args "$serve --num-procs 8 --threads 1"
+# opt-in: the uniform-state twin of `shakespeare` trained as the masked one was (from shakespeare-ar, 6,000 steps
+# of 32 rows), then its held-out figures; DATA is Tiny Shakespeare's file
+TAIL=12 part train-uniform 420 "$py" run.py train --out "$logs/shakespeare-uniform.safetensors" \
+  --data "${DATA:-tinyshakespeare.txt}" --kind diffusion --process uniform --init-from shakespeare-ar \
+  --shift-logits true --n-layer 6 --n-embd 256 --n-head 4 --block-size 256 --batch-size 32 --max-steps "${STEPS:-6000}" \
+  --lr 5e-4 --min-lr-ratio 0.05 --warmup-steps 200 --min-length 16 --short-fraction 0.3 --eval-every 500 \
+  --eval-sequences 48 --save-every 500 --seed 0 --device "${DEVICE:-cuda}" --max-minutes 6
+TAIL=30 part evaluate-uniform 240 "$py" run.py evaluate --checkpoint "$logs/shakespeare-uniform.safetensors" \
+  --data "${DATA:-tinyshakespeare.txt}" --device "${DEVICE:-cuda}" -n "${SAMPLES:-30}"
