@@ -118,7 +118,7 @@ def test_sessions_whose_knobs_differ_step_as_one_merged_batch_and_get_their_solo
 
 def test_a_short_run_of_a_merged_batch_ends_before_the_long_one(checkpoints, queue):
     short, long = session(steps=3, temperature=0.5, seed=1), session(steps=60, temperature=1.0, seed=2)
-    short.model = long.model = SlowModel(short.model, 0.01)  # one model: runs merge only on one
+    short.model = long.model = SlowModel(short.model, 0.03)  # one model: runs merge only on one
     with queue.turns.turn("background"):
         for s in (short, long):
             assert explore(s).start_run()
@@ -132,7 +132,7 @@ def test_a_short_run_of_a_merged_batch_ends_before_the_long_one(checkpoints, que
 
 def test_a_stopped_session_leaves_its_merged_batch_and_the_others_finish(checkpoints, queue):
     a, b = session(steps=40, temperature=0.5, seed=1), session(steps=40, temperature=1.0, seed=2)
-    a.model = b.model = SlowModel(a.model, 0.01)  # one model (runs merge only on one), slow enough to stop
+    a.model = b.model = SlowModel(a.model, 0.03)  # one model (runs merge only on one), slow enough to stop
     stopped, before = [], queue.stats.snapshot()
     with queue.turns.turn("background"):
         for s in (a, b):
