@@ -10,7 +10,8 @@ replaces.
 
 It applies only where a graph computes exactly what the forward would: tensors on a CUDA device, no
 gradient, the model in eval mode and no keyword arguments (a cache call reads and writes state outside
-its inputs). Anything else, and any shape whose capture failed, runs the plain forward.
+its inputs); and only to calls of at most MAX_GRAPH_TOKENS rows x positions. Anything else, and any shape
+whose capture failed, runs the plain forward.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from typing import Callable
 import torch
 
 MAX_GRAPHS = 16  # shapes kept: a served class's batched runs take a handful of batch sizes at a time
+# Calls of more rows x positions run plain: a graph keeps its forward's activations in GPU memory for as long
+# as it is kept, and such calls are bound by their arithmetic, not their launches (nothing to gain)
+MAX_GRAPH_TOKENS = 16_384
 WARMUP_CALLS = 2  # eager calls on a side stream before a capture, as torch.cuda.graphs' docs ask
 FAILED = object()  # a key whose capture raised: always the plain forward
 
@@ -92,6 +96,7 @@ class GraphedForward:
     def applies(self, x, t, kwargs) -> bool:
         """Whether a graph computes exactly this call (see the module docstring)."""
         return (self.enabled and not kwargs and isinstance(x, torch.Tensor) and x.device.type in self.devices
+                and x.numel() <= MAX_GRAPH_TOKENS
                 and (t is None or isinstance(t, torch.Tensor) and t.device == x.device)
                 and not torch.is_grad_enabled() and not self.model.training)
 

@@ -66,6 +66,9 @@ def test_calls_a_graph_cannot_hold_run_the_plain_forward():
         model(x, t)  # training: plain (dropout)
         model.eval()
         model(x, t, cache=None)  # a keyword argument: plain
+        big = torch.zeros((graphs.MAX_GRAPH_TOKENS // 24 + 1, 24), dtype=torch.long)  # a compute-bound call
+        model(big, torch.ones(len(big)))
+        model(big, torch.ones(len(big)))  # (seen twice: a shape that applied would be captured now)
     assert calls == [] and graphs.installed(model).replayed == 0
     on_cuda_only = graphs.install(adaln_model(), counting_capture)  # the default: CUDA tensors only
     with torch.no_grad():
