@@ -34,7 +34,7 @@ from ..devices import model_device
 from . import step
 from .config import SamplerConfig
 from .knobs import KNOBS
-from .recorder import Recorder, SamplingCancelled
+from .recorder import Recorder, SamplingCancelled, to_host
 from .sampler import as_config, resolve_generators, resolve_plan
 
 # What may differ between merged runs, and what must be off for a run to merge at all (the merged step
@@ -161,10 +161,28 @@ class _Walk:
             step.commit(st, chosen, proposals, conf, s)
             self.changed = chosen.any(dim=1)
             arrays = (proposals, scores, conf, chosen)
+        host = self._streamed_step(stepping, arrays)
         seconds = time.perf_counter() - start - self.waited.seconds  # the model calls are charged by the driver
         rows = sum(g.rows for g in stepping)
         for g in stepping:
-            self._record(g, s, t[g.k], g in called, seconds * g.rows / rows, arrays if g in active else None)
+            self._record(g, s, t[g.k], g in called, seconds * g.rows / rows, arrays if g in active else None,
+                         None if host is None or g.on_step is None else {k: v[g.a:g.b] for k, v in host.items()})
+
+    def _streamed_step(self, stepping: list, arrays) -> dict | None:
+        """The step of every run, copied to the host at once when several runs stream their steps (a class's
+        runs in the dashboard's queue): one copy, one wait for the device, instead of one per run. A row of a
+        run with nothing to commit holds what that run alone records: its canvas, NaN scores, no commit (the
+        step's tensors hold exactly that in its rows)."""
+        if sum(g.on_step is not None for g in stepping) < 2:
+            return None
+        x = self.st.x
+        if arrays is None:  # no run had anything to commit
+            nan = torch.full(x.shape, float("nan"), device=x.device)
+            arrays = (x, nan, nan, torch.zeros(x.shape, dtype=torch.bool, device=x.device))
+        proposals, scores, conf, chosen = arrays
+        unchanged = torch.zeros_like(chosen)
+        return to_host(dict(tokens=x, scores=scores, proposals=proposals, confidence=conf, committed=chosen,
+                            remasked=unchanged, edited=unchanged))
 
     def _statistics(self, masked: torch.Tensor, todo: torch.Tensor):
         """Per group, read from the device at once: its t (masked[g.a:g.b].float().mean(), as alone),
@@ -194,23 +212,24 @@ class _Walk:
                 self.on_group_done(g.k, None)
         return [g for g in groups if not g.done]
 
-    def _record(self, g: _Group, s: int, t: float, called: bool, seconds: float, arrays) -> None:
+    def _record(self, g: _Group, s: int, t: float, called: bool, seconds: float, arrays, host=None) -> None:
         """Group g's step s, as its run alone records it; arrays: the step's (proposals, scores, confidence,
-        chosen) of every row, or None where g had nothing to commit (its canvas, NaN scores, no commit)."""
+        chosen) of every row, or None where g had nothing to commit (its canvas, NaN scores, no commit);
+        host: g's rows of the step already on the host (_streamed_step)."""
         seconds += (g.seconds or 0.0) if called else 0.0
         g.seconds, g.spent = None, g.spent + seconds
         x = self.st.x[g.a:g.b]  # (rows, L)
-        if not (g.record or g.on_step is not None):
-            rows = (None,) * 5
+        if host is not None or not (g.record or g.on_step is not None):  # nothing to copy from the device
+            x, rows = None, (None,) * 4
         elif arrays is None:
             nan = torch.full(x.shape, float("nan"), device=x.device)
             rows = (x, nan, nan, torch.zeros(x.shape, dtype=torch.bool, device=x.device))
         else:
             rows = tuple(a[g.a:g.b] for a in arrays)
-        remask = None if rows[0] is None else torch.zeros_like(rows[3])
+        remask = None if x is None else torch.zeros_like(rows[3])
         try:
-            g.recorder.add(s, x if rows[0] is not None else None, *rows[:4], remask, t=t,
-                           temperature=g.config.temperature, called=called, seconds=seconds)
+            g.recorder.add(s, x, *rows, remask, t=t, temperature=g.config.temperature, called=called,
+                           seconds=seconds, host=host)
         except SamplingCancelled:
             g.done = True
             self.on_group_done(g.k, None)

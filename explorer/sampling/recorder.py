@@ -72,10 +72,12 @@ class Recorder:
 
     def add(self, index: int, x, proposals, scores, confidence, committed, remasked, *,
             t: float, temperature: float, called: bool, seconds: float, per_row: dict | None = None,
-            edited=None) -> None:
+            edited=None, host: dict | None = None) -> None:
         """Store one step; call on_step; raise SamplingCancelled if it returns False or should_stop().
         per_row: row_t, row_temperature, row_active, row_called (B,) arrays of a run with one generator per row.
-        edited: the (B, L) positions token editing replaced, None where it is off (no copy: all False)."""
+        edited: the (B, L) positions token editing replaced, None where it is off (no copy: all False).
+        host: the step's arrays (STEP_ARRAYS) already on the host, as to_host makes them (a merged walk copies
+        the step of all its runs at once): used instead of copying the tensors given."""
         self.seconds.append(seconds)
         self.t.append(t)
         self.temperatures.append(temperature)
@@ -86,14 +88,16 @@ class Recorder:
             raise SamplingCancelled(index, "should_stop")
         if not self.record and self.on_step is None:
             return
-        arrays = dict(tokens=x, scores=scores, proposals=proposals, confidence=confidence, committed=committed,
-                      remasked=remasked, edited=torch.zeros_like(committed) if edited is None else edited)
-        if self.on_device:  # copied on the device (the sampler may update a canvas in place), nothing waits
-            for key, value in arrays.items():
-                self.rows[key].append(value.detach().clone())
-            return
-        rec = StepRecord(index=index, **to_host(arrays), t=t, temperature=temperature, called_model=called,
-                         seconds=seconds, **(per_row or {}))
+        if host is None:
+            arrays = dict(tokens=x, scores=scores, proposals=proposals, confidence=confidence, committed=committed,
+                          remasked=remasked, edited=torch.zeros_like(committed) if edited is None else edited)
+            if self.on_device:  # copied on the device (the sampler may update a canvas in place), nothing waits
+                for key, value in arrays.items():
+                    self.rows[key].append(value.detach().clone())
+                return
+            host = to_host(arrays)
+        rec = StepRecord(index=index, **host, t=t, temperature=temperature, called_model=called, seconds=seconds,
+                         **(per_row or {}))
         if self.record:
             for key in self.rows:
                 self.rows[key].append(getattr(rec, key))
