@@ -101,7 +101,11 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     temps = torch.tensor([float(T) for T in temperatures], dtype=torch.float64, device=logits.device)
     every = all(T != 0 for n, T in zip(counts, temperatures) if n)  # no temperature-0 entry: no selection
     sel = None if every else temps[rows] != 0  # (M,) entries of rows that sample
-    entries, picked = (logits, rows) if every else (logits[sel], rows[sel])
+    if every:
+        entries, picked = logits, rows
+    else:  # found without a wait for the device: how many entries sample is known here
+        at = torch.nonzero_static(sel, size=sum(counts[i] for i in hot)).squeeze(1)  # (M',) in order, as sel
+        entries, picked = logits.index_select(0, at), rows.index_select(0, at)
     # elementwise division by the row's temperature: the same float64 result as draw()'s scalar one
     scaled = filter_logits(entries.double() / temps[picked, None], top_k, top_p)  # (M', V)
     # each row's uniforms, as draw() draws them for that row alone: one per entry
