@@ -176,10 +176,7 @@ class _Walk:
         if sum(g.on_step is not None for g in stepping) < 2:
             return None
         x = self.st.x
-        if arrays is None:  # no run had anything to commit
-            nan = torch.full(x.shape, float("nan"), device=x.device)
-            arrays = (x, nan, nan, torch.zeros(x.shape, dtype=torch.bool, device=x.device))
-        proposals, scores, conf, chosen = arrays
+        proposals, scores, conf, chosen = step.undecided(x) if arrays is None else arrays  # (None: no run had any)
         unchanged = torch.zeros_like(chosen)
         return to_host(dict(tokens=x, scores=scores, proposals=proposals, confidence=conf, committed=chosen,
                             remasked=unchanged, edited=unchanged))
@@ -218,14 +215,11 @@ class _Walk:
         host: g's rows of the step already on the host (_streamed_step)."""
         seconds += (g.seconds or 0.0) if called else 0.0
         g.seconds, g.spent = None, g.spent + seconds
-        x = self.st.x[g.a:g.b]  # (rows, L)
         if host is not None or not (g.record or g.on_step is not None):  # nothing to copy from the device
             x, rows = None, (None,) * 4
-        elif arrays is None:
-            nan = torch.full(x.shape, float("nan"), device=x.device)
-            rows = (x, nan, nan, torch.zeros(x.shape, dtype=torch.bool, device=x.device))
         else:
-            rows = tuple(a[g.a:g.b] for a in arrays)
+            x = self.st.x[g.a:g.b]  # (rows, L)
+            rows = step.undecided(x) if arrays is None else tuple(a[g.a:g.b] for a in arrays)
         remask = None if x is None else torch.zeros_like(rows[3])
         try:
             g.recorder.add(s, x, *rows, remask, t=t, temperature=g.config.temperature, called=called,

@@ -92,7 +92,7 @@ from .cache import BlockCache, check_cache
 from .config import SamplerConfig
 from .plan import RunPlan, check_plan, plan_run
 from .recorder import Recorder
-from .step import NAN, Group, ModelCall, Part, initial_state  # noqa: F401  (ModelCall: re-exported for drivers)
+from .step import Group, ModelCall, Part, initial_state  # noqa: F401  (ModelCall: re-exported for drivers)
 from .trajectory import Trajectory
 
 
@@ -241,9 +241,8 @@ def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s, S, re
     diffusers does (step.propose_block), a filled block's post step too; its draws come back as a sixth
     value for step.edit."""
     masked, stepping, counts, editing = read
-    nan = torch.full(st.x.shape, NAN, device=st.x.device)
     if not editing:  # editing includes stepping
-        return st.x, nan, nan, torch.zeros_like(todo), False, None
+        return (*step.undecided(st.x), False, None)
     if block is not None:
         called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock, run.one_canvas, run.cache)
         proposals, scores, conf, drawn = step.propose_block(run.batch, st, masked, block, stepping, editing,
@@ -253,7 +252,7 @@ def _decide(run: _Run, st: step.State, todo, temperatures: list[float], s, S, re
         return proposals, scores, conf, chosen, bool(called), drawn
     called = yield from step.refresh(run.batch, st, masked, [run.part], run.clock, run.one_canvas, run.cache)
     if not stepping:
-        return st.x, nan, nan, torch.zeros_like(todo), bool(called), None
+        return (*step.undecided(st.x), bool(called), None)
     proposals, scores, conf = step.propose(run.batch, st, masked, stepping, temperatures, counts)
     chosen = step.choose(run.batch, todo, scores, stepping, s, S, st.block_start_masked, st.entropy)
     return proposals, scores, conf, chosen, bool(called), None

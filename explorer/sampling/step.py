@@ -473,6 +473,14 @@ def _gumbel(batch: Batch, stepping: list[Group], todo: torch.Tensor) -> torch.Te
 
 # ---------------------------------------------------------------------------------- commit, revise
 
+def undecided(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What a step that has nothing to commit records for canvas x (B, L): the canvas as its proposals, NaN
+    scores and confidence, no position committed (the proposals, scores, confidence and chosen of propose
+    and choose)."""
+    nan = torch.full(x.shape, NAN, device=x.device)
+    return x, nan, nan, torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+
+
 def commit(st: State, chosen: torch.Tensor, proposals: torch.Tensor, conf: torch.Tensor, step: int) -> None:
     """Write the chosen proposals into the canvas (a new tensor: recorded rows stay intact)."""
     st.x = torch.where(chosen, proposals, st.x)  # (B, L)
