@@ -40,7 +40,6 @@ def figure_selector(query: str) -> str:
     return FIGURES.get(tab, FIGURES["Explore"])
 
 
-
 def demand(fig) -> tuple[int, int, int]:
     """How hard a lesson figure's view is to fit on a projector: its columns side by side (Compare), then
     its rows one under another (Inspect's t x texts, Explore's prompts or samples), then the length of its
@@ -51,6 +50,7 @@ def demand(fig) -> tuple[int, int, int]:
     rows = {"Inspect": len(q.get("inspect.ts", "0").split(",")) * len(q.get("inspect.texts", "").split("|")),
             "Explore": max(len(q.get("prompts", "").split("|")), int(q.get("samples", "1")))}.get(fig.tab, 1)
     return columns, rows, len(fig.query)
+
 
 # The figure's parts for a selector, searched through Panel's shadow roots: for each laid-out container that
 # matches, its first drawn canvas, or the container itself when it holds none.

@@ -173,6 +173,11 @@ class SampleRequest:
         return (id(self.model), self.config.replace(seed=0), *canvas)
 
     @property
+    def canvas(self) -> dict:
+        """The sampler's keywords for where the run starts: its plan, else its length and template."""
+        return dict(plan=self.plan) if self.plan is not None else dict(length=self.length, template=self.template)
+
+    @property
     def merge_key(self):
         """Requests with equal merge keys can step as one merged batch (sampling/merged.py: runs that
         differ in steps, strategy, schedule, temperature and seed); None: only with equal `key`s."""
@@ -180,8 +185,7 @@ class SampleRequest:
             return None
         from ...sampling import merge_key
 
-        canvas = dict(plan=self.plan) if self.plan is not None else dict(length=self.length, template=self.template)
-        key = merge_key(dict(config=self.config, **canvas))
+        key = merge_key(dict(config=self.config, **self.canvas))
         return None if key is None else (id(self.model), key)
 
     def finish(self, outcome: str, value=None) -> None:
@@ -409,11 +413,10 @@ def _sample_rows(batch: list[SampleRequest]) -> list:
 
     from ...sampling import sample, sample_any
 
-    first = batch[0]
-    canvas = dict(plan=first.plan) if first.plan is not None else dict(length=first.length, template=first.template)
     if len({r.key for r in batch}) > 1:  # knobs that differ beyond the seed: a merged batch
         return _sample_merged(batch)
-    args = dict(canvas, on_step=_fan_out(batch))
+    first = batch[0]
+    args = dict(first.canvas, on_step=_fan_out(batch))
     if len(batch) == 1:  # alone: exactly the solo call (AR models always come here)
         return [sample_any(first.model, first.config, **args)]
     gens = [torch.Generator().manual_seed(r.config.seed) for r in batch]
@@ -428,10 +431,7 @@ def _sample_merged(batch: list[SampleRequest]) -> list:
     the steps, not the model, took most of a run)."""
     from ...sampling import sample_many
 
-    runs = []
-    for r in batch:
-        canvas = dict(plan=r.plan) if r.plan is not None else dict(length=r.length, template=r.template)
-        runs.append(dict(config=r.config, record=True, on_step=_own_steps(r), **canvas))
+    runs = [dict(config=r.config, record=True, on_step=_own_steps(r), **r.canvas) for r in batch]
 
     def ended(i: int, traj) -> None:  # each run reaches its page as it ends, not with the batch's longest
         r = batch[i]
@@ -443,20 +443,29 @@ def _sample_merged(batch: list[SampleRequest]) -> list:
 def _own_steps(r: SampleRequest):
     """A merged request's on_step: its own records; False (its run stops, the others go on) once it is
     cancelled or its callback fails."""
-    def on_step(record) -> bool:
-        if r.finished:
-            return False
-        if r.job.cancelled:
-            r.finish("stopped")
-            return False
-        try:
-            r.on_step(record)
-        except Exception as e:  # this session's bug: the other runs go on
-            log.exception("a run's on_step callback failed")
-            r.finish("failed", e)
-            return False
+    return lambda record: not _gone(r) and _hand(r, record)
+
+
+def _gone(r: SampleRequest) -> bool:
+    """Whether r takes no more steps: it has finished, or it was cancelled (then told it stopped, once)."""
+    if r.finished:
         return True
-    return on_step
+    if r.job.cancelled:
+        r.finish("stopped")
+        return True
+    return False
+
+
+def _hand(r: SampleRequest, record) -> bool:
+    """r.on_step(record); False, r failed with the error, when the callback raises (this session's bug:
+    the other runs go on)."""
+    try:
+        r.on_step(record)
+    except Exception as e:
+        log.exception("a run's on_step callback failed")
+        r.finish("failed", e)
+        return False
+    return True
 
 
 def _fan_out(batch: list[SampleRequest]):
@@ -465,20 +474,13 @@ def _fan_out(batch: list[SampleRequest]):
     def on_step(record) -> bool:
         live = False
         for i, r in enumerate(batch):
-            if r.finished:
-                continue
-            if r.job.cancelled:
-                r.finish("stopped")
+            if _gone(r):
                 continue
             live = True
-            try:
-                if len(batch) == 1:
-                    r.on_step(record)
-                elif record.row_active is None or record.row_active[i]:  # a finished threshold row waits
-                    r.on_step(record.row(i))
-            except Exception as e:  # this session's bug: the other rows go on
-                log.exception("a run's on_step callback failed")
-                r.finish("failed", e)
+            if len(batch) == 1:
+                _hand(r, record)
+            elif record.row_active is None or record.row_active[i]:  # a finished threshold row waits
+                _hand(r, record.row(i))
         return live
     return on_step
 
