@@ -405,6 +405,8 @@ def test_several_texts_each_at_t_as_alone(inspect):
     for q, row in zip(quotes, rows):
         alone = topk_predictions(state.model, q, 0.4, mask=draw_mask(len(q), 0.4, tab.mask_seed), k=3)
         assert row["predicted_text"] == alone["predicted_text"] and row["table"].equals(alone["table"])
+    # the view draws the result once the task has ended (until then it shows the task's progress)
+    wait_for(lambda: ">original<" in view.several.object)
     html = view.several.object
     assert html.count(">original<") == 3 and all(q in html for q in quotes) and html.count("right (") >= 1
     tab.ts = "0.2,0.8"  # texts x t
