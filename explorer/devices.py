@@ -42,6 +42,18 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def to_device(t: torch.Tensor, device) -> torch.Tensor:
+    """`t`, a CPU tensor (random numbers drawn from a CPU generator), on `device` without making the host
+    wait. A plain copy from pageable memory to a GPU synchronises the stream first (CUDA stages it through
+    a buffer of its own), so each step's uniforms made the host wait for every kernel queued before them;
+    from page-locked memory the copy is queued like a kernel, and PyTorch's pinned-memory allocator keeps
+    the source block until the copy has run. Elsewhere (the CPU) it is `t.to(device)`."""
+    device = torch.device(device)
+    if device.type != "cuda" or t.device.type != "cpu":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def serving_threads(cores: int | None = None) -> int:
     """Torch threads for a dashboard server when none are asked for: one fewer than the cores this
     process may use, so its browser (on a laptop, the same machine) and the server's own work keep a

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from ..devices import to_device
+
 NEG_INF = float("-inf")
 SEQUENTIAL_CUMSUM = {"cpu"}  # device types whose cumsum adds in order (inverse_cdf needs no guard there)
 
@@ -58,7 +60,7 @@ def inverse_cdf(scaled: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     under the total for every u < 1, so a weight-0 token after the last positive one ([MASK]) is never
     reached either."""
     cdf = (scaled - scaled.amax(dim=-1, keepdim=True)).exp_().cumsum_(dim=-1)  # (..., V)
-    target = u.to(cdf.device).unsqueeze(-1) * cdf[..., -1:]  # (..., 1)
+    target = to_device(u, cdf.device).unsqueeze(-1) * cdf[..., -1:]  # (..., 1)
     drawn = torch.searchsorted(cdf, target, right=True).squeeze(-1)  # (...,)
     return drawn if cdf.device.type in SEQUENTIAL_CUMSUM else never_weight_zero(scaled, drawn)
 
@@ -98,7 +100,7 @@ def draw_rows(logits: torch.Tensor, rows: torch.Tensor, temperatures, generators
     hot = [i for i, (n, T) in enumerate(zip(counts, temperatures)) if n and T != 0]
     if not hot:
         return logits.argmax(dim=-1)  # (M,)
-    temps = torch.tensor([float(T) for T in temperatures], dtype=torch.float64, device=logits.device)
+    temps = to_device(torch.tensor([float(T) for T in temperatures], dtype=torch.float64), logits.device)
     every = all(T != 0 for n, T in zip(counts, temperatures) if n)  # no temperature-0 entry: no selection
     sel = None if every else temps[rows] != 0  # (M,) entries of rows that sample
     if every:
@@ -135,7 +137,7 @@ def draw_block(logits: torch.Tensor, temperature: float, generator: torch.Genera
     probs = torch.softmax(_top_p_as_diffusers(_top_k_as_diffusers(scaled, top_k), top_p).float(), dim=-1)
     if len(probs) == 0:
         return torch.zeros(0, dtype=torch.long, device=logits.device), probs[:, 0], probs
-    token = torch.multinomial(probs.cpu(), num_samples=1, generator=generator).to(probs.device)  # (M, 1)
+    token = to_device(torch.multinomial(probs.cpu(), num_samples=1, generator=generator), probs.device)  # (M, 1)
     return token.squeeze(-1), probs.gather(-1, token).squeeze(-1), probs
 
 

@@ -70,7 +70,9 @@ rows' own t; threshold decoding, a few scalar reads to move rows to their next b
 knob, one more a step: each row's block, which decides its window).
 Whether several rows are all one canvas (call_model computes them as one row) is part of that read; a
 guided call's rows are not, and the driver asks the device (one more). A merged walk (merged.py) reads
-once a step. tests/unit/sampling/test_host_syncs.py counts them on the CPU.
+once a step. The random numbers, drawn on the CPU, go to a GPU from page-locked memory (devices.to_device):
+a copy from pageable memory would wait for the stream too, twice a step. tests/unit/sampling/test_host_syncs.py
+counts the reads on the CPU, and CUDA's own count of synchronisations on a GPU.
 
 The loop is a generator (`sample_steps`): it yields the model calls it needs as a list of ModelCalls
 (x, t) and reads the logits its driver puts there. `sample` drives one run, calling the model itself;

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..devices import to_device
 from .config import SamplerConfig
 from .proposals import draw, draw_block, draw_rows, gumbel
 from .schedules import get_schedule
@@ -151,7 +152,7 @@ class Batch:
         if key not in self._rows:
             chosen = torch.zeros(len(self.groups), dtype=torch.bool)
             chosen[[self.groups.index(g) for g in groups]] = True
-            self._rows[key] = chosen.to(self.device)[self.group_of_row]
+            self._rows[key] = to_device(chosen, self.device)[self.group_of_row]
         return self._rows[key]
 
     def shape(self, rows: int, length: int) -> torch.Tensor:
@@ -274,7 +275,7 @@ def _store(batch: Batch, st: State, parts: list[Part], outs: list[torch.Tensor])
         torch.cat(outs, out=st.logits)  # every part: all the rows, in order
     else:
         # the rows' indices built on the host (one tensor op per part before, a fifth of a step's ops)
-        rows = torch.from_numpy(np.concatenate([np.arange(p.a, p.b) for p in parts])).to(batch.device)
+        rows = to_device(torch.from_numpy(np.concatenate([np.arange(p.a, p.b) for p in parts])), batch.device)
         st.logits.index_copy_(0, rows, torch.cat(outs).to(st.logits.dtype))
     st.logits.index_fill_(-1, mask, float("-inf"))  # every row: idempotent on the others
     if eos:
@@ -343,13 +344,13 @@ def _scores(batch: Batch, probs, drawn, where, stepping: list[Group], shape) -> 
     L = shape[1]
     if batch.one:
         g = positional[0]
-        return g.strategy(None, batch.shape(g.rows, L), g.generator).float().to(probs.device)
+        return to_device(g.strategy(None, batch.shape(g.rows, L), g.generator).float(), probs.device)
     # each group's (rows, L) drawn as alone from its own generator, on the CPU (random draws there in
     # any case), then moved in one copy
     drawn_cpu = torch.zeros((shape[0], L))
     for g in positional:
         drawn_cpu[g.a:g.b] = g.strategy(None, batch.shape(g.rows, L), g.generator).float()
-    return torch.where(batch.rows_of(positional)[:, None], drawn_cpu.to(probs.device), scores)
+    return torch.where(batch.rows_of(positional)[:, None], to_device(drawn_cpu, probs.device), scores)
 
 
 # ---------------------------------------------------------------------------------- choose
@@ -467,7 +468,7 @@ def _gumbel(batch: Batch, stepping: list[Group], todo: torch.Tensor) -> torch.Te
         u = torch.full((B, L), 0.5, dtype=torch.float64)
         for g in stepping:
             u[g.a:g.b] = torch.rand((g.rows, L), generator=g.generator, dtype=torch.float64)
-    u = u.clamp(1e-12, 1 - 1e-12).to(todo.device)  # the logs run on the device
+    u = to_device(u.clamp(1e-12, 1 - 1e-12), todo.device)  # the logs run on the device
     return gumbel(u).float()
 
 
@@ -530,7 +531,7 @@ def _draw_group(batch: Batch, st: State, g: Group, at: torch.Tensor, temperature
     if not scored:
         return
     if g.position_only:  # its (rows, L) uniforms, after the tokens' draw
-        out["scores"][rows] = g.strategy(None, batch.shape(g.rows, at.shape[1]), g.generator).float().to(at.device)
+        out["scores"][rows] = to_device(g.strategy(None, batch.shape(g.rows, at.shape[1]), g.generator).float(), at.device)
     else:
         out["scores"][rows].masked_scatter_(at, g.strategy(dist[None], tok[None], None)[0].float())
     if cfg.entropy_bound is not None:

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 from .. import names
+from ..devices import to_device
 
 Strategy = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
@@ -43,8 +44,8 @@ def random(probs, proposals, generator):
     generator so devices agree."""
     if isinstance(generator, (list, tuple)):  # one generator per row: each draws a row's (1, L)
         L = proposals.shape[1]
-        return torch.cat([torch.rand((1, L), generator=g) for g in generator]).to(proposals.device)
-    return torch.rand(proposals.shape, generator=generator).to(proposals.device)  # (B, L)
+        return to_device(torch.cat([torch.rand((1, L), generator=g) for g in generator]), proposals.device)
+    return to_device(torch.rand(proposals.shape, generator=generator), proposals.device)  # (B, L)
 
 
 def left_to_right(probs, proposals, generator):

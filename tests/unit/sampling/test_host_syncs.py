@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from explorer.devices import to_device
 from explorer.sampling import SamplerConfig, sample
 from explorer.sampling.merged import merged_steps
 from explorer.sampling.recorder import ON_STEP_COPIES
@@ -105,3 +106,34 @@ def test_a_merged_walk_of_streamed_runs_copies_each_step_to_the_host_once(monkey
                 call.logits = model(call.x, call.t)
     assert len(seen) == 4 * 8  # every run's every step reached its callback
     assert worst(steps) == 2, steps  # one copy per run was five a step here
+
+
+def test_to_device_keeps_a_cpu_tensor_and_its_values_on_the_cpu():
+    """devices.to_device is the plain copy off a GPU: the CPU path is unchanged (same tensor, same values)."""
+    u = torch.rand(5, dtype=torch.float64, generator=gen(0))
+    assert to_device(u, "cpu") is u
+    assert to_device(u, torch.device("cpu")).equal(u)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("strategy", ["random", "confidence"])
+def test_on_a_gpu_a_step_waits_for_the_device_once(strategy):
+    """CUDA's own count (set_sync_debug_mode warns at each stream synchronisation): a recorded run of S steps
+    waits about S times, its reads, not 3 S. The uniforms drawn on the CPU go to the GPU from page-locked
+    memory (devices.to_device): a copy from pageable memory synchronises the stream first, two a step."""
+    import warnings
+
+    model = adaln_patterns_model().cuda()
+    config = SamplerConfig(steps=16, temperature=0.8, strategy=strategy)
+    with torch.no_grad():
+        want = sample(model, config, generator=gen(4))  # also a warm-up: first CUDA calls set up their state
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                got = sample(model, config, generator=gen(4))
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) <= config.steps + 4, len(syncs)
+    assert (got.final == want.final).all()  # the copies change no draw
