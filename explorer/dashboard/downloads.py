@@ -101,7 +101,7 @@ def _step_frames(traj, tok, b: int) -> list[dict]:
              "proposal": frames.proposals[r], "score": frames.scores[r], "confidence": frames.step_conf[r],
              "committed": frames.committed[r], "remasked": remasked[r], "settled": settled[r], "edited": edited[r],
              "committed_at": frames.committed_at[r],
-             "commit_confidence": frames.conf[r]} for r in range(frames.n_rows)]
+             "commit_confidence": frames.bar_conf[r]} for r in range(frames.n_rows)]
 
 
 def trajectory_table(traj, tokenizer=None):

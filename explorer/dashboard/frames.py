@@ -56,6 +56,9 @@ class Frames:
         self.state = [np.where(self.fixed, CODE["fixed"], start).astype(np.int8)]
         self.done = np.zeros(initial.shape, bool)  # a uniform-state run's settled positions
         self.conf = [nan]  # confidence of each position's current token when it was committed
+        # what the confidence bars show per position: conf, except that a uniform-state run's settled
+        # positions keep the confidence they settled with (conf leaves them NaN: full colour in the heatmap)
+        self.bar_conf = [nan]
         self.committed_at = [np.full(initial.shape, -1, dtype=np.int64)]  # row that committed it
         self.scores, self.proposals, self.step_conf = [nan], [initial], [nan]  # per-step proposals
         self.committed = [np.zeros(initial.shape, dtype=bool)]
@@ -85,7 +88,10 @@ class Frames:
         tokens = np.asarray(tokens, dtype=np.int64)
         confidence = np.asarray(confidence, dtype=np.float32)
         if self.process == "uniform":
+            earlier = self.done.copy()
             state, conf, at = self._uniform_cells(row, committed, remasked, settled, confidence)
+            now = self.done & ~earlier  # settled at this step: the confidence they settled with
+            bar = np.where(now, confidence, np.where(earlier, self.bar_conf[-1], conf))
         else:
             state = np.where(tokens == self.mask_id, CODE["masked"], CODE["earlier"]).astype(np.int8)
             state[committed] = CODE["new"]
@@ -97,9 +103,11 @@ class Frames:
             conf[tokens == self.mask_id] = np.nan
             at = np.where(committed | edited, row, self.committed_at[-1])
             at[tokens == self.mask_id] = -1
+            bar = conf
         self.tokens.append(tokens)
         self.state.append(state)
         self.conf.append(conf.astype(np.float32))
+        self.bar_conf.append(bar.astype(np.float32))
         self.committed_at.append(at)
         self.scores.append(np.asarray(scores, dtype=np.float32))
         self.proposals.append(np.asarray(proposals, dtype=np.int64))

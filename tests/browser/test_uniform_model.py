@@ -19,6 +19,12 @@ from tests.support.hf import diffusion_gemma_dir  # noqa: E402
 from tests.support.serving import serve_in_process  # noqa: E402
 
 
+# The range inputs' max in the page (the step scrubber is the only one: Panel's Player draws its slider so)
+SLIDER_MAX_JS = """() => { const out = []; const walk = root => { for (const el of root.querySelectorAll('*')) {
+  if (el.shadowRoot) walk(el.shadowRoot); if (el.tagName === 'INPUT' && el.type === 'range') out.push(el.max); } };
+  walk(document); return out; }"""
+
+
 @pytest.fixture
 def served_gemma(tmp_path, monkeypatch):
     from explorer.dashboard import create_app
@@ -40,8 +46,9 @@ def test_a_uniform_state_model_runs_block_by_block_in_the_page(browser, served_g
     problems = []
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
-    # a loose stop (the random model's entropy is about ln 80 = 4.38, the stop by confidence alone): blocks end early
-    page.goto(url + "?steps=10&length=16&seed=3&stop_entropy=4.365&stable_steps=0&template=to%20be")
+    # a loose stop (the random model's entropy is about ln 80 = 4.38, the stop by confidence alone): each block
+    # after the first ends after one of its ten steps
+    page.goto(url + "?steps=10&length=16&seed=3&stop_entropy=4.37&stable_steps=0&template=to%20be")
     wait_finished(page, states)
     ex = explore(states[-1])
     frames, traj = ex.frames, ex.trajectory
@@ -55,6 +62,10 @@ def test_a_uniform_state_model_runs_block_by_block_in_the_page(browser, served_g
     page.screenshot(path=str(shot))
     if os.environ.get("MDLM_EXPLORER_SCREENSHOTS"):
         shutil.copy(shot, os.environ["MDLM_EXPLORER_SCREENSHOTS"])
+    # its blocks stopped early: the heatmap's rows and the step slider end at the run's last row, not the planned
+    assert frames.n_rows < frames.expected_rows
+    page.wait_for_function(f"() => ({FRAME_JS})()[6] === {frames.n_rows - 0.5}", timeout=10_000, polling=POLL_MS)
+    assert page.evaluate(SLIDER_MAX_JS) == [str(frames.n_rows - 1)]
     left, top, width, height, x0, x1, y0, y1 = page.evaluate(FRAME_JS)
     settle_row = next(r for r, row in enumerate(frames.state) if STATES[row[-1]] == "settled")
     x = frames.length - 1

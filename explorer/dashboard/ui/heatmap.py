@@ -293,6 +293,14 @@ class HeatmapFigure:
             self.grid.patch({"image": [((0, slice(start, stop), slice(0, L)), pixels.ravel())]})
             self.cells.patch({c: [(slice(start * L, stop * L), cells[c])] for c in CELL_COLUMNS})
 
+    def fit(self, frames) -> None:
+        """A finished run that made fewer rows than its bitmap holds (a uniform-state run's stop rule, a
+        threshold run under its estimate): the y range ends at its last row instead of leaving the planned
+        rows blank below it."""
+        if frames is None or self.progress or frames.n_rows >= self._image.shape[0]:
+            return
+        self.figure.y_range.update(start=frames.n_rows - 0.5, end=-0.5)
+
     def show(self, frames) -> None:
         """A whole run at once (a finished run: Compare's columns, the downloads)."""
         self.start(frames, frames.n_rows if frames is not None else None)

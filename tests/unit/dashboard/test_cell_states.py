@@ -132,3 +132,40 @@ def test_the_t_axis_says_what_t_is_for_the_runs_process():
         heat.show(Frames.from_trajectory(traj, glyph_table(model.tokenizer)))
         labels[process] = [a.axis_label for a in heat.figure.right if a.axis_label.startswith("t ")]
     assert labels == {"uniform": ["t (share of random tokens)"], "masked": ["t (masked fraction)"]}
+
+
+def test_a_uniform_state_runs_confidence_bars_keep_every_settled_position():
+    """Explore's "when committed" bars of a uniform-state run: each accepted position at its draw's confidence,
+    and every settled one at the confidence it settled with, so the finished run shows a bar per generated
+    position (the heatmap leaves settled cells untinted: NaN there). The downloads' commit_confidence too."""
+    from explorer.dashboard import downloads
+    from explorer.dashboard.frames import glyph_table
+    from explorer.dashboard.tabs.explore.confidence import committed_bars
+    from explorer.sampling import SamplerConfig, sample
+    from tests.support.models import random_mock
+
+    model = random_mock(8)
+    model.meta = {"process": "uniform"}
+    traj = sample(model, SamplerConfig(steps=3, block_length=4, entropy_bound=0.5, seed=0, stop_entropy=None),
+                  template="a███████")
+    frames = Frames.from_trajectory(traj, glyph_table(model.tokenizer))
+    last = frames.n_rows - 1
+    bars = committed_bars(frames, last)
+    assert bars["x"].tolist() == list(range(1, 8))  # every generated position; the template's has none
+    assert np.isnan(frames.conf[last][1:]).all()  # the heatmap: settled cells at full colour
+    for r in range(1, frames.n_rows):  # a block's stop row: its positions at the confidence of that step
+        now = traj.settled[r - 1, 0]
+        np.testing.assert_array_equal(frames.bar_conf[r][now], traj.confidence[r - 1, 0][now])
+    np.testing.assert_array_equal(frames.bar_conf[last][1:5], frames.bar_conf[3][1:5])  # block 0 kept since
+    accepted = traj.committed[0, 0] & ~traj.settled[0, 0]  # mid-block: the accepted positions' draws
+    np.testing.assert_array_equal(committed_bars(frames, 1)["x"], np.flatnonzero(accepted))
+    df = downloads.trajectory_table(traj)
+    assert df[df.step == last].commit_confidence.iloc[1:].notna().all()
+
+
+def test_a_masked_runs_bars_are_its_commit_confidences():
+    frames = Frames(np.array([9, 9, 1]), np.array([False, False, True]), mask_id=9, glyphs=np.array(list("abcdefghi_")))
+    frames.add_step([2, 9, 1], np.zeros(3), [2, 3, 1], np.array([0.7, 0.2, 1.0]), committed=[True, False, False],
+                    remasked=[False, False, False])
+    np.testing.assert_array_equal(frames.bar_conf[1], frames.conf[1])
+    assert np.isclose(frames.bar_conf[1][0], 0.7) and np.isnan(frames.bar_conf[1][1:]).all()

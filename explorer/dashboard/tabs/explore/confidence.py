@@ -40,7 +40,7 @@ def committed_bars(frames, row: int) -> dict:
     """Bars for every position decided by `row`, at the confidence it was committed with (the
     proposals of one step alone are a few bars, and none once steps exceed the length); ▼ marks the positions
     that `row` committed. Template positions are given, not committed: no bar."""
-    conf = frames.conf[row]
+    conf = frames.bar_conf[row]  # a uniform-state run's settled positions with the confidence they settled at
     keep = ~np.isnan(conf)
     done = frames.committed[row][keep]
     top = conf[keep].astype(np.float64)
@@ -123,8 +123,10 @@ class ConfidenceView(StateView):
         elif view == CONFIDENCE_VIEWS[0]:
             row = self.state.shown_step
             data = committed_bars(frames, row) if frames is not None and row > 0 else _empty()
-            p.title.text = self._title("Confidence when committed", "▼ newest step", row, "▼ this step")
-            p.yaxis.axis_label = self._axis("confidence when committed", "confidence")
+            # a uniform-state run accepts anew at every step and settles a block at its end: no commit
+            when = "accepted or settled" if frames is not None and frames.process == "uniform" else "committed"
+            p.title.text = self._title(f"Confidence when {when}", "▼ newest step", row, "▼ this step")
+            p.yaxis.axis_label = self._axis(f"confidence when {when}", "confidence")
         else:
             row = self.state.shown_step
             data = step_bars(frames, row) if frames is not None and row > 0 else _empty()

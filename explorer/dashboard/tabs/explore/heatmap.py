@@ -44,6 +44,13 @@ class HeatmapView(StateView):
         self.heat.append(self.state.frames)
         self.push(self.pane)
 
+    @param.depends("state.running", watch=True)
+    def _fit(self):
+        """A run that ended early (its stop rule, threshold decoding) shows its rows, not its planned ones."""
+        if not self.state.running:
+            self.heat.fit(self.state.frames)
+            self.push(self.pane)
+
     @param.depends("state.step", "state.running", watch=True)
     def _mark_step(self):
         """The scrubbed step, outlined once the run has ended (while it runs, the newest row is the

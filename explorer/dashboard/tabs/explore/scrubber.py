@@ -15,6 +15,10 @@ class ScrubberView(StateView):
         self.player = pn.widgets.Player.from_param(
             self.state.param.step, start=0, end=1, interval=250, loop_policy="once", show_loop_controls=False,
             show_value=False, sizing_mode="stretch_width", height=60, scale_buttons=0.8, margin=(0, 10))
+        # Panel's Player view sets its slider's range only when its value changes (panel/models/player.ts,
+        # update_value): a run that ended before its planned steps kept its value and shrank the range, and
+        # the handle of its last step stayed a third of the way along a slider to the planned steps
+        self.player.jscallback(end="const view = Bokeh.index.find_one(cb_obj); if (view != null) view.update_value()")
         self._resize()
         self._buttons()
         self.on(self.state.session, "presentation", self._buttons)
