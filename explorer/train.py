@@ -25,6 +25,7 @@ from .model import LIMITS, ModelConfig, Transformer
 from .names import DEVICES, KINDS, LR_SCHEDULES, PRECISIONS, PROCESSES, TIME_CONDITIONING, WEIGHTINGS
 
 EVAL_LENGTHS = (32, 64, 128)  # shorter canvases whose NELBO and accuracy the final metrics report
+CARRIED_META = ("sampler_defaults",)  # metadata a resumed run keeps from the checkpoint it continues
 # The valid values of TrainConfig's fields. TrainConfig checks them, whoever builds one (the CLI, the Python
 # API, the train_config a resumed checkpoint carries), and `run.py train` parses its flags with them, so a
 # value out of range is an error naming the flag. Numbers: (lowest, highest[, which ends are included]);
@@ -89,7 +90,7 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "auto"  # "auto" (bf16 on CUDA and on CPUs with bf16 matmul), "fp32", "bf16"
     threads: int = 0  # torch threads on CPU (0: torch default)
-    max_minutes: float = 0.0  # stop (and save) after this wall time; 0: no limit
+    max_minutes: float = 0.0  # stop (and save) after this much training, earlier runs resumed included; 0: no limit
     ema: float = 0.0  # decay of an exponential moving average of the weights (e.g. 0.999); 0: none
     # Variable-length canvases: a sampled canvas shorter than the training window is out of
     # distribution (accuracy at 64 chars was a third of that at 256). With min_length > 0, a share
@@ -180,6 +181,7 @@ class Trainer:
             if cfg.threads:
                 torch.set_num_threads(cfg.threads)
         self.out = Path(out)
+        self.carried: dict = {}  # CARRIED_META of a resumed checkpoint
         self.state = {"step": 0, "tokens": 0, "seconds": 0.0, "commands": [], "resumed_at": [],
                       "curves": {"train": [], "val": [], "grad_norm": []}}
         prior = load_checkpoint(resume, self.device) if resume else None
@@ -215,6 +217,9 @@ class Trainer:
                 and isinstance(commands, list) and isinstance(curves, dict)):
             raise ValueError(f"{prior.path}: its training state is incomplete or malformed; it cannot be resumed")
         self.state["commands"] = list(commands)
+        # the sampler knobs the checkpoint recommends (config.recommended) go on with it: without them a
+        # uniform-state model samples at the generic entropy bound, under which its canvas never clears
+        self.carried = {k: prior.meta[k] for k in CARRIED_META if k in prior.meta}
         self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **curves}
         self.state["resumed_at"] = resumed_at + [self.state["step"]]
         arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "process", "time_conditioning", "block_size",
@@ -442,6 +447,7 @@ class Trainer:
             "device": str(self.device),
             "precision": "bf16" if self.autocast is not None else "fp32",
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **self.carried,
         }
 
     def save(self, metrics: dict | None = None, path: str | Path | None = None) -> Path:

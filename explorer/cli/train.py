@@ -29,6 +29,10 @@ def _flag_type(name: str):
     return float_in(lo, hi, *brackets) if brackets else int_in(lo, hi)
 
 
+# What a flag's range does not say
+FLAG_NOTES = {"max_minutes": "minutes of training in all: a resumed run counts the minutes it was trained before"}
+
+
 def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--out", required=True, help="checkpoint name (saved in checkpoints/) or a .safetensors path")
     p.add_argument("--resume", default=None, help="checkpoint to continue training from")
@@ -39,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser):
         elif f.name in RANGES:
             lo, hi, *brackets = RANGES[f.name]
             span = f"{brackets[0][0]}{lo:g}, {hi:g}{brackets[0][1]}" if brackets else f"[{lo}, {hi}]"
-            p.add_argument(flag, type=_flag_type(f.name), default=None, help=f"default {f.default}, in {span}")
+            help = f"default {f.default}, in {span}" + (f"; {FLAG_NOTES[f.name]}" if f.name in FLAG_NOTES else "")
+            p.add_argument(flag, type=_flag_type(f.name), default=None, help=help)
         else:
             p.add_argument(flag, default=None, choices=CHOICES.get(f.name), help=f"default {f.default}")
 

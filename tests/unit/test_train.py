@@ -119,3 +119,22 @@ def test_ema_averages_the_weights_and_is_what_is_evaluated_and_saved(tmp_path, t
     assert val["nats_per_char"] != plain["nats_per_char"] and saved.meta["train_config"]["ema"] == 0.9
     with pytest.raises(ValueError, match="ema"):
         TrainConfig(ema=1.0)
+
+
+def test_a_resumed_run_keeps_the_sampler_knobs_its_checkpoint_recommends(tmp_path, tiny_corpus):
+    """A checkpoint's sampler_defaults (its recommended knobs, chosen by measurement) survive a resume: without
+    them the resumed model samples at the generic defaults."""
+    from explorer.checkpoint import update_metadata
+
+    out = tmp_path / "run.safetensors"
+    t1 = Trainer(TrainConfig(**TINY, max_steps=2), out, corpus=tiny_corpus)
+    list(t1.run())
+    t1.save()
+    update_metadata(out, {"sampler_defaults": {"temperature": 0.3, "steps": 12}})
+    again = tmp_path / "again.safetensors"
+    t2 = Trainer(TrainConfig(**TINY, max_steps=3), again, resume=out, corpus=tiny_corpus)
+    list(t2.run())
+    t2.save()
+    assert load_checkpoint(again).meta["sampler_defaults"] == {"temperature": 0.3, "steps": 12}
+    fresh = Trainer(TrainConfig(**TINY, max_steps=1), tmp_path / "fresh.safetensors", corpus=tiny_corpus)
+    assert "sampler_defaults" not in fresh.metadata()
