@@ -1,11 +1,12 @@
 """The shipped checkpoints load without pickle and their metadata carries the figures the README reports."""
 import math
+import shlex
 
 import pytest
 import torch
 
 from explorer import load_checkpoint
-from explorer.checkpoint import checkpoints_dir, list_checkpoints
+from explorer.checkpoint import checkpoints_dir, list_checkpoints, read_metadata
 
 pytestmark = pytest.mark.slow  # each test loads a shipped checkpoint (up to 25 MB); some sample hundreds of texts
 
@@ -20,6 +21,18 @@ def _require(name):
     if name not in list_checkpoints():
         pytest.fail(f"shipped checkpoint {name!r} missing from {checkpoints_dir()}")
     return load_checkpoint(name)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_checkpoints_commands_rerun_from_a_fresh_clone(name):
+    """The Model tab and the model card show these: --out and --resume name the checkpoint, --data the file by
+    its name (tools/ship_checkpoint.py), never a path of the machine that trained it."""
+    meta = read_metadata(checkpoints_dir() / f"{name}.safetensors")
+    for command in meta["commands"]:
+        words = shlex.split(command)
+        values = {flag: words[i + 1] for i, flag in enumerate(words[:-1]) if flag.startswith("--")}
+        assert values["--out"] == name and values.get("--resume", name) == name, command
+        assert "/" not in values.get("--data", "") and "/" not in (meta["train_config"].get("data") or ""), command
 
 
 @pytest.mark.parametrize("name", SHIPPED)

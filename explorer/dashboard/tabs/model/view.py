@@ -83,8 +83,9 @@ def summary_html(meta: dict, name: str, preview: tuple | None = None) -> str:
     if commands:
         items = "".join(f"<li><code>{literal(c)}</code></li>" for c in commands)
         parts.append(f"<h3>Commands</h3><ol class='meta-commands'>{items}</ol><p class='caption'>As run. "
-                     "<code>--data FILE</code> is the Tiny Shakespeare file on the machine that trained it; "
-                     "elsewhere leave it out (it is downloaded once, hash-checked) or point it at your copy. "
+                     "<code>--data FILE</code> is the training text: a shipped checkpoint names the file alone "
+                     "(run from the folder that holds it), or leave it out (Tiny Shakespeare is downloaded once, "
+                     "hash-checked). "
                      "Validation is the NELBO of held-out full-length windows with fixed noise; the training "
                      "loss is one batch's, short canvases included, so the two curves need not meet.</p>")
     return "".join(parts)
