@@ -21,8 +21,8 @@ PACKAGE = "explorer"  # the tree's package; run.py is listed above it
 INDENT = "    "  # Python-Markdown nests a list item indented by four spaces
 # Entries with no docstring to read: described here.
 FIXED = ("- `benchmarks/` — speed and memory figures, each a script that prints a table (see Benchmarks).",
-         "- `tools/` — scripts that choose a checkpoint's sampler defaults, make a checkpoint's recorded commands rerunnable before it is shipped, retake the tour's screenshots, write "
-         "the teaching page and the README's lesson index from the lessons, and write this map.",
+         "- `tools/` — scripts that choose a checkpoint's sampler defaults, make a checkpoint's recorded commands "
+         "rerunnable before it is shipped, retake the tour's screenshots, write the teaching page and the README's lesson index from the lessons, and write this map.",
          "- `tests/` — pytest suite: `unit/` mirrors the package, `integration/` starts processes, clusters and "
          "servers, `browser/` drives Chromium, `support/` holds what they share (tiny models built in the tests; "
          "`unit/test_shipped_checkpoints.py` checks the shipped checkpoints).",
