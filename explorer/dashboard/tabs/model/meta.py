@@ -11,7 +11,8 @@ import pandas as pd
 from ....train import TrainConfig, lr_at
 
 EMA_ALPHA = 0.05  # smoothing of the per-step train loss (one batch each: noisy)
-KIND_NAMES = {"diffusion": "masked diffusion (bidirectional)", "ar": "autoregressive baseline (causal)"}
+KIND_NAMES = {"diffusion": "masked diffusion (bidirectional)", "ar": "autoregressive baseline (causal)",
+              "uniform": "uniform-state diffusion (bidirectional)"}  # "uniform": a diffusion model's process
 
 
 def ema(values, alpha: float = EMA_ALPHA, start: float | None = None) -> np.ndarray:
@@ -100,7 +101,8 @@ def result_line(meta: dict) -> str:
 
 def _architecture(meta: dict) -> list[tuple[str, str]]:
     mc, n_params = meta.get("model_config") or {}, meta.get("n_params")
-    return [("kind", KIND_NAMES.get(mc.get("kind"), str(mc.get("kind")))),
+    kind = "uniform" if mc.get("kind") == "diffusion" and meta.get("process") == "uniform" else mc.get("kind")
+    return [("kind", KIND_NAMES.get(kind, str(kind))),
             ("parameters", f"{int(n_params):,} ({int(n_params) / 1e6:.2f} M)" if n_params else "?"),
             ("layers × heads", f"{mc.get('n_layer')} × {mc.get('n_head')}"),
             ("width (d_model)", str(mc.get("n_embd"))), ("context", f"{mc.get('block_size')} characters"),

@@ -285,6 +285,18 @@ def test_the_page_shows_figures_by_length_and_the_recommended_sampler_when_store
     assert "Held-out figures by canvas length" not in bare and "Recommended sampler" not in bare
 
 
+def test_the_architecture_names_the_models_process():
+    """A uniform-state model (metadata process=uniform) is not called a masked one."""
+    from explorer.dashboard.tabs.model.meta import summary_sections
+
+    def kind(meta):
+        return dict(summary_sections(meta, "m")["Architecture"])["kind"]
+
+    assert kind({"model_config": {"kind": "diffusion"}}) == "masked diffusion (bidirectional)"
+    assert kind({"model_config": {"kind": "diffusion"}, "process": "uniform"}) == "uniform-state diffusion (bidirectional)"
+    assert kind({"model_config": {"kind": "ar"}}) == "autoregressive baseline (causal)"
+
+
 @pytest.mark.slow
 def test_time_embedding_heatmap_of_the_guide(ckpts):
     """The sinusoidal embedding of t at the model's width, saying whether the model uses it."""
