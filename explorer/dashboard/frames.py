@@ -88,10 +88,7 @@ class Frames:
         tokens = np.asarray(tokens, dtype=np.int64)
         confidence = np.asarray(confidence, dtype=np.float32)
         if self.process == "uniform":
-            earlier = self.done.copy()
-            state, conf, at = self._uniform_cells(row, committed, remasked, settled, confidence)
-            now = self.done & ~earlier  # settled at this step: the confidence they settled with
-            bar = np.where(now, confidence, np.where(earlier, self.bar_conf[-1], conf))
+            state, conf, bar, at = self._uniform_cells(row, committed, remasked, settled, confidence)
         else:
             state = np.where(tokens == self.mask_id, CODE["masked"], CODE["earlier"]).astype(np.int8)
             state[committed] = CODE["new"]
@@ -116,8 +113,8 @@ class Frames:
         return row
 
     def _uniform_cells(self, row: int, accepted, renoised, settled, confidence):
-        """A uniform-state step's (state, confidence, committed_at) rows: settled positions keep their
-        final token (and the row they settled at); the block in progress is noise or accepted."""
+        """A uniform-state step's (state, confidence, bar confidence, committed_at) rows: settled positions keep
+        their final token (and the row they settled at); the block in progress is noise or accepted."""
         settled = np.zeros_like(accepted) if settled is None else np.asarray(settled, bool)
         earlier = self.done.copy()
         self.done |= settled
@@ -129,8 +126,10 @@ class Frames:
         state[self.fixed] = CODE["fixed"]
         # an accepted token's confidence is its draw's; a settled one keeps full colour (NaN)
         conf = np.where(accepted & ~self.done, confidence, np.where(earlier, self.conf[-1], np.nan))
+        # the bars keep a settled position at the confidence it settled with
+        bar = np.where(settled & ~earlier, confidence, np.where(earlier, self.bar_conf[-1], conf))
         at = np.where(settled, row, np.where(earlier, self.committed_at[-1], -1))
-        return state, conf, at
+        return state, conf, bar, at
 
     def add_record(self, record, b: int = 0) -> int:
         """Append a sampler StepRecord (batch row b). A uniform-state run's first record also brings the
