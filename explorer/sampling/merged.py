@@ -34,7 +34,7 @@ from ..devices import model_device
 from . import step
 from .config import SamplerConfig
 from .knobs import KNOBS
-from .recorder import Recorder, SamplingCancelled, to_host
+from .recorder import Recorder, SamplingCancelled, step_arrays, to_host
 from .sampler import as_config, resolve_generators, resolve_plan
 
 # What may differ between merged runs, and what must be off for a run to merge at all (the merged step
@@ -177,9 +177,7 @@ class _Walk:
             return None
         x = self.st.x
         proposals, scores, conf, chosen = step.undecided(x) if arrays is None else arrays  # (None: no run had any)
-        unchanged = torch.zeros_like(chosen)
-        return to_host(dict(tokens=x, scores=scores, proposals=proposals, confidence=conf, committed=chosen,
-                            remasked=unchanged, edited=unchanged))
+        return to_host(step_arrays(x, proposals, scores, conf, chosen, remasked=torch.zeros_like(chosen)))
 
     def _statistics(self, masked: torch.Tensor, todo: torch.Tensor):
         """Per group, read from the device at once: its t (masked[g.a:g.b].float().mean(), as alone),

@@ -36,6 +36,12 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", copy=True).numpy()
 
 
+def step_arrays(x, proposals, scores, confidence, committed, remasked, edited=None) -> dict:
+    """A step's STEP_ARRAYS by name; edited None (token editing off): no position edited."""
+    return dict(tokens=x, scores=scores, proposals=proposals, confidence=confidence, committed=committed,
+                remasked=remasked, edited=torch.zeros_like(committed) if edited is None else edited)
+
+
 def to_host(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     """The tensors as numpy arrays of their own dtypes and shapes, in ONE copy to the host: on a GPU
     each copy waits for the device, and a recorded step's six or seven arrays were as many waits. Their
@@ -89,8 +95,7 @@ class Recorder:
         if not self.record and self.on_step is None:
             return
         if host is None:
-            arrays = dict(tokens=x, scores=scores, proposals=proposals, confidence=confidence, committed=committed,
-                          remasked=remasked, edited=torch.zeros_like(committed) if edited is None else edited)
+            arrays = step_arrays(x, proposals, scores, confidence, committed, remasked, edited)
             if self.on_device:  # copied on the device (the sampler may update a canvas in place), nothing waits
                 for key, value in arrays.items():
                     self.rows[key].append(value.detach().clone())
