@@ -123,8 +123,10 @@ class ConfidenceView(StateView):
         elif view == CONFIDENCE_VIEWS[0]:
             row = self.state.shown_step
             data = committed_bars(frames, row) if frames is not None and row > 0 else _empty()
-            # a uniform-state run accepts anew at every step and settles a block at its end: no commit
-            when = "accepted or settled" if frames is not None and frames.process == "uniform" else "committed"
+            # a uniform-state run accepts anew at every step and settles a block at its end: no commit (a
+            # settled position shows its confidence at the step it settled; "accepted or settled" ran past
+            # the title's room at 1366 pixels)
+            when = "accepted" if frames is not None and frames.process == "uniform" else "committed"
             p.title.text = self._title(f"Confidence when {when}", "▼ newest step", row, "▼ this step")
             p.yaxis.axis_label = self._axis(f"confidence when {when}", "confidence")
         else:
