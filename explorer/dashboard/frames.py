@@ -64,6 +64,9 @@ class Frames:
         self.committed = [np.zeros(initial.shape, dtype=bool)]
         self.expected_rows = 1  # rows the run will produce when known (sizes the heatmap's axes)
         self.rows_known = False  # expected_rows is exact (a step count), not a threshold run's guess
+        # bumped when row 0 is rewritten after it may have been drawn (a uniform-state run's start canvas
+        # arrives with its first record): a view that drew an older row 0 draws it again
+        self.start_revision = 0
 
     @property
     def n_rows(self) -> int:
@@ -148,6 +151,7 @@ class Frames:
         state = np.where(tokens == self.mask_id, CODE["masked"], CODE["noise"])
         self.tokens[0] = self.proposals[0] = tokens
         self.state[0] = np.where(self.fixed, CODE["fixed"], state).astype(np.int8)
+        self.start_revision += 1
 
     @classmethod
     def from_trajectory(cls, traj, glyphs: np.ndarray, b: int = 0) -> "Frames":

@@ -181,6 +181,7 @@ class HeatmapFigure:
             self.figure.add_layout(self.marker)
         self._image = np.zeros((1, 1), np.uint32)  # the full bitmap, kept to regrow it if needed
         self.shown = 0  # rows the browser has
+        self._start_sent = 0  # the Frames.start_revision of the row 0 it has
 
     def _placement(self, image: np.ndarray) -> dict:
         rows, length = image.shape
@@ -237,6 +238,7 @@ class HeatmapFigure:
     def start(self, frames, rows: int | None = None) -> None:
         """A blank bitmap sized for `rows` rows (default: the rows the run is expected to make), no cells."""
         self.shown = 0
+        self._start_sent = getattr(frames, "start_revision", 0)
         self.marks.data = {"x": [], "y": []}
         self.row_t.data = {"t": []}
         if frames is None:
@@ -261,7 +263,15 @@ class HeatmapFigure:
         """Send the rows the browser has not seen (pixels, cells for hover and labels, revision marks),
         as one message (the caller decides how often: Explore's state ticks a live run a few times a
         second). Only new rows are ever sent."""
-        if frames is None or frames.n_rows <= self.shown:
+        if frames is None:
+            return
+        # row 0 rewritten since it was sent (a uniform-state run's start canvas came after the first
+        # draw): send again from row 0, or it stays "block not started" for good
+        revision = getattr(frames, "start_revision", 0)
+        if self.shown and revision != self._start_sent:
+            self.shown = 0
+        self._start_sent = revision
+        if frames.n_rows <= self.shown:
             return
         start, stop = self.shown, frames.n_rows
         self._draw(frames, start, stop)

@@ -169,3 +169,34 @@ def test_a_masked_runs_bars_are_its_commit_confidences():
                     remasked=[False, False, False])
     np.testing.assert_array_equal(frames.bar_conf[1], frames.conf[1])
     assert np.isclose(frames.bar_conf[1][0], 0.7) and np.isnan(frames.bar_conf[1][1:]).all()
+
+
+def test_a_uniform_runs_start_canvas_replaces_a_row_0_already_drawn():
+    """The live heatmap may draw row 0 before a uniform-state run's first record brings its random start
+    canvas (the view draws as soon as a run begins); that row is drawn again, not left as "block not
+    started" for good."""
+    from explorer.dashboard.frames import glyph_table
+    from explorer.dashboard.ui.heatmap import HeatmapFigure, image_rows
+    from explorer.sampling import SamplerConfig, sample
+    from tests.support.models import random_mock
+
+    model = random_mock(6)
+    model.meta = {"process": "uniform"}
+    traj = sample(model, SamplerConfig(steps=2, entropy_bound=0.5, seed=0, stop_entropy=None), length=6)
+    glyphs = glyph_table(model.tokenizer)
+    placeholder = np.full(6, traj.mask_id)
+    live = Frames(placeholder, traj.fixed[0], traj.mask_id, glyphs, "uniform")  # as Explore's run begins
+    heat = HeatmapFigure(labels=False)
+    heat.start(live)
+    heat.append(live)  # row 0 sent while it still holds the placeholder
+    live.set_start(traj.tokens[0, 0])
+    for s in range(traj.n_steps):
+        live.add_step(traj.tokens[s + 1, 0], traj.scores[s, 0], traj.proposals[s, 0], traj.confidence[s, 0],
+                      traj.committed[s, 0], traj.remasked[s, 0], traj.settled[s, 0])
+    heat.append(live)
+    sent = np.asarray(heat.grid.data["image"][0]).reshape(-1, 6)
+    whole = image_rows(Frames.from_trajectory(traj, glyphs), 0, traj.n_steps + 1)
+    np.testing.assert_array_equal(sent[:traj.n_steps + 1], whole)
+    assert [STATES[c] for c in live.state[0]] == ["noise"] * 6
+    cells = heat.cells.data
+    assert list(np.asarray(cells["state"])[:6]) == [CODE["noise"]] * 6  # the hover's row 0 too
