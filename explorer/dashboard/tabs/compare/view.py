@@ -197,7 +197,9 @@ class ColumnView(pn.viewable.Viewer):
         """Draw this column's result (None: still running or not run yet). UI thread: the heatmap is
         a raw Bokeh model. model_shown=False leaves the model's name out of the title (every column
         ran the same one, which the line above the columns names)."""
-        self.result = result
+        # every column is shown again whenever one finishes; a heatmap already showing its result is
+        # left as it is (sent again, each finished column's rows cost the page a repaint per column done)
+        drawn, self.result = self.result is result, result
         if result is None:
             self.title.object = "<b>sampling …</b>" if running else "<i>not run yet: pick a preset or press Run</i>"
             self._clear()
@@ -213,7 +215,8 @@ class ColumnView(pn.viewable.Viewer):
         named = str(result["label"]).startswith(str(result["model"]))
         model = f' <small>({literal(result["model"])})</small>' if model_shown and not named else ""
         self.title.object = f'<b>{literal(result["label"])}</b>{model}'
-        self.heat.show(frames)
+        if not drawn:
+            self.heat.show(frames)
         self.text.object = differences_html(result["pieces"], texts, self.index, frames.fixed, running)
         steps = result["traj"].n_steps if result["kind"] == "ar" else cfg.steps
         note = ("<small>gen-PPL here is judged by the model that wrote the text: low by construction</small>"

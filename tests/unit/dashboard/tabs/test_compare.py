@@ -398,3 +398,19 @@ def test_a_column_may_name_another_checkpoint_and_runs_its_solo_run(checkpoints)
         assert_same_run(result["traj"], sample_canvas(solo.model, solo.sampler_config(), solo.canvas()))
     assert view.columns[1].heat.grid.data["image"][0].shape[0] == uniform["traj"].n_steps + 1
     assert not tab.set_columns("model=tiny" + SEP + "model=nowhere") and "nowhere" in tab.error
+
+
+def test_a_finished_columns_heatmap_is_sent_once(compare):
+    """Every column is shown again whenever one finishes; a heatmap already showing its result is not
+    drawn again (each redraw sent the whole run's rows to the page once more)."""
+    tab, view = compare
+    drawn = [[] for _ in view.columns[:2]]
+    for column, calls in zip(view.columns, drawn):
+        show = column.heat.show
+        column.heat.show = lambda frames, show=show, calls=calls: (calls.append(frames), show(frames))
+    assert tab.apply_preset("strategies") is True
+    tab.task.worker.current.done.wait(30)
+    assert not tab.running and len(tab.results) == 2
+    view._results()  # shown again, as when another column finishes: nothing new to send
+    for calls, result in zip(drawn, tab.results):
+        assert [f for f in calls if f is not None] == [result["frames"]]
