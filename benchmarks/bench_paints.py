@@ -1,11 +1,16 @@
-"""What the browser spends on a page with BokehJS's per-paint CSS reads spared, and without.
+"""What the browser spends on a page with one of the dashboard's savings on its paints, and without.
 
-    python benchmarks/bench_paints.py [--repeats 2]
+    python benchmarks/bench_paints.py [--repeats 2] [--spare css-reads|stylesheets]
 
-BokehJS asks getComputedStyle, on every paint of every plot, for `--bk-` variables that no stylesheet of
-the page sets and for the plot's font size; each read after a change of the page's DOM makes the browser
-recompute the whole page's styles first. The dashboard answers those reads without asking once the page's
-document is ready (ui/internals.lighter_paints).
+css-reads: BokehJS asks getComputedStyle, on every paint of every plot, for `--bk-` variables that no
+stylesheet of the page sets and for the plot's font size; each read after a change of the page's DOM makes
+the browser recompute the whole page's styles first. The dashboard answers those reads without asking once
+the page's document is ready (ui/internals.lighter_paints).
+
+stylesheets: Panel re-sends an HTML or Markdown pane's stylesheets with its first new text, adding
+Bootstrap's whole stylesheet to the pane, and BokehJS lays out the whole page and repaints every plot for
+each such change. The dashboard's panes keep the stylesheets they were drawn with
+(ui/internals.steady_pane_stylesheets); without it, each page here gets Panel's own update.
 
 Served app over the shipped checkpoints (the lessons' links name them), one headless Chromium at a
 projector's 1366x768; each lesson's figure that shows the most at once (the most Compare columns, then the
@@ -53,13 +58,37 @@ def links(base: str) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def one_page(browser, address: str, query: str, tab: str, patched: bool) -> float:
-    """Browser CPU seconds of one page, from its request until settled, drawn and resized."""
+class PaneUpdates:
+    """Panel's own update of a pane's new text (`steady` False) or the dashboard's (True), switched per page
+    in this process; installed as already steady, so the app's create_app leaves it in place."""
+
+    def __init__(self):
+        from panel.pane.markup import HTMLBasePane
+
+        from explorer.dashboard.ui.internals import steady_pane_stylesheets
+
+        self.panel_own = HTMLBasePane._update
+        steady_pane_stylesheets()
+        self.ours, self.steady = HTMLBasePane._update, True
+
+        def update(pane, ref, model):
+            return (self.ours if self.steady else self.panel_own)(pane, ref, model)
+
+        update.steady = True
+        HTMLBasePane._update = update
+
+
+def one_page(browser, address: str, query: str, tab: str, patched: bool, spare: str = "css-reads",
+             updates: PaneUpdates | None = None) -> float:
+    """Browser CPU seconds of one page, from its request until settled, drawn and resized; `patched`:
+    with the saving `spare` names (css-reads, or stylesheets switched through `updates`)."""
     from explorer.cli.rehearse import PROBE_JS
     from explorer.dashboard.projector import DRAWN_JS, figure_selector
 
     page = browser.new_page(viewport={"width": 1366, "height": 768})
-    if not patched:
+    if spare == "stylesheets":
+        updates.steady = patched
+    elif not patched:
         page.add_init_script("window.__mdlmLighterPaints = true")  # the hook sees it applied: leaves it
     before = browser_cpu()
     page.goto(address, wait_until="commit")
@@ -77,6 +106,8 @@ def one_page(browser, address: str, query: str, tab: str, patched: bool) -> floa
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2, help="pages each way, per link")
+    ap.add_argument("--spare", choices=("css-reads", "stylesheets"), default="css-reads",
+                    help="the saving measured (see above)")
     args = ap.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: nothing to measure")
@@ -93,21 +124,25 @@ def main() -> int:
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
     seconds: dict[str, dict[bool, list[float]]] = {}
+    updates = PaneUpdates() if args.spare == "stylesheets" else None
     with serve_in_process(lambda: create_app(**served_args(checkpoint="patterns", device="cpu"))) as (url, states), \
             sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         pages = links(url)
         for name, (address, query, tab) in pages.items():  # the server's caches filled: not measured
-            print(f"{name}: first page {one_page(browser, address, query, tab, patched=True):.2f} s", flush=True)
+            first = one_page(browser, address, query, tab, True, args.spare, updates)
+            print(f"{name}: first page {first:.2f} s", flush=True)
         for i in range(args.repeats):
             for name, (address, query, tab) in pages.items():
                 for patched in ((True, False) if i % 2 == 0 else (False, True)):
                     seconds.setdefault(name, {True: [], False: []})[patched].append(
-                        one_page(browser, address, query, tab, patched))
+                        one_page(browser, address, query, tab, patched, args.spare, updates))
         browser.close()
     print(f"{args.repeats} pages each way per link, load average {os.getloadavg()[0]:.1f}; "
           "browser CPU seconds per page (mean):")
-    print(f"{'page':24}{'as BokehJS paints':>19}{'CSS reads spared':>18}{'ratio':>8}")
+    without, spared = ("as BokehJS paints", "CSS reads spared") if args.spare == "css-reads" else \
+        ("Panel's updates", "sheets kept")
+    print(f"{'page':24}{without:>19}{spared:>18}{'ratio':>8}")
     for name, by in seconds.items():
         plain, lighter = statistics.mean(by[False]), statistics.mean(by[True])
         print(f"{name:24}{plain:>19.2f}{lighter:>18.2f}{plain / lighter:>8.2f}")

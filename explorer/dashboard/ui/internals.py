@@ -208,6 +208,35 @@ def mend_panel_write_queue() -> None:
     document._dispatch_msgs = dispatch_msgs  # Panel looks the name up at each call (schedule_write_events)
 
 
+def steady_pane_stylesheets() -> None:
+    """An HTML or Markdown pane whose object changes keeps the stylesheets its model was made with.
+
+    Panel re-sends every property of such a pane when its object changes (HTMLBasePane._update), and the
+    stylesheets it computes then differ from those the page was built with: the template applied its
+    design to the first page without the sheets it loads for the whole page, while the update adds them,
+    Bootstrap's entire stylesheet among them, to the pane's own shadow root. The page then parses and
+    applies that stylesheet again for each such pane, and a change of stylesheets makes BokehJS lay out
+    the whole page and repaint every plot (LayoutDOMView.invalidate_layout): on a five-column Compare
+    link half of the browser's main thread went to the fifteen panes' first updates. The pane keeps the
+    look it was first drawn with; one made later, in a tab first filled on its click, was made with the
+    sheets and keeps them too. Idempotent."""
+    from panel.pane.markup import HTMLBasePane
+
+    update = HTMLBasePane._update
+    if getattr(update, "steady", False):
+        return
+
+    def _update(self, ref, model):
+        if self.enable_streaming:  # (Panel's chat streaming: not the dashboard's) as Panel does it
+            return update(self, ref, model)
+        props = self._get_properties(model.document)
+        props.pop("stylesheets", None)  # the object changed, not the styles
+        model.update(**props)
+
+    _update.steady = True
+    HTMLBasePane._update = _update
+
+
 def mend_panel_socket_writes() -> None:
     """Panel writes a patch to a page's websocket as several frames (panel.io.document.dispatch_tornado:
     header, metadata, content, then each binary buffer), each write a future awaited later. When the

@@ -150,3 +150,31 @@ def test_lighter_paints_is_sent_to_the_page_when_its_document_is_ready():
     lighter_paints(doc)
     callbacks = doc.callbacks._js_event_callbacks
     assert list(callbacks) == ["document_ready"] and [c.code for c in callbacks["document_ready"]] == [LIGHTER_PAINTS_JS]
+
+
+def test_a_panes_new_text_leaves_its_stylesheets_as_they_were():
+    """A pane on the first page (the template applied its design without the page-wide sheets) whose
+    text changes: the page gets the new text only, not Bootstrap's whole stylesheet added to the pane
+    (a change of stylesheets lays out the whole page again in the browser)."""
+    import panel as pn
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
+    from explorer.dashboard.ui.internals import page_template, steady_pane_stylesheets
+
+    steady_pane_stylesheets()
+    html = pn.pane.HTML("", css_classes=["first"])
+    markdown = pn.pane.Markdown("", css_classes=["second"])
+    doc = Document()
+    with set_curdoc(doc):
+        page_template()(title="t", main=[pn.Column(html, markdown)]).server_doc(doc)
+    models = [pane._models[next(iter(pane._models))][0] for pane in (html, markdown)]
+    before = [list(m.stylesheets) for m in models]
+    changed = []
+    doc.on_change(lambda event: changed.append(("first" if "first" in event.model.css_classes else "second",
+                                                event.attr)))
+    with set_curdoc(doc):
+        html.object = "<b>new</b>"
+        markdown.object = "**new**"
+    assert sorted(changed) == [("first", "text"), ("second", "text")]
+    assert [list(m.stylesheets) for m in models] == before and "new" in models[0].text
