@@ -144,10 +144,9 @@ class InspectView(pn.viewable.Viewer):
     @param.depends("tab.session.model_info", "tab.session.presentation", watch=True)
     def _ratios(self):
         """The BERT-vs-diffusion masking ratios of "The Forward Process" at the model's context (no model
-        involved), drawn again only when that context or the type size changed: a model of 256 or more
-        positions loads into the figure the page was built with."""
-        model = self.tab.model
-        length = min(model.config.block_size, 256) if model is not None else 256
+        involved), drawn again only when that context or the type size changed: a page is built with its
+        checkpoint's context (read from its metadata), so the model's load leaves the figure as it is."""
+        length = min(self.tab.context_length(), 256)
         drawn = (length, self.tab.session.presentation)
         if drawn == self._ratios_drawn:  # the same figure: a new one would cost the page a layout
             return

@@ -513,3 +513,16 @@ def test_several_rows_wrap_between_words_at_the_same_places_and_say_the_accuracy
     assert "".join(blocks[0]).replace("</span>", "") == "to be↵or not"
     assert [b.count("█") for b in blocks[1]] == [1, 1, 1, 0]  # the mask kept within each word's block
     assert '<th class="acc" title="1 of 3 right (33%)">1 of 3 right</th>' in markup
+
+
+def test_a_page_built_before_its_model_loads_draws_the_masking_ratios_once(checkpoints):
+    """A link to Inspect builds the tab before the model has loaded: the BERT-vs-diffusion ratios figure is
+    drawn at the checkpoint's context from its metadata, so the load does not replace the figure (a new
+    figure is a new plot for the page to build and lay out)."""
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    assert s.model is None  # not loaded yet
+    tab, view = build_tab("Inspect", s)
+    drawn = view.ratios.object
+    s.load(wait=True)
+    assert s.model is not None and s.model.config.block_size == LENGTH
+    assert view.ratios.object is drawn
