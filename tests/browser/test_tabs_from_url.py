@@ -316,7 +316,8 @@ def test_inspect_opens_from_its_link_with_masked_text_candidates_plots_and_headi
     Headings keep their size whether a tab is linked or clicked: a tab filled on its first click got
     Bootstrap's whole stylesheet (h3 28 px), one opened from a link only the theme's (16 px); later a
     clicked tab's headings were not bold. Inspect's headings (HTML), opened by the link, and Sweep's
-    (Markdown), opened by a click, must be the same size and weight."""
+    (Markdown), opened by a click, must be the same size and weight; the Model tab's, clicked, the same
+    weight."""
     with linked(browser, served, "Inspect") as (page, problems, state, query):
         linked_h3 = heading_size(page, "Forward process")
         wait_until(lambda: inspect_complete(state.tabs["Inspect"]))
@@ -358,6 +359,10 @@ def test_inspect_opens_from_its_link_with_masked_text_candidates_plots_and_headi
         clicked = heading_size(page, "Quality grid")
         size = float(linked_h3.split()[0].rstrip("px"))
         assert linked_h3 == clicked and 14 < size < 20, (linked_h3, clicked)  # size, weight
+        # the Model tab's summary (its own, smaller headings), filled on its click: bold like the others,
+        # not Bootstrap's 500 (a linked tab's panes keep the stylesheets they were first drawn with)
+        page.locator(".bk-tab", has_text="Model").click()
+        assert heading_size(page, "Architecture").split()[1] == linked_h3.split()[1]
         assert problems == [], problems
 
 

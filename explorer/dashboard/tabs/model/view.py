@@ -43,7 +43,7 @@ PAGE_CSS = """
                  vertical-align: top; color: #333; }
 .meta-table td { padding: 2px 0; overflow-wrap: anywhere; }  /* the vocabulary is one 65-character word */
 .meta-commands code { white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
-h3 { font-size: 1.05em; margin: 12px 0 4px 0; }
+h3 { font-size: 1.05em; font-weight: bold; margin: 12px 0 4px 0; }  /* as every heading (ui.base.HEADING_CSS) */
 """
 
 
