@@ -238,7 +238,7 @@ class HeatmapFigure:
     def start(self, frames, rows: int | None = None) -> None:
         """A blank bitmap sized for `rows` rows (default: the rows the run is expected to make), no cells."""
         self.shown = 0
-        self._start_sent = getattr(frames, "start_revision", 0)
+        self._start_sent = frames.start_revision if frames is not None else 0
         self.marks.data = {"x": [], "y": []}
         self.row_t.data = {"t": []}
         if frames is None:
@@ -267,10 +267,9 @@ class HeatmapFigure:
             return
         # row 0 rewritten since it was sent (a uniform-state run's start canvas came after the first
         # draw): send again from row 0, or it stays "block not started" for good
-        revision = getattr(frames, "start_revision", 0)
-        if self.shown and revision != self._start_sent:
+        if self.shown and frames.start_revision != self._start_sent:
             self.shown = 0
-        self._start_sent = revision
+        self._start_sent = frames.start_revision
         if frames.n_rows <= self.shown:
             return
         start, stop = self.shown, frames.n_rows
