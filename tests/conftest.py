@@ -11,7 +11,7 @@ import torch
 from _pytest.mark.expression import Expression
 
 from explorer.data.corpus import TextCorpus
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, INSTALL
 from tests.support.models import TINY_TEXT
 
 TESTS = Path(__file__).resolve().parent
@@ -32,8 +32,8 @@ def pytest_collection_modifyitems(config, items):
         mark = FOLDER_MARKS.get(_folder(Path(str(item.path))))
         if mark:
             item.add_marker(mark)
-        if mark == "browser" and not Path(CHROMIUM).exists():
-            item.add_marker(pytest.mark.skip(reason=f"{CHROMIUM} is missing: apt-get install -y chromium"))
+        if mark == "browser" and CHROMIUM is None:
+            item.add_marker(pytest.mark.skip(reason=f"Chromium is missing: {INSTALL}"))
     if hasattr(config, "workerinput"):  # an xdist worker: the order it collects is the order files are handed out
         items.sort(key=_longest_first)
 
@@ -132,8 +132,8 @@ def checkpoints(tmp_path, monkeypatch):
 def _chromium():
     """One headless Chromium (and one playwright driver) for the whole test session: starting them costs
     about 3 s, once per browser test module otherwise. Yields (browser, the playwright event loop)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    if CHROMIUM is None:
+        pytest.skip(f"Chromium is missing: {INSTALL}")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

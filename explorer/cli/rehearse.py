@@ -33,7 +33,6 @@ from pathlib import Path
 from . import CLIError, float_in, int_in
 
 VIEWPORT = {"width": 1366, "height": 768}  # a projector's
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; else playwright's own Chromium
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 AT_ONCE = 3  # pages opened together on a figure, after two visits one after the other
@@ -219,14 +218,16 @@ PROBE_JS = """() => {
 
 @contextlib.contextmanager
 def chromium():
-    """A headless Chromium (Debian's /usr/bin/chromium, else playwright's own)."""
+    """A headless Chromium (the machine's, plots.chromium_path(), else playwright's own)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        raise CLIError("rehearse needs playwright: pip install playwright (and /usr/bin/chromium, or "
-                       "`playwright install chromium`)") from None
+        raise CLIError("rehearse needs playwright: pip install playwright (and Debian's chromium-headless-shell "
+                       "or chromium, or `playwright install chromium`)") from None
     with sync_playwright() as pw:
-        executable = CHROMIUM if Path(CHROMIUM).exists() else None
+        from ..plots import chromium_path
+
+        executable = chromium_path()
         try:
             browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         except Exception as e:  # playwright's Error: no browser at all

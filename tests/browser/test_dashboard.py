@@ -3,8 +3,7 @@ change the run (the Steps box, the heatmap hover and a bad template on the same 
 page, which refreshes assets/dashboard.png only when asked (MDLM_EXPLORER_UPDATE_ASSETS=1): tests never
 write into the repository.
 
-Needs /usr/bin/chromium (Debian package `chromium`; `.ci/run` installs it) and `pip install playwright`
-(`playwright install` is not needed: it would download browsers).
+Needs Debian's Chromium and `pip install playwright`, as every test in tests/browser/ (tests/support/browser.py).
 """
 from __future__ import annotations
 

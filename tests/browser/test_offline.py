@@ -3,7 +3,7 @@ the local server is blocked and recorded. Switching tabs, changing the checkpoin
 shown and running must never reach out (Panel once linked its loading.css from its CDN then), and
 hidden tabs must leave the page.
 
-Needs /usr/bin/chromium and `pip install playwright`, as every test in tests/browser/.
+Needs Debian's Chromium and `pip install playwright`, as every test in tests/browser/ (tests/support/browser.py).
 """
 from __future__ import annotations
 

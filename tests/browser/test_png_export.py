@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from explorer.dashboard import downloads
-from explorer.plots import _chromium
+from explorer.plots import chromium_path
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -18,9 +18,9 @@ def _curve():
 
 
 def test_png_export_with_headless_chromium(tmp_path):
-    from explorer.plots import _chromium, quality_speed_plot, save_plot
+    from explorer.plots import quality_speed_plot, save_plot
 
-    if _chromium() is None:
+    if chromium_path() is None:
         pytest.skip("no Chromium installed")
     summary = pd.DataFrame({"sampler": "diffusion", "steps": [1, 2, 4], "strategy": "confidence",
                             "pattern_quality_mean": [0.2, 0.6, 0.9], "pattern_quality_std": [0.1, 0.1, 0.05],
@@ -29,7 +29,7 @@ def test_png_export_with_headless_chromium(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
 
 
-@pytest.mark.skipif(_chromium() is None, reason="no chromium for PNG export")
+@pytest.mark.skipif(chromium_path() is None, reason="no chromium for PNG export")
 def test_plot_png():
     pytest.importorskip("playwright.sync_api")
     from bokeh.plotting import figure

@@ -2,16 +2,20 @@
 opening a page with its console errors collected, waiting for the dashboard's runs to reach the page, and
 the scripts that read Bokeh's document in the page.
 
-Needs /usr/bin/chromium (Debian package `chromium`; `.ci/run` installs it) and `pip install playwright`
+Needs Debian's Chromium: its headless shell (package `chromium-headless-shell`; `.ci/run` installs it) or
+its browser (`chromium`) and `pip install playwright`
 (`playwright install` is not needed, and cannot download browsers: nothing outside is reached).
 """
 from __future__ import annotations
 
+from explorer.cli.rehearse import CHROMIUM_ARGS
+from explorer.plots import chromium_path
 from tests.support.dashboard import explore, wait_for
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's package
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# Debian's headless shell where installed, else its chromium: as the dashboard's PNG export
+# and rehearse take (explorer.plots.CHROMIUMS)
+CHROMIUM = chromium_path()
+INSTALL = "apt-get install -y chromium-headless-shell (or chromium)"
 # How often page.wait_for_function checks its condition, in ms. Playwright's default checks it on every
 # animation frame, which keeps a waiting page drawing 60 frames a second: a tenth of a core per page
 # while it waits, against a fiftieth at this interval, and waits are much of a browser test's time.

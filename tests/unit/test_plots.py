@@ -200,3 +200,18 @@ def test_plots_draw_on_a_canvas_not_webgl():
     summary = _summary([1, 2, 4], [0.5, 0.9, 1.0])
     summary["tokens_per_s_mean"], summary["tokens_per_s_std"] = 5e5, 1.0
     assert render_bokeh(speed_plot(summary)).output_backend == "canvas"
+
+
+def test_figures_are_drawn_by_the_first_chromium_found_the_headless_shell_before_the_browser(tmp_path, monkeypatch):
+    from explorer.plots import chromium_path
+
+    for name in ("chromium", "chromium-headless-shell", "google-chrome"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert chromium_path() == str(tmp_path / "chromium-headless-shell")
+    (tmp_path / "chromium-headless-shell").unlink()
+    assert chromium_path() == str(tmp_path / "chromium")
+    for name in ("chromium", "google-chrome"):
+        (tmp_path / name).unlink()
+    assert chromium_path() is None
