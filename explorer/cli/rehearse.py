@@ -301,16 +301,23 @@ def watch(pages: list[Page], tab_name: str, timeout: float, shots: list[Path], l
             for page, _ in left:
                 page.problems.append(f"server: {problem}")
                 page.fatal = True
-        for page, shot in list(left):
-            if step(page, tab_name, timeout, shot, query):
-                left.remove((page, shot))
-        if left:
+        # Every page is looked at before any is finished: finishing one (its quiet wait, the layout
+        # check, which waits for a figure to be drawn, the screenshot) takes seconds, and pages opened at
+        # once that showed their result meanwhile would be timed as if they had waited for it.
+        ended = [(page, shot) for page, shot in left if look(page, tab_name, timeout)]
+        if len(ended) < len(left):
             left[0][0].handle.wait_for_timeout(POLL_S * 1000)
+            continue
+        for page, shot in ended:
+            end_page(page, tab_name, shot, query)
+        left = []
 
 
-def step(page: Page, tab_name: str, timeout: float, shots: Path, query: str = "") -> bool:
-    """One look at `page`; True once it has ended (completed, failed or hung), its screenshot taken (and,
-    completed, its layout checked)."""
+def look(page: Page, tab_name: str, timeout: float) -> bool:
+    """One look at `page`: True once it has ended (showed its result, failed, or hung); the time it took
+    to show its result is taken the first time it is seen shown."""
+    if page.outcome or page.seconds is not None:
+        return True
     now = time.monotonic()
     try:
         seen = page.handle.evaluate(PROBE_JS)
@@ -322,21 +329,34 @@ def step(page: Page, tab_name: str, timeout: float, shots: Path, query: str = ""
     status = " ".join((seen["status"] or "").split())
     if status != page.status:
         page.status, page.changed = status, now
-    done = seen["settled"] is not None and tab_name in seen["settled"].split()
-    if not done and now - page.started < timeout and not page.fatal:
-        return False
-    if done:
+    if seen["settled"] is not None and tab_name in seen["settled"].split():
         page.seconds = round(now - page.started, 1)
+    elif now - page.started < timeout and not page.fatal:
+        return False
+    else:
+        page.outcome = "hung"  # for now: end_page gives the outcome
+    page.unchanged = round(now - page.changed, 1)
+    return True
+
+
+def end_page(page: Page, tab_name: str, shots: Path, query: str = "") -> None:
+    """A page that has ended (look): once it showed its result, its last redraws, the tab it shows and its
+    layout checked; its notices; its outcome; its screenshot taken, and the page closed."""
+    done = page.seconds is not None
+    seen = {"notices": []}
+    if done:
         page.handle.wait_for_timeout(QUIET_S * 1000)
-        seen = page.handle.evaluate(PROBE_JS)
-        if seen["tab"] != tab_name:
-            page.problems.append(f"the page shows the {seen['tab']} tab, not {tab_name}")
+        with contextlib.suppress(Exception):  # a page that crashed meanwhile: its screenshot says so
+            seen = page.handle.evaluate(PROBE_JS)
+            if seen["tab"] != tab_name:
+                page.problems.append(f"the page shows the {seen['tab']} tab, not {tab_name}")
         check_layout(page, query)
+    elif not page.handle.is_closed():
+        with contextlib.suppress(Exception):
+            seen = page.handle.evaluate(PROBE_JS)
     page.problems += [f"notice: {text}" for text in seen["notices"]]
     page.outcome = "error" if page.problems else "completed" if done else "hung"
-    page.unchanged = round(now - page.changed, 1)
     finish(page, shots)
-    return True
 
 
 def check_layout(page: Page, query: str) -> None:
@@ -344,14 +364,16 @@ def check_layout(page: Page, query: str) -> None:
     the first screen, or a view that overflows, is a problem of the page (which then failed)."""
     from ..dashboard.projector import DRAWN_JS, check, figure_selector
 
-    with contextlib.suppress(Exception):  # not drawn in time: the check says so
-        page.handle.wait_for_function(DRAWN_JS, arg=figure_selector(query), timeout=DRAW_S * 1000, polling=250)
+    waiting = _waits_for_its_button(page.handle)  # its figure comes once Run is pressed: no wait for it
+    if not waiting:
+        with contextlib.suppress(Exception):  # not drawn in time: the check says so
+            page.handle.wait_for_function(DRAWN_JS, arg=figure_selector(query), timeout=DRAW_S * 1000, polling=250)
     try:
         page.layout = check(page.handle, query, VIEWPORT["width"], VIEWPORT["height"])
     except Exception as e:  # the page closed or navigated meanwhile
         page.problems.append(f"layout: not measured ({str(e).strip().splitlines()[0]})")
         return
-    if not page.layout["drawn"] and _waits_for_its_button(page.handle):
+    if not page.layout["drawn"] and waiting:
         # a completed page (a Run button waits: the request is over the limit a link starts by itself, which
         # the server's --auto-start-seconds sets); the figure is drawn once Run is pressed
         page.layout = {**page.layout, "waiting": True, "problems": []}
