@@ -295,29 +295,25 @@ def watch(pages: list[Page], tab_name: str, timeout: float, shots: list[Path], l
     each page's screenshot goes to its path in `shots`, and a page that completed has the layout check of
     its link's `query`. An error in the server's `log` since `offset` ends the pages left at once (a page
     the server failed to build would wait out the timeout)."""
-    left = list(zip(pages, shots))
-    while left:
+    waiting = list(zip(pages, shots))
+    while waiting:
         for problem in server_problems(log, offset)[:1]:
-            for page, _ in left:
+            for page, _ in waiting:
                 page.problems.append(f"server: {problem}")
                 page.fatal = True
-        # Every page is looked at before any is finished: finishing one (its quiet wait, the layout
-        # check, which waits for a figure to be drawn, the screenshot) takes seconds, and pages opened at
-        # once that showed their result meanwhile would be timed as if they had waited for it.
-        ended = [(page, shot) for page, shot in left if look(page, tab_name, timeout)]
-        if len(ended) < len(left):
-            left[0][0].handle.wait_for_timeout(POLL_S * 1000)
-            continue
-        for page, shot in ended:
-            end_page(page, tab_name, shot, query)
-        left = []
+        # Every page is looked at until all have ended, and only then finished: finishing one (its quiet
+        # wait, the layout check, which waits for a figure to be drawn, the screenshot) takes seconds, and
+        # pages opened at once that showed their result meanwhile would be timed as if they had waited.
+        waiting = [(page, shot) for page, shot in waiting if not look(page, tab_name, timeout)]
+        if waiting:
+            waiting[0][0].handle.wait_for_timeout(POLL_S * 1000)
+    for page, shot in zip(pages, shots):
+        end_page(page, tab_name, shot, query)
 
 
 def look(page: Page, tab_name: str, timeout: float) -> bool:
     """One look at `page`: True once it has ended (showed its result, failed, or hung); the time it took
     to show its result is taken the first time it is seen shown."""
-    if page.outcome or page.seconds is not None:
-        return True
     now = time.monotonic()
     try:
         seen = page.handle.evaluate(PROBE_JS)
@@ -333,8 +329,6 @@ def look(page: Page, tab_name: str, timeout: float) -> bool:
         page.seconds = round(now - page.started, 1)
     elif now - page.started < timeout and not page.fatal:
         return False
-    else:
-        page.outcome = "hung"  # for now: end_page gives the outcome
     page.unchanged = round(now - page.changed, 1)
     return True
 
