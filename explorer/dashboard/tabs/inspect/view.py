@@ -210,7 +210,7 @@ class InspectView(pn.viewable.Viewer):
         tab = self.tab
         text = tab.shown_text(update=False) if tab.model is not None else ""
         n = positions(tab.model, text) if text else 0
-        length = n or (tab.model.config.block_size if tab.model is not None else 256)
+        length = n or tab.context_length()
         actual = float(tab.mask(n).mean()) if text else None
         return fraction_plot(fraction_check(length, tab.mask_seed), tab.t, actual, presentation)
 

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import param
 
-from .... import checkpoints
 from ...base import TabState
 from ..masking import draw_mask, prepare_text
 from .accuracy import ACC_TS, AccuracyCurve
@@ -156,11 +155,10 @@ class InspectState(TabState):
 
     def context_length(self) -> int:
         """Positions the session's model reads: the loaded model's, else (before its load) its checkpoint's
-        as the metadata gives it, else 256 (a Hugging Face model not loaded yet)."""
-        if self.model is not None:
-            return self.model.config.block_size
-        card = checkpoints.peek(self.session.checkpoint) if self.session.checkpoint else None
-        return card.config.block_size if card is not None else 256
+        as the metadata the session's knobs were fitted to gives it, else 256 (a Hugging Face model not
+        loaded yet)."""
+        fitted = self.model or self.session.fitted_to
+        return fitted.config.block_size if fitted is not None else 256
 
     def usable(self) -> bool:
         """A diffusion model is loaded (else `notice` says why not)."""
