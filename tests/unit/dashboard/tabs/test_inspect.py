@@ -243,9 +243,15 @@ def test_no_validation_data_is_a_notice_and_a_typed_text_still_works(checkpoints
     monkeypatch.setattr(lookup, "validation_tokens", missing)
     state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     tab, view = build_tab("Inspect", state)
+    # Outside a server the tab's callbacks run on the worker's thread (call_now). A watcher added after the
+    # tab's own runs after it has handled the failure (which clears the predictions of the empty text):
+    # typing before that raced with it, and the clear could cancel the typed text's predictions.
+    handled = threading.Event()
+    tab.validation_task.param.watch(lambda event: handled.set() if event.new else None, "error")
     state.load(wait=True)
     tab.on_shown()
     wait_for(lambda: view.notice.visible and view.busy.object == "")  # drawn after the error is set
+    wait_for(handled.is_set)
     assert "corpus file missing" in tab.validation_error and "type a text to inspect" in tab.validation_error
     assert tab.accuracy is None and tab.positions is None
     tab.text = "ABCABC"
