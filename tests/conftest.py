@@ -4,6 +4,9 @@ tests/browser/ is a `browser` test, every test under tests/integration/ a `slow`
 from __future__ import annotations
 
 import asyncio
+import atexit
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,6 +97,19 @@ def pytest_configure(config):
     # and test_metrics build once per module) are set up before any function fixture runs.
     _fast_cpu()
     _one_last_collection(config)
+    if hasattr(config, "workerinput"):
+        atexit.register(_leave_without_teardown)  # registered first: runs after the tests' own handlers
+
+
+def _leave_without_teardown() -> None:
+    """An xdist worker's last exit handler: its results went to the controller long before, and what
+    remains is the interpreter's teardown, which frees every object of a worker's hundreds of dashboard
+    sessions one by one. That took more than 10 s, so the controller waited out its 10 s limit and killed
+    the worker at the end of every run. Leaving at once skips only that freeing: the tests' exit
+    handlers (registered later) have run, and open files are flushed here."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _one_last_collection(config) -> None:
