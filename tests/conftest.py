@@ -106,7 +106,7 @@ def _leave_without_teardown() -> None:
     remains is the interpreter's teardown, which frees every object of a worker's hundreds of dashboard
     sessions one by one. That took more than 10 s, so the controller waited out its 10 s limit and killed
     the worker at the end of every run. Leaving at once skips only that freeing: the tests' exit
-    handlers (registered later) have run, and open files are flushed here."""
+    handlers (registered later) have run, and stdout and stderr are flushed here."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
