@@ -75,7 +75,7 @@ class _Group(step.Group):
     def start(self, x0: torch.Tensor) -> None:
         """The run's recorder, from its rows of the start canvas (as alone: sampler._sample_run)."""
         self.recorder = Recorder(x0[self.a:self.b], self.record, self.on_step, self.should_stop,
-                                 clock=lambda: self.spent)
+                                 clock=lambda: self.spent, wall_clock=False)
 
 
 class _Waited:
@@ -127,6 +127,7 @@ class _Walk:
         self.changed = self.unchanged  # (B,) rows the last step changed
         self.busy = None  # (B,) rows with positions to fill at this step's start (_statistics)
         self.waited = _Waited()
+        self.checking = 0.0  # this step's seconds in the runs' should_stop (_not_stopped): not theirs
 
     def run(self):
         for s in range(max(g.steps for g in self.groups)):
@@ -139,7 +140,7 @@ class _Walk:
         return None
 
     def _step(self, s: int):
-        st, start, self.waited.seconds = self.st, time.perf_counter(), 0.0
+        st, start, self.waited.seconds, self.checking = self.st, time.perf_counter(), 0.0, 0.0
         masked = st.x == self.mask_id  # (B, L)
         todo = masked & self.block
         stepping = self._not_stopped([g for g in self.groups if not g.done and s < g.steps])
@@ -162,7 +163,8 @@ class _Walk:
             self.changed = chosen.any(dim=1)
             arrays = (proposals, scores, conf, chosen)
         host = self._streamed_step(stepping, arrays)
-        seconds = time.perf_counter() - start - self.waited.seconds  # the model calls are charged by the driver
+        # the model calls are charged by the driver; the cancel checks are no run's work (Recorder._stop_asked)
+        seconds = time.perf_counter() - start - self.waited.seconds - self.checking
         rows = sum(g.rows for g in stepping)
         for g in stepping:
             self._record(g, s, t[g.k], g in called, seconds * g.rows / rows, arrays if g in active else None,
@@ -201,10 +203,12 @@ class _Walk:
         """The groups whose should_stop() is not true; the others end now, cancelled (alone, a run is
         cancelled after the step in which should_stop turns true: here the merged step's work for all
         runs is not made to wait, which kept a dashboard's next run waiting about one step)."""
+        began = time.perf_counter()
         for g in groups:
             if g.should_stop is not None and g.should_stop():
                 g.done = True
                 self.on_group_done(g.k, None)
+        self.checking += time.perf_counter() - began
         return [g for g in groups if not g.done]
 
     def _record(self, g: _Group, s: int, t: float, called: bool, seconds: float, arrays, host=None) -> None:

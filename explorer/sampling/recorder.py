@@ -58,9 +58,14 @@ def to_host(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 class Recorder:
     def __init__(self, x0: torch.Tensor, record: bool, on_step: Callable | None,
-                 should_stop: Callable[[], bool] | None = None, clock: Callable[[], float] = time.perf_counter):
-        # clock: the run's own seconds (sampler.RunClock: a packed run is not charged its neighbours' work)
+                 should_stop: Callable[[], bool] | None = None, clock: Callable[[], float] = time.perf_counter,
+                 *, wall_clock: bool = True):
+        # clock: the run's own seconds (sampler.RunClock: a packed run is not charged its neighbours' work).
+        # wall_clock: the clock runs between steps too, so the time should_stop() takes is taken off the
+        # run's seconds (waited); a clock that only adds up its steps' time (a merged group's) never had it
         self.record, self.on_step, self.should_stop, self.clock = record, on_step, should_stop, clock
+        self.wall_clock = wall_clock
+        self.waited = 0.0  # seconds spent in should_stop(): not the run's work (_stop_asked)
         self.start = clock()
         self.seconds: list[float] = []
         self.t: list[float] = []
@@ -90,7 +95,7 @@ class Recorder:
         self.called.append(called)
         for key, value in (per_row or {}).items():
             self.per_row[key].append(value)
-        if self.should_stop is not None and self.should_stop():  # before any copy: nothing is built
+        if self.should_stop is not None and self._stop_asked():  # before any copy: nothing is built
             raise SamplingCancelled(index, "should_stop")
         if not self.record and self.on_step is None:
             return
@@ -108,6 +113,22 @@ class Recorder:
                 self.rows[key].append(getattr(rec, key))
         if self.on_step is not None and self.on_step(rec) is False:
             raise SamplingCancelled(index)
+
+    def _stop_asked(self) -> bool:
+        """should_stop(), its time kept apart: a dashboard task's cancel check is also where it lends the
+        device to other sessions' runs (runtime.tasks.Job.cancelled), and a sweep that waited there for a
+        second was charged that second as its own. Its rows then claimed a fraction of their speed, and
+        the rate the server measured from them made later sweeps' estimates too long to start by
+        themselves."""
+        began = time.perf_counter()
+        try:
+            return self.should_stop()
+        finally:
+            self.waited += time.perf_counter() - began
+
+    def _seconds(self) -> float:
+        """The run's own seconds: its clock since the start, less the cancel checks' waits (_stop_asked)."""
+        return self.clock() - self.start - (self.waited if self.wall_clock else 0.0)
 
     def _stack(self, key: str, shape: tuple, dtype) -> np.ndarray | None:
         if not self.record:
@@ -143,7 +164,7 @@ class Recorder:
             edited=self._stack("edited", BL, bool),
             committed_at=_np(committed_at).astype(np.int64), commit_confidence=_np(commit_confidence),
             fixed=np.broadcast_to(fixed, BL).copy(), final=final.astype(np.int64), nfe=nfe,
-            step_seconds=np.array(self.seconds, dtype=np.float64), seconds=self.clock() - self.start,
+            step_seconds=np.array(self.seconds, dtype=np.float64), seconds=self._seconds(),
             config=config, seed=seed, mask_id=mask_id, kind=kind, tokenizer=tokenizer, blocks=blocks,
             step_t=np.array(self.t, dtype=np.float32),
             temperatures=np.array(self.temperatures, dtype=np.float32),

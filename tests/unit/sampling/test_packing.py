@@ -111,6 +111,32 @@ def test_packed_runs_seconds_add_up_to_the_packs_wall_time():
         assert 0 < t.step_seconds.sum() <= t.seconds
 
 
+def test_time_a_run_waits_in_its_cancel_check_is_not_its_own():
+    """A dashboard task's cancel check is where it lends the device to other sessions' runs
+    (runtime.tasks.Job.cancelled): what it waits there is left out of the run's seconds, alone, packed
+    and merged, so a sweep's speed columns and the rate measured from them are the sweep's."""
+    model = adaln_patterns_model()
+    waited = []
+
+    def lend():
+        began = time.perf_counter()
+        time.sleep(0.005)  # another session's run has the device meanwhile
+        waited.append(time.perf_counter() - began)
+        return False
+
+    start = time.perf_counter()
+    alone = sample(model, SamplerConfig(steps=6), batch_size=4, record=False, should_stop=lend)
+    wall = time.perf_counter() - start
+    assert len(waited) == 6 and 0 < alone.step_seconds.sum() <= alone.seconds <= wall - sum(waited)
+    waited.clear()
+    start = time.perf_counter()
+    trajs = sample_many(model, [dict(fresh(r), record=False, should_stop=lend) for r in RUNS])
+    wall = time.perf_counter() - start
+    assert waited and 0 < sum(t.seconds for t in trajs) <= wall - sum(waited)
+    for t in trajs:
+        assert 0 < t.step_seconds.sum() <= t.seconds
+
+
 def test_runs_in_flight_are_limited_and_results_do_not_change():
     model = CountingModel(adaln_patterns_model())
     runs = [dict(config=SamplerConfig(steps=s, strategy=st), batch_size=20) for s in (2, 5) for st in ("confidence", "random")]
