@@ -134,6 +134,17 @@ def _fast_cpu_each_test():
     _fast_cpu()
 
 
+@pytest.fixture(autouse=True)
+def _no_measured_rates_between_tests():
+    """The server's measured sweep rates (runtime.cache.SWEEP_RATES) are forgotten after every test: they
+    set whether a sweep starts by itself, and a rate one test measured under the load of the tests
+    around it must not decide that for the next (only read where the dashboard was imported)."""
+    yield
+    cache = sys.modules.get("explorer.dashboard.runtime.cache")
+    if cache is not None:
+        cache.SWEEP_RATES.clear()
+
+
 @pytest.fixture
 def checkpoints(tmp_path, monkeypatch):
     """A checkpoints/ directory of tiny models (tests/support/dashboard.py) that the dashboard reads

@@ -96,12 +96,30 @@ BAD_FILES = {
 
 
 def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
-             message: str = "timed out") -> None:
-    """Poll `condition` until it holds; fail the test after `timeout` seconds."""
+             message="timed out") -> None:
+    """Poll `condition` until it holds; fail the test after `timeout` seconds.
+    message: the failure's text, or a function returning it, called only on failure (to describe the
+    state the wait ended in)."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, message
+        if time.monotonic() >= deadline:
+            raise AssertionError(message() if callable(message) else message)
         time.sleep(interval)
+
+
+def threads_now() -> str:
+    """Every thread's name and innermost frames, for the message of a wait that timed out: what the
+    process was doing, or waiting on, when it gave up."""
+    import sys
+    import threading
+    import traceback
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    parts = []
+    for ident, frame in sys._current_frames().items():
+        stack = "".join(traceback.format_stack(frame, limit=6))
+        parts.append(f"--- {names.get(ident, ident)}\n{stack}")
+    return "\n".join(parts)
 
 
 def explore(session):

@@ -13,7 +13,7 @@ import pytest
 from explorer.dashboard.app import create_app
 from explorer.dashboard.session import Session
 from explorer.dashboard.ui.header import header_html, tab_settled
-from tests.support.dashboard import explore, wait_for
+from tests.support.dashboard import explore, threads_now, wait_for
 
 
 class SerialDispatch:
@@ -86,7 +86,11 @@ def test_explore_is_settled_only_once_its_run_and_the_sweep_after_it_are_done(ch
                                                    and ex.quality.result is not None)), "object")
     assert settled(header) is None  # no model yet
     dispatch(state.load)
-    wait_for(lambda: ex.quality.result is not None and not ex.quality.running, timeout=120)
+    wait_for(lambda: ex.quality.result is not None and not ex.quality.running, timeout=120,
+             message=lambda: (f"no sweep: quality status {ex.quality.status!r}, error {ex.quality.error!r}, "
+                              f"running {ex.quality.running}; session status {state.status!r}, error "
+                              f"{state.error!r}; run shown {ex.trajectory is not None}, running {ex.running}\n"
+                              + threads_now()))
     dispatch.wait_idle()
     dispatch.wait_idle()  # the re-read the last change asked for, then its redraw
     assert "Explore" in settled(header) and "Model" in settled(header)
