@@ -21,7 +21,7 @@ TESTS = Path(__file__).resolve().parent
 FOLDER_MARKS = {"browser": "browser", "integration": "slow"}  # tests/<folder>/ -> the mark of all its tests
 
 
-# The longest test files (20-95 s each of one worker in a quiet `-n 2` run), started first under -n.
+# The longest test files (30-90 s each of one worker in a `-n 3` run), started first under -n.
 LONGEST_FIRST = ("browser/test_projector.py", "browser/test_tabs_from_url.py", "browser/test_dashboard.py",
                  "browser/test_inspect_links.py", "browser/test_rehearse.py", "browser/test_lessons.py",
                  "browser/test_offline.py")

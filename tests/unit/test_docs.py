@@ -13,8 +13,9 @@ DOCS = ROOT / "docs"
 MAX_LINES, MAX_BYTES = 250, 25 * 1024
 # The set-up a reader copies: kept exactly as .ci/run and the docs give them.
 COMMANDS = ('pip install torch==2.13.0 -e . && python run.py',
-            'pip install -e ".[test]" && python -m pytest -n 2',
+            'pip install -e ".[test]" && python -m pytest -n 3',
             'python -m pytest -n 2 -m "not slow and not browser"')
+FULL_SUITE = COMMANDS[1].split(" && ")[1]  # what CI runs after installing
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")  # [text](target) and ![alt](target)
 
 
@@ -30,6 +31,14 @@ def test_the_readme_is_a_short_front_page():
     assert len(text.encode("utf-8")) <= MAX_BYTES
     for command in COMMANDS:
         assert command in text, command
+
+
+def test_ci_and_the_docs_give_the_readmes_commands():
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    commands = [line for line in lines if line and not line.startswith("#")]
+    assert commands[-1] == FULL_SUITE  # CI ends with the README's test command, as a reader runs it
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    assert [command for command in COMMANDS if command not in index] == []
 
 
 def test_every_relative_link_in_the_readme_resolves():
