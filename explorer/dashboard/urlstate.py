@@ -281,7 +281,10 @@ class UrlState(param.Parameterized):
 
     def _default(self, obj, name: str):
         # a loaded model starts at its context and its knobs; before its load, its checkpoint's metadata says them
-        model = getattr(self.state, "model", None) or getattr(self.state, "fitted_to", None)
+        # (tested against None: a torch container module's truth value is its length)
+        model = getattr(self.state, "model", None)
+        if model is None:
+            model = getattr(self.state, "fitted_to", None)
         if obj is self.state and name in KNOBS and model is not None:
             return self._model_default(name, model)
         return obj.param[name].default
