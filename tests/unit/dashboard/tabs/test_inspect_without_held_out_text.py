@@ -52,9 +52,11 @@ def test_missing_held_out_text_is_a_notice_and_one_log_line(tmp_path, monkeypatc
         title = view.positions.object.opts.get().kwargs["title"]
         assert title == "Mean confidence by position (no held-out text on this server)"
     try:
-        lines = [r for r in caplog.records if "held-out text" in r.getMessage()]
+        # this checkpoint's lines, by its corpus's name: the log is the process's, and a session an earlier
+        # test left behind may still be logging about its own held-out text
+        lines = [r for r in caplog.records if CORPUS in r.getMessage()]
         assert len(lines) == 2 and all(r.levelno == logging.WARNING and r.exc_info is None for r in lines)
-        assert "Traceback" not in caplog.text and not any(r.exc_info for r in caplog.records)
+        assert not any(r.exc_info for r in caplog.records if r.getMessage().startswith("validation text failed"))
         tab.text = "ABCABC"  # a typed text needs no held-out text
         wait_for(lambda: tab.predictions is not None and tab.predictions["text"] == "ABCABC")
     finally:
