@@ -177,6 +177,12 @@ class Session(SessionKnobs):
                     for k, v in wanted.items() if k in self.param})
         return out
 
+    def knobs_model(self):
+        """What the knobs' model-dependent defaults and bounds come from: the loaded model, else (before its
+        load) the checkpoint's metadata they were fitted to; None before either. Tested against None, not
+        `model or fitted_to`: that asks a torch module for its truth value, a container module's length."""
+        return self.model if self.model is not None else self.fitted_to
+
     def canvas(self):
         """The starting canvas (template or blank) for the loaded model; ValueError if the template is bad."""
         if self.model is None:

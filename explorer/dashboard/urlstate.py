@@ -281,10 +281,7 @@ class UrlState(param.Parameterized):
 
     def _default(self, obj, name: str):
         # a loaded model starts at its context and its knobs; before its load, its checkpoint's metadata says them
-        # (tested against None: a torch container module's truth value is its length)
-        model = getattr(self.state, "model", None)
-        if model is None:
-            model = getattr(self.state, "fitted_to", None)
+        model = self.state.knobs_model()
         if obj is self.state and name in KNOBS and model is not None:
             return self._model_default(name, model)
         return obj.param[name].default

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -110,10 +112,6 @@ def wait_for(condition, timeout: float = 30.0, interval: float = 0.05,
 def threads_now() -> str:
     """Every thread's name and innermost frames, for the message of a wait that timed out: what the
     process was doing, or waiting on, when it gave up."""
-    import sys
-    import threading
-    import traceback
-
     names = {t.ident: t.name for t in threading.enumerate()}
     parts = []
     for ident, frame in sys._current_frames().items():

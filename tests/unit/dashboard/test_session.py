@@ -4,6 +4,7 @@ over them; the load then fits the same values from the model."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from explorer.checkpoint import update_metadata
 from explorer.dashboard.tabs.explore import open_session
@@ -50,5 +51,19 @@ def test_a_links_knobs_are_shown_over_them_and_checked_at_once(recommending):
         assert session.length == LENGTH and "length=100" in url.notice  # this checkpoint's context is 24
         session.load(wait=True)
         assert (session.steps, session.temperature, session.strategy, session.length) == (12, 1.0, "margin", LENGTH)
+    finally:
+        session.close()
+
+
+def test_the_knobs_follow_the_loaded_model_even_one_whose_truth_value_is_false(checkpoints):
+    session = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    try:
+        assert session.model is None and session.knobs_model() is session.fitted_to  # the metadata, before the load
+        session.load(wait=True)
+        assert session.knobs_model() is session.model
+        empty = torch.nn.ModuleList()  # a container module: its truth value is its length, 0
+        empty.config = session.model.config
+        session.model = empty
+        assert not empty and session.knobs_model() is empty
     finally:
         session.close()

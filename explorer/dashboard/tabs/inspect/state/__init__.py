@@ -157,8 +157,7 @@ class InspectState(TabState):
         """Positions the session's model reads: the loaded model's, else (before its load) its checkpoint's
         as the metadata the session's knobs were fitted to gives it, else 256 (a Hugging Face model not
         loaded yet)."""
-        # not `self.model or ...`: that asks a torch module for its truth value, a container module's length
-        fitted = self.model if self.model is not None else self.session.fitted_to
+        fitted = self.session.knobs_model()
         return fitted.config.block_size if fitted is not None else 256
 
     def usable(self) -> bool:
