@@ -21,12 +21,16 @@ class StateView(pn.viewable.Viewer):
         obj.param.watch(lambda *events: redraw(), names)
 
     def push(self, *panes) -> None:
-        """Raw Bokeh model changes reach a notebook only when pushed; a server session syncs them
-        itself (this runs inside a document callback there)."""
-        doc = pn.state.curdoc
-        if doc is None or doc.session_context is None:
-            pn.io.push_notebook(*panes)
+        """push(): for the panes of this view."""
+        push(*panes)
 
+
+def push(*panes) -> None:
+    """Raw Bokeh model changes reach a notebook only when pushed; a server session syncs them itself
+    (this runs inside a document callback there)."""
+    doc = pn.state.curdoc
+    if doc is None or doc.session_context is None:
+        pn.io.push_notebook(*panes)
 
 
 def apply_fonts(figure, presentation: bool) -> dict:

@@ -1,112 +1,258 @@
-"""Inspect's HoloViews figures: the mask-fraction check of the forward process, accuracy and mean
-confidence vs t on validation text, and the mean confidence by position at t."""
+"""Inspect's figures: the mask-fraction check of the forward process, accuracy and mean confidence vs t on
+validation text, the mean confidence by position at t, the masking ratios trained on (BERT vs diffusion)
+and the top-p exercise at one masked position.
+
+Each is a Bokeh figure made once per view and drawn again in place (`draw` sets its sources, title and
+ranges): moving t or a result's arrival sends the page a few changed values, where a figure made anew
+(HoloViews re-rendering a DynamicMap, or a pane given a new object) cost the server a render and the
+page a new plot to build and lay out, several times over while an Inspect link opens. The `*_plot`
+functions make a standalone figure, drawn once, for the downloads and the tests."""
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from ....plots import _hv
-from ...ui.palette import FONT
+import numpy as np
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d, Span
+from bokeh.plotting import figure
+
+from ...ui.base import apply_fonts
 from .markup import CORRECT, SHOWN_AS, WRONG
 from .masking import FRACTION_DRAWS
 
+CUT = "#bbbbbb"  # a candidate the nucleus leaves out
+MARK = "#999"  # the current t
 
-def _fontsize(presentation: bool) -> dict:
-    f = FONT[presentation]
-    return {"title": f["title"], "labels": f["plot"], "xticks": f["plot"], "yticks": f["plot"], "legend": f["plot"]}
+
+def _figure(title: str, height: int, x_label: str, y_label: str, **ranges):
+    """A figure stretched to its column, no toolbar (hover still answers), the given ranges."""
+    p = figure(title=title, height=height, sizing_mode="stretch_width", toolbar_location=None, tools="",
+               x_axis_label=x_label, y_axis_label=y_label, **ranges)
+    p.toolbar.logo = None
+    return p
+
+
+def _fonts(p, presentation: bool) -> None:
+    """The title, axes and legend at the normal or the projector's type size."""
+    size = apply_fonts(p, presentation)
+    for legend in p.legend:
+        legend.label_text_font_size = size["plot"]
+
+
+def _t_mark(p, t: float) -> Span:
+    span = Span(location=float(t), dimension="height", line_color=MARK, line_width=1)
+    p.add_layout(span)
+    return span
+
+
+class FractionPlot:
+    """"The Forward Process": the fraction masked vs t (mean ± std over draws), y = t, and this text's
+    own fraction at the current t."""
+
+    def __init__(self, presentation: bool = False):
+        unit = Range1d(-0.02, 1.02)
+        self.figure = p = _figure("Forward process: fraction masked vs t", 300, "masking ratio t",
+                                  "fraction masked", x_range=unit, y_range=Range1d(-0.02, 1.02))
+        self.draws = ColumnDataSource({"t": [], "mean": [], "low": [], "high": []})
+        self.actual = ColumnDataSource({"t": [], "fraction": []})
+        p.line([0, 1], [0, 1], color="#777", line_dash="dashed", legend_label="expected (y = t)")
+        p.line("t", "mean", source=self.draws, color=CORRECT, line_width=2,
+               legend_label=f"mean of {FRACTION_DRAWS} draws")
+        p.segment("t", "low", "t", "high", source=self.draws, color=CORRECT)
+        p.scatter("t", "fraction", source=self.actual, marker="diamond", size=14, color=WRONG,
+                  legend_label="this text")
+        self.t_mark = _t_mark(p, 0.0)
+        p.legend.location = "top_left"
+        self._table = None
+        _fonts(p, presentation)
+
+    def draw(self, table, t: float, actual: float | None) -> FractionPlot:
+        """`table`: masking.fraction_check's (t, masked_fraction, std); `actual`: this text's fraction
+        masked at `t` (None: no text). The draws are sent again only for another table."""
+        if table is not self._table:
+            mean, std = table["masked_fraction"].to_numpy(float), table["std"].to_numpy(float)
+            self.draws.data = {"t": table["t"].to_numpy(float), "mean": mean, "low": mean - std, "high": mean + std}
+            self._table = table
+        self.actual.data = {"t": [float(t)] if actual is not None else [],
+                            "fraction": [float(actual)] if actual is not None else []}
+        self.t_mark.location = float(t)
+        return self
+
+    def fonts(self, presentation: bool) -> None:
+        _fonts(self.figure, presentation)
+
+
+class AccuracyPlot:
+    """Argmax accuracy at masked positions vs t, with the mean top-1 probability ("Training with the ELBO",
+    "The Forward Process"); the points arrive one t at a time."""
+
+    def __init__(self, presentation: bool = False):
+        self.figure = p = _figure("Accuracy vs masking ratio (validation)", 300, "masking ratio t",
+                                  "accuracy, confidence", x_range=Range1d(0, 1), y_range=Range1d(0, 1.02))
+        self.source = ColumnDataSource({"t": [], "accuracy": [], "confidence": []})
+        p.line("t", "accuracy", source=self.source, color=CORRECT, line_width=3, legend_label="accuracy (top-1)")
+        acc = p.scatter("t", "accuracy", source=self.source, color=CORRECT, size=8)
+        p.line("t", "confidence", source=self.source, color=WRONG, line_width=2, line_dash="dashed",
+               legend_label="mean confidence")
+        conf = p.scatter("t", "confidence", source=self.source, color=WRONG, size=7, marker="square")
+        p.add_tools(HoverTool(renderers=[acc, conf], tooltips=[("t", "@t{0.0}"), ("accuracy", "@accuracy{0.000}"),
+                                                                ("mean confidence", "@confidence{0.000}")]))
+        self.t_mark = _t_mark(p, 0.0)
+        p.legend.location = "top_right"
+        _fonts(p, presentation)
+
+    def draw(self, table, t: float) -> AccuracyPlot:
+        """`table`: metrics.accuracy_vs_t's rows so far (None: none yet)."""
+        self.rows(table)
+        self.move(t)
+        return self
+
+    def rows(self, table) -> None:
+        empty = table is None or not len(table)
+        self.source.data = {"t": [] if empty else table["t"].to_numpy(float),
+                            "accuracy": [] if empty else table["accuracy"].to_numpy(float),
+                            "confidence": [] if empty else table["mean_confidence"].to_numpy(float)}
+
+    def move(self, t: float) -> None:
+        self.t_mark.location = float(t)
+
+    def fonts(self, presentation: bool) -> None:
+        _fonts(self.figure, presentation)
+
+
+class PositionsPlot:
+    """As in "Training with the ELBO": the mean max-probability at each position when it is masked, at
+    ratio t."""
+
+    def __init__(self, presentation: bool = False):
+        self.figure = p = _figure("Mean confidence by position (computing …)", 260, "position",
+                                  "mean max-probability", x_range=Range1d(-0.5, 0.5), y_range=Range1d(0, 1.02))
+        self.source = ColumnDataSource({"position": [], "confidence": []})
+        bars = p.vbar(x="position", top="confidence", width=1.0, source=self.source, fill_color=CORRECT,
+                      fill_alpha=0.8, line_color=None)
+        p.add_tools(HoverTool(renderers=[bars], tooltips=[("position", "@position"),
+                                                          ("confidence", "@confidence{0.000}")]))
+        p.xgrid.visible = False
+        _fonts(p, presentation)
+
+    def draw(self, table, t: float, missing: bool = False) -> PositionsPlot:
+        """`table`: the mean-confidence table at t (the t it was measured at, when it says; None: not yet);
+        `missing`: there is no held-out text to measure it on (the title says so instead of "computing")."""
+        conf = np.zeros(0) if table is None else np.nan_to_num(table["confidence"].to_numpy(dtype=float))
+        shown = t if table is None else table.attrs.get("t", t)
+        self.figure.title.text = (f"Mean confidence by position, t = {shown:.2f} (validation)" if table is not None
+                                  else "Mean confidence by position (no held-out text on this server)" if missing
+                                  else "Mean confidence by position (computing …)")
+        self.source.data = {"position": np.arange(len(conf)), "confidence": conf}
+        self.figure.x_range.update(start=-0.5, end=max(len(conf), 1) - 0.5)
+        return self
+
+    def fonts(self, presentation: bool) -> None:
+        _fonts(self.figure, presentation)
+
+
+class RatiosPlot:
+    """"The Forward Process" §4.4: how often each masking ratio is trained on, BERT's fixed 15% against
+    diffusion's t ~ U(0, 1), as histograms of real draws (metrics.training_ratios); one source per scheme."""
+
+    EDGES = np.linspace(0, 1, 41)
+
+    def __init__(self, presentation: bool = False):
+        self.figure = _figure("Masking ratios trained on: BERT vs diffusion", 260, "masking ratio of a training row",
+                              "share of training rows", x_range=Range1d(0, 1))
+        self.sources: dict[str, ColumnDataSource] = {}
+        self._presentation = presentation
+        _fonts(self.figure, presentation)
+
+    def draw(self, table) -> RatiosPlot:
+        """`table`: metrics.training_ratios's (scheme, masked_fraction) rows."""
+        for (scheme, rows), color in zip(table.groupby("scheme", sort=False), (WRONG, CORRECT)):
+            counts, _ = np.histogram(rows["masked_fraction"], bins=self.EDGES)
+            data = {"left": self.EDGES[:-1], "right": self.EDGES[1:], "share": counts / max(len(rows), 1)}
+            if scheme in self.sources:
+                self.sources[scheme].data = data
+                continue
+            self.sources[scheme] = source = ColumnDataSource(data)
+            self.figure.quad(left="left", right="right", top="share", bottom=0, source=source, fill_color=color,
+                             fill_alpha=0.6, line_color=None, legend_label=scheme)
+            self.figure.legend.location = "top_right"
+            _fonts(self.figure, self._presentation)
+        return self
+
+    def fonts(self, presentation: bool) -> None:
+        self._presentation = presentation
+        _fonts(self.figure, presentation)
+
+
+class NucleusPlot:
+    """The top-p exercise of "Generation: Iterative Unmasking", at one masked position of the text: the
+    model's most likely tokens, sorted, those the nucleus keeps in blue with their renormalised probability,
+    the rest struck off (grey)."""
+
+    SHOWN = 24  # candidates drawn
+
+    def __init__(self, presentation: bool = False):
+        self.figure = p = _figure("Top-p: no masked position yet", 300, "candidate (most likely first)",
+                                  "probability", x_range=FactorRange(), y_range=Range1d(0, 1.02))
+        self.source = ColumnDataSource({"token": [], "p": [], "renormalised": [], "fate": [], "color": []})
+        bars = p.vbar(x="token", top="p", width=0.8, source=self.source, fill_color="color", line_color="color")
+        p.add_tools(HoverTool(renderers=[bars], tooltips=[("token", "@token"), ("p", "@p{0.000}"),
+                                                          ("renormalised", "@renormalised{0.000}"), ("fate", "@fate")]))
+        p.xaxis.major_label_orientation = math.pi / 3
+        p.xgrid.visible = False
+        _fonts(p, presentation)
+
+    def draw(self, result: dict | None, position: int | None, p: float) -> NucleusPlot:
+        """`result`: Inspect's predictions (None: none yet); `position`: the masked position shown; `p`: top-p."""
+        from ....metrics import nucleus
+
+        if result is None or position is None or not len(result["table"]):
+            self.figure.title.text = "Top-p: no masked position yet"
+            self.source.data = {"token": [], "p": [], "renormalised": [], "fate": [], "color": []}
+            self.figure.x_range.factors = []
+            return self
+        row = list(result["table"]["position"]).index(position)
+        head_p = result["head_p"][row]
+        kept = nucleus(head_p, p)
+        shown = self.SHOWN
+        names = [f"{i + 1}. {SHOWN_AS.get(n, n)}" for i, n in enumerate(result["head_names"][row][:shown])]
+        renorm = np.where(kept, head_p / head_p[kept].sum(), 0.0)
+        fate = ["kept" if k else "cut" for k in kept[:len(names)]]
+        self.source.data = {"token": names, "p": head_p[:len(names)].astype(float),
+                            "renormalised": renorm[:len(names)].astype(float), "fate": fate,
+                            "color": [CORRECT if f == "kept" else CUT for f in fate]}
+        self.figure.x_range.factors = names
+        more = f" (+{int(kept.sum()) - shown} more kept)" if kept.sum() > shown else ""
+        self.figure.title.text = (f"Top-p = {p:.2f} at position {position}: {int(kept.sum())} token(s) kept, "
+                                  f"mass {float(head_p[kept].sum()):.3f}{more}")
+        return self
+
+    def fonts(self, presentation: bool) -> None:
+        _fonts(self.figure, presentation)
+
+
+# ---------------------------------------------------------------- standalone figures (downloads, tests)
 
 
 def fraction_plot(table, t: float, actual: float | None, presentation: bool = False):
-    """The masking statistics of "The Forward Process": the fraction masked vs t (mean ± std over draws), y = t,
-    and this text's own fraction at the current t."""
-    hv = _hv()
-    kd, vd = hv.Dimension("t", label="masking ratio t"), hv.Dimension("fraction", label="fraction masked", range=(0, 1))
-    spread = hv.ErrorBars((table["t"], table["masked_fraction"], table["std"]), kd, [vd, "std"]).opts(
-        line_color=CORRECT)
-    actual_pts = hv.Scatter(([t], [actual if actual is not None else np.nan]), kd, vd, label="this text").opts(
-        color=WRONG, marker="diamond", size=14)
-    return (hv.Curve(([0, 1], [0, 1]), kd, vd, label="expected (y = t)").opts(color="#777", line_dash="dashed")
-            * hv.Curve((table["t"], table["masked_fraction"]), kd, vd, label=f"mean of {FRACTION_DRAWS} draws").opts(
-                color=CORRECT, line_width=2) * spread * actual_pts
-            * hv.VLine(t).opts(color="#999", line_width=1)).opts(
-        title="Forward process: fraction masked vs t", legend_position="top_left", height=300, responsive=True,
-        fontsize=_fontsize(presentation), show_grid=True, toolbar=None)
+    """FractionPlot's figure, drawn once."""
+    return FractionPlot(presentation).draw(table, t, actual).figure
 
 
 def accuracy_plot(table, t: float, presentation: bool = False):
-    """Argmax accuracy at masked positions vs t, with the mean top-1 probability ("Training with the ELBO",
-    "The Forward Process")."""
-    hv = _hv()
-    empty = table is None or not len(table)
-    xs = [] if empty else table["t"]
-    kd = hv.Dimension("t", label="masking ratio t", range=(0, 1))
-    vd = hv.Dimension("value", label="accuracy, confidence", range=(0, 1))
-    acc = [] if empty else table["accuracy"]
-    conf = [] if empty else table["mean_confidence"]
-    return (hv.Curve((xs, acc), kd, vd, label="accuracy (top-1)").opts(color=CORRECT, line_width=3)
-            * hv.Scatter((xs, acc), kd, vd).opts(color=CORRECT, size=8, tools=["hover"])
-            * hv.Curve((xs, conf), kd, vd, label="mean confidence").opts(color=WRONG, line_width=2, line_dash="dashed")
-            * hv.Scatter((xs, conf), kd, vd).opts(color=WRONG, size=7, marker="square", tools=["hover"])
-            * hv.VLine(t).opts(color="#999", line_width=1)).opts(
-        title="Accuracy vs masking ratio (validation)", legend_position="top_right", height=300, responsive=True,
-        fontsize=_fontsize(presentation), show_grid=True, toolbar=None)
+    """AccuracyPlot's figure, drawn once."""
+    return AccuracyPlot(presentation).draw(table, t).figure
 
 
 def positions_plot(table, t: float, presentation: bool = False, missing: bool = False):
-    """As in "Training with the ELBO": the mean max-probability at each position when it is masked, at ratio t
-    (the t the table was measured at, when it says). missing: there is no held-out text to measure it on
-    (the title says so instead of "computing")."""
-    hv = _hv()
-    conf = np.zeros(0) if table is None else table["confidence"].to_numpy(dtype=float)
-    edges = np.arange(len(conf) + 1) - 0.5
-    shown = t if table is None else table.attrs.get("t", t)
-    title = (f"Mean confidence by position, t = {shown:.2f} (validation)" if table is not None
-             else "Mean confidence by position (no held-out text on this server)" if missing
-             else "Mean confidence by position (computing …)")
-    return hv.Histogram((edges, np.nan_to_num(conf)), kdims=[hv.Dimension("position")],
-                        vdims=[hv.Dimension("confidence", label="mean max-probability", range=(0, 1))]).opts(
-        color=CORRECT, line_color=None, alpha=0.8, title=title, height=260, responsive=True,
-        xlim=(-0.5, max(len(conf), 1) - 0.5),
-        fontsize=_fontsize(presentation), show_grid=True, toolbar=None, tools=["hover"])
+    """PositionsPlot's figure, drawn once."""
+    return PositionsPlot(presentation).draw(table, t, missing).figure
 
 
 def ratios_plot(table, presentation: bool = False):
-    """"The Forward Process" §4.4: how often each masking ratio is trained on, BERT's fixed 15% against
-    diffusion's t ~ U(0, 1), as histograms of real draws (metrics.training_ratios)."""
-    hv = _hv()
-    edges = np.linspace(0, 1, 41)
-    overlays = []
-    for (scheme, rows), color in zip(table.groupby("scheme", sort=False), (WRONG, CORRECT)):
-        counts, _ = np.histogram(rows["masked_fraction"], bins=edges)
-        share = counts / max(len(rows), 1)
-        overlays.append(hv.Histogram((edges, share), kdims=[hv.Dimension("fraction", label="masking ratio of a training row")],
-                                     vdims=[hv.Dimension("share", label="share of training rows")], label=scheme).opts(
-            color=color, alpha=0.6, line_color=None))
-    return hv.Overlay(overlays).opts(
-        title="Masking ratios trained on: BERT vs diffusion", legend_position="top_right", height=260,
-        responsive=True, fontsize=_fontsize(presentation), show_grid=True, toolbar=None)
+    """RatiosPlot's figure, drawn once."""
+    return RatiosPlot(presentation).draw(table).figure
 
 
-def nucleus_plot(result: dict | None, position: int | None, p: float, presentation: bool = False, shown: int = 24):
-    """The top-p exercise of "Generation: Iterative Unmasking", at one masked position of the text: the model's
-    most likely tokens, sorted, those the nucleus keeps in blue with their renormalised probability, the rest
-    struck off."""
-    from ....metrics import nucleus
-
-    hv = _hv()
-    if result is None or position is None or not len(result["table"]):
-        return hv.Bars([], "token", "p").opts(title="Top-p: no masked position yet", height=280, responsive=True,
-                                             toolbar=None)
-    row = list(result["table"]["position"]).index(position)
-    head_p = result["head_p"][row]
-    kept = nucleus(head_p, p)
-    names = [f"{i + 1}. {SHOWN_AS.get(n, n)}" for i, n in enumerate(result["head_names"][row][:shown])]
-    renorm = np.where(kept, head_p / head_p[kept].sum(), 0.0)
-    data = [(n, float(q), float(r), "kept" if k else "cut") for n, q, r, k in
-            zip(names, head_p[:shown], renorm[:shown], kept[:shown])]
-    more = f" (+{int(kept.sum()) - shown} more kept)" if kept.sum() > shown else ""
-    bars = hv.Bars(data, [hv.Dimension("token", label="candidate (most likely first)")],
-                   [hv.Dimension("p", label="probability"), "renormalised", "fate"]).opts(
-        color="fate", cmap={"kept": CORRECT, "cut": "#bbbbbb"}, tools=["hover"], xrotation=60)
-    return bars.opts(title=f"Top-p = {p:.2f} at position {position}: {int(kept.sum())} token(s) kept, "
-                           f"mass {float(head_p[kept].sum()):.3f}{more}", height=300, responsive=True,
-                     fontsize=_fontsize(presentation), show_grid=True, toolbar=None, show_legend=False)
+def nucleus_plot(result: dict | None, position: int | None, p: float, presentation: bool = False):
+    """NucleusPlot's figure, drawn once."""
+    return NucleusPlot(presentation).draw(result, position, p).figure

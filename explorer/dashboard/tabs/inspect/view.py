@@ -2,7 +2,6 @@
 the downloads, drawn from an InspectState and its Tasks."""
 from __future__ import annotations
 
-import holoviews as hv
 import panel as pn
 import param
 
@@ -22,9 +21,9 @@ from .markup import (
     style,
 )
 from .masking import fraction_check, pieces, positions
-from .plots import accuracy_plot, fraction_plot, nucleus_plot, positions_plot, ratios_plot
+from .plots import AccuracyPlot, FractionPlot, NucleusPlot, PositionsPlot, RatiosPlot, accuracy_plot, fraction_plot
 from .state import InspectState, ratios_table
-from ...ui.base import TABLE_CSS, figure_first, heading, notice, show_notice, watch_presentation
+from ...ui.base import TABLE_CSS, figure_first, heading, notice, push, show_notice, watch_presentation
 
 
 class InspectView(pn.viewable.Viewer):
@@ -51,13 +50,21 @@ class InspectView(pn.viewable.Viewer):
                                        sizing_mode="stretch_width", css_classes=["inspect-table"],
                                        stylesheets=[TABLE_CSS, ":host { overflow-y: auto; }"])
         self.busy = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.plots = pn.Row(sizing_mode="stretch_width")
-        self.positions = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-positions"])
-        self.nucleus = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-nucleus"])
-        self.ratios = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["inspect-ratios"])
+        # the figures, made once and drawn again in place (plots.py says why)
+        presentation = self.tab.session.presentation
+        self.fraction_plot, self.accuracy_plot = FractionPlot(presentation), AccuracyPlot(presentation)
+        self.positions_plot, self.nucleus_plot = PositionsPlot(presentation), NucleusPlot(presentation)
+        self.ratios_plot = RatiosPlot(presentation)
+        self.plots = pn.Row(self._pane(self.fraction_plot, "inspect-fraction"),
+                            self._pane(self.accuracy_plot, "inspect-accuracy"), sizing_mode="stretch_width")
+        self.positions = self._pane(self.positions_plot, "inspect-positions")
+        self.nucleus = self._pane(self.nucleus_plot, "inspect-nucleus")
+        self.ratios = self._pane(self.ratios_plot, "inspect-ratios")
         self._grid_html = ""  # the candidates grid of the current result (_predictions)
-        self._ratios_drawn = None  # (length, presentation) of the masking-ratios figure shown (_ratios)
-        self._make_plots()
+        self._ratios_drawn = None  # the context length the masking-ratios figure shows (_ratios)
+        self._fraction()
+        self._accuracy_rows()
+        self._draw_positions()
         self._notices()
         self._forward()
         self._several()
@@ -132,26 +139,25 @@ class InspectView(pn.viewable.Viewer):
         self.several.object = (several_style(self._size(), tab.session.presentation)
                                + several_html(result, lambda text: pieces(model, text), self._unit()))
 
-    @param.depends("tab.predictions_task.result", "tab.nucleus_p", "tab.nucleus_at", "tab.session.presentation",
-                   watch=True)
+    @param.depends("tab.predictions_task.result", "tab.nucleus_p", "tab.nucleus_at", watch=True)
     def _nucleus(self):
         """The top-p exercise of "Generation: Iterative Unmasking" at one masked position (from the
         predictions: no model call)."""
         tab = self.tab
-        self.nucleus.object = nucleus_plot(tab.predictions, tab.nucleus_position(), float(tab.nucleus_p),
-                                           tab.session.presentation)
+        self.nucleus_plot.draw(tab.predictions, tab.nucleus_position(), float(tab.nucleus_p))
+        push(self.nucleus)
 
-    @param.depends("tab.session.model_info", "tab.session.presentation", watch=True)
+    @param.depends("tab.session.model_info", watch=True)
     def _ratios(self):
         """The BERT-vs-diffusion masking ratios of "The Forward Process" at the model's context (no model
-        involved), drawn again only when that context or the type size changed: a page is built with its
-        checkpoint's context (read from its metadata), so the model's load leaves the figure as it is."""
+        involved), drawn again only when that context changed: a page is built with its checkpoint's
+        context (read from its metadata), so the model's load leaves the figure as it is."""
         length = min(self.tab.context_length(), 256)
-        drawn = (length, self.tab.session.presentation)
-        if drawn == self._ratios_drawn:  # the same figure: a new one would cost the page a layout
+        if length == self._ratios_drawn:  # the same draws: sending them again would cost the page a repaint
             return
-        self._ratios_drawn = drawn
-        self.ratios.object = ratios_plot(ratios_table(length), self.tab.session.presentation)
+        self._ratios_drawn = length
+        self.ratios_plot.draw(ratios_table(length))
+        push(self.ratios)
 
     def _unit(self) -> str:
         return "tokens" if is_subword(getattr(self.tab.model, "tokenizer", None)) else "characters"
@@ -185,34 +191,54 @@ class InspectView(pn.viewable.Viewer):
                     f'<div style="opacity:0.4">{grid}</div>')
         self.grid.object = style(self._size()) + grid
 
+    @staticmethod
+    def _pane(plot, css_class: str):
+        """A pane of `plot`'s figure, the figure itself carrying `css_class` (a Bokeh pane's own classes
+        do not reach the page: the figure is its model)."""
+        plot.figure.css_classes = [css_class]
+        return pn.pane.Bokeh(plot.figure, sizing_mode="stretch_width")
+
     @param.depends("tab.session.presentation", watch=True)
-    def _make_plots(self):
-        """DynamicMaps: moving t or a new result updates the drawn plots in place (no re-render)."""
-        tab, pres = self.tab, self.tab.session.presentation
-        self._fraction = hv.DynamicMap(lambda t, mask_seed, text: self.fraction_figure(pres),
-                                       streams=[hv.streams.Params(tab, ["t", "mask_seed", "text"])])
-        self._accuracy = hv.DynamicMap(lambda t, result: accuracy_plot(result, t, pres),
-                                       streams=[hv.streams.Params(tab, ["t"]),
-                                                hv.streams.Params(tab.accuracy_task, ["result"])])
-        self.plots[:] = [pn.pane.HoloViews(self._fraction, sizing_mode="stretch_width", css_classes=["inspect-fraction"]),
-                         pn.pane.HoloViews(self._accuracy, sizing_mode="stretch_width", css_classes=["inspect-accuracy"])]
-        self._draw_positions()
+    def _fonts(self):
+        presentation = self.tab.session.presentation
+        for plot in (self.fraction_plot, self.accuracy_plot, self.positions_plot, self.nucleus_plot, self.ratios_plot):
+            plot.fonts(presentation)
+        push(self.plots, self.positions, self.nucleus, self.ratios)
+
+    @param.depends("tab.t", "tab.mask_seed", "tab.text", watch=True)
+    def _fraction(self):
+        self.fraction_plot.draw(*self._fraction_data())
+        push(self.plots)
+
+    @param.depends("tab.accuracy_task.result", watch=True)
+    def _accuracy_rows(self):
+        self.accuracy_plot.draw(self.tab.accuracy, self.tab.t)
+        push(self.plots)
+
+    @param.depends("tab.t", watch=True)
+    def _accuracy_t(self):
+        self.accuracy_plot.move(self.tab.t)
+        push(self.plots)
 
     @param.depends("tab.positions_task.result", "tab.validation_task.error", watch=True)
     def _draw_positions(self):
         tab = self.tab
-        self.positions.object = positions_plot(tab.positions, tab.t, tab.session.presentation,
-                                               missing=bool(tab.validation.error))
+        self.positions_plot.draw(tab.positions, tab.t, missing=bool(tab.validation.error))
+        push(self.positions)
 
-    def fraction_figure(self, presentation: bool = False):
-        """The mask-fraction figure for the current knobs (read-only: the PNG download calls it on a
-        worker thread)."""
+    def _fraction_data(self) -> tuple:
+        """(the fraction-masked table, t, this text's fraction masked at t or None) for the current knobs
+        (read-only: the PNG download calls it on a worker thread)."""
         tab = self.tab
         text = tab.shown_text(update=False) if tab.model is not None else ""
         n = positions(tab.model, text) if text else 0
         length = n or tab.context_length()
         actual = float(tab.mask(n).mean()) if text else None
-        return fraction_plot(fraction_check(length, tab.mask_seed), tab.t, actual, presentation)
+        return fraction_check(length, tab.mask_seed), tab.t, actual
+
+    def fraction_figure(self, presentation: bool = False):
+        """A standalone mask-fraction figure for the current knobs (the PNG download's)."""
+        return fraction_plot(*self._fraction_data(), presentation)
 
     # ---------------------------------------------------------------- downloads
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pandas as pd
 import pytest
+from bokeh.models import Span
 
 from explorer.dashboard.tabs.explore import open_session
 from explorer.dashboard.tabs import build_tab
 from explorer.dashboard.tabs.inspect.markup import predictions_html, predictions_table
 from explorer.dashboard.tabs.inspect.masking import draw_mask, fraction_check, prepare_text
-from explorer.dashboard.tabs.inspect.plots import accuracy_plot, fraction_plot, positions_plot
+from explorer.dashboard.tabs.inspect.plots import FractionPlot, accuracy_plot, fraction_plot, positions_plot
+from explorer.dashboard.ui.palette import FONT
 from explorer.dashboard.tabs.inspect.state import ACC_TS
 from explorer.data.patterns import pattern_tokenizer
 from explorer.metrics import topk_predictions
@@ -132,9 +135,17 @@ def test_figures_and_downloads(inspect):
     state, tab, view = inspect
     from explorer.dashboard.downloads import table_csv
 
-    assert len(fraction_plot(fraction_check(LENGTH, 0), 0.5, 0.4)) == 5
-    assert len(accuracy_plot(tab.accuracy, 0.5, presentation=True)) == 5 and len(accuracy_plot(None, 0.5)) == 5
-    assert len(positions_plot(tab.positions, 0.5).dimension_values("confidence")) == LENGTH
+    table = fraction_check(LENGTH, 0)
+    fraction = FractionPlot().draw(table, 0.5, 0.4)
+    assert list(fraction.actual.data["fraction"]) == [0.4] and fraction.t_mark.location == 0.5  # this text at t
+    np.testing.assert_allclose(fraction.draws.data["high"] - fraction.draws.data["low"], 2 * table["std"])
+    assert len(FractionPlot().draw(table, 0.5, None).actual.data["t"]) == 0  # no text: no point
+    assert fraction_plot(table, 0.5, 0.4).title.text == "Forward process: fraction masked vs t"
+    full = accuracy_plot(tab.accuracy, 0.3, presentation=True)
+    assert list(full.renderers[0].data_source.data["t"]) == list(tab.accuracy["t"]) and len(tab.accuracy) == 9
+    assert full.title.text_font_size == FONT[True]["title"] and full.select_one({"type": Span}).location == 0.3
+    assert len(accuracy_plot(None, 0.5).renderers[0].data_source.data["t"]) == 0
+    assert len(positions_plot(tab.positions, 0.5).renderers[0].data_source.data["confidence"]) == LENGTH
     csv = table_csv(predictions_table(tab.predictions, 3))
     assert csv.splitlines()[0] == "position,true,top1,p1,top2,p2,top3,p3,p_true,correct"
     assert len(csv.splitlines()) == len(tab.predictions["table"]) + 1
@@ -200,7 +211,8 @@ def test_mean_confidence_is_one_computation_and_one_cache(inspect):
     tab.t = 0.3
     wait_for(lambda: tab.positions is not None and tab.positions.attrs["t"] == 0.3)
     assert tab.positions is confidence.cached_mean_confidence(state.model, 0.3, LENGTH)
-    wait_for(lambda: "t = 0.30" in view.positions.object.opts.get().kwargs["title"])  # drawn after it is set
+    wait_for(lambda: "t = 0.30" in view.positions_plot.figure.title.text)  # drawn after it is set
+    assert view.positions.object is view.positions_plot.figure  # in place: the page keeps its plot
 
 
 def test_sessions_opening_inspect_at_once_measure_each_point_of_the_accuracy_curve_once(checkpoints, monkeypatch):
@@ -304,9 +316,10 @@ def test_top_p_figure_keeps_what_the_sampler_keeps(inspect):
         logits = state.model(x_t, torch.tensor([float(tab.t)]))[0, position].float()
     logits[state.model.config.mask_id] = float("-inf")
     survivors = set(torch.isfinite(filter_logits(logits, top_p=0.6)).nonzero().flatten().tolist())
-    bars = view.nucleus.object
-    kept = bars.data[bars.data["fate"] == "kept"]
-    assert len(kept) == len(survivors) and f"{len(survivors)} token(s) kept" in bars.opts.get().kwargs["title"]
+    bars = pd.DataFrame(view.nucleus_plot.source.data)
+    kept = bars[bars["fate"] == "kept"]
+    assert len(kept) == len(survivors) and f"{len(survivors)} token(s) kept" in view.nucleus_plot.figure.title.text
+    assert list(view.nucleus_plot.figure.x_range.factors) == list(bars["token"])
     assert set(result["head_ids"][1][: len(survivors)].tolist()) == survivors
     assert kept["renormalised"].sum() == pytest.approx(1.0)
     tab.nucleus_at = 10_000  # not a masked position: the first masked one instead
@@ -324,7 +337,7 @@ def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
     assert abs(diffusion.mean() - 0.5) < 0.03 and diffusion.std() > 0.25
     assert diffusion.min() < 0.05 and diffusion.max() > 0.95
     _, _, view = inspect
-    assert len(view.ratios.object) == 2  # the two histograms drawn
+    assert sorted(view.ratios_plot.sources) == sorted(table["scheme"].unique())  # the two histograms drawn
 
 
 def test_the_ratios_figure_draws_once_per_server_what_training_ratios_draws(monkeypatch):
@@ -341,15 +354,20 @@ def test_the_ratios_figure_draws_once_per_server_what_training_ratios_draws(monk
     assert inspect_state.ratios_table(38) is not first and calls == [37, 38]
 
 
-def test_the_ratios_figure_is_drawn_again_only_for_another_context_or_type_size(inspect):
-    """A model change that keeps the context (another checkpoint's info, the same length) keeps the figure
-    the page has; the projector's type size draws it again."""
+def test_the_ratios_figure_is_drawn_again_only_for_another_context(inspect):
+    """A model change that keeps the context (another checkpoint's info, the same length) sends the page
+    nothing new; the projector's type size changes the figure's type, not its draws. Every figure of the
+    tab stays the one the page has (drawn in place)."""
     state, tab, view = inspect
-    shown = view.ratios.object
+    figures = [pane.object for pane in (*view.plots, view.positions, view.nucleus, view.ratios)]
+    draws = {scheme: source.data for scheme, source in view.ratios_plot.sources.items()}
     state.model_info = {**state.model_info, "loaded_at": "again"}  # what a reload of the same model sends
-    assert view.ratios.object is shown
+    assert {scheme: source.data for scheme, source in view.ratios_plot.sources.items()} == draws
+    assert all(view.ratios_plot.sources[s].data is d for s, d in draws.items())
     state.presentation = True
-    assert view.ratios.object is not shown
+    assert view.ratios_plot.figure.title.text_font_size == FONT[True]["title"]
+    assert view.fraction_plot.figure.legend[0].label_text_font_size == FONT[True]["plot"]
+    assert [pane.object for pane in (*view.plots, view.positions, view.nucleus, view.ratios)] == figures
 
 
 def test_predictions_for_an_edited_text_are_marked_until_replaced(inspect, monkeypatch):
@@ -480,7 +498,7 @@ def test_predictions_arriving_after_the_session_let_go_of_its_model_draw_nothing
 
 def test_a_repeat_visit_shows_its_cached_predictions_once(inspect):
     """A second session of the same link finds the validation text and the predictions in the caches:
-    they arrive in one UI callback, and the predictions are announced (and the top-p figure built) once.
+    they arrive in one UI callback, and the predictions are announced (and the top-p figure drawn) once.
     Twice, the page got a patch changing a figure it was never sent, and rejected all of it."""
     first = inspect[1].predictions
     state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
@@ -488,7 +506,8 @@ def test_a_repeat_visit_shows_its_cached_predictions_once(inspect):
     state.load(wait=True)
     announced, figures = [], []
     tab.predictions_task.param.watch(lambda event: announced.append(event.new), "result")
-    view.nucleus.param.watch(lambda event: figures.append(event.new), "object")
+    draw = view.nucleus_plot.draw
+    view.nucleus_plot.draw = lambda *args: figures.append(args) or draw(*args)
     tab.on_shown()
     wait_for(lambda: tab.validation_task.result is not None and not tab.validation_task.running)
     wait_for(lambda: tab.positions is not None and tab.accuracy is not None)
@@ -502,7 +521,6 @@ def test_a_repeat_visit_shows_its_cached_predictions_once(inspect):
 def test_several_rows_wrap_between_words_at_the_same_places_and_say_the_accuracy_under_t():
     """Each row of one text in the same word blocks (a row wraps between words only, never mid-word, and
     its rows wrap alike, column under column); the masked share right under the t label, whole in its tooltip."""
-    import pandas as pd
 
     from explorer.dashboard.tabs.inspect.markup import several_html
 
@@ -523,12 +541,13 @@ def test_several_rows_wrap_between_words_at_the_same_places_and_say_the_accuracy
 
 def test_a_page_built_before_its_model_loads_draws_the_masking_ratios_once(checkpoints):
     """A link to Inspect builds the tab before the model has loaded: the BERT-vs-diffusion ratios figure is
-    drawn at the checkpoint's context from its metadata, so the load does not replace the figure (a new
-    figure is a new plot for the page to build and lay out)."""
+    drawn at the checkpoint's context from its metadata, so the load does not draw it again (new draws are
+    a repaint for the page)."""
     s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     assert s.model is None  # not loaded yet
     tab, view = build_tab("Inspect", s)
-    drawn = view.ratios.object
+    drawn = {scheme: source.data for scheme, source in view.ratios_plot.sources.items()}
+    assert len(drawn) == 2
     s.load(wait=True)
     assert s.model is not None and s.model.config.block_size == LENGTH
-    assert view.ratios.object is drawn
+    assert all(view.ratios_plot.sources[scheme].data is data for scheme, data in drawn.items())  # not sent again

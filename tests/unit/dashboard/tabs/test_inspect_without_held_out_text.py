@@ -49,7 +49,7 @@ def test_missing_held_out_text_is_a_notice_and_one_log_line(tmp_path, monkeypatc
         shown = html.unescape(view.notice.get_root().text)  # the HTML the page's notice renders
         assert "the held-out text is not available" in shown
         assert CORPUS not in shown and html.escape(CORPUS, quote=False) in shown
-        title = view.positions.object.opts.get().kwargs["title"]
+        title = view.positions_plot.figure.title.text
         assert title == "Mean confidence by position (no held-out text on this server)"
     try:
         # this checkpoint's lines, by its corpus's name: the log is the process's, and a session an earlier
