@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, CustomJSTickFormatter, HoverTool
+from bokeh.models import ColorBar, ColumnDataSource, CustomJSTickFormatter, HoverTool, LinearColorMapper, Range1d
+from bokeh.palettes import RdBu11, interp_palette
 from bokeh.plotting import figure
 
 from ....names import LR_SCHEDULES
@@ -186,24 +187,44 @@ class ModelView(pn.viewable.Viewer):
         session.param.watch(lambda event: self.later(fonts), "presentation")
 
 
-def time_embedding_plot(meta: dict, presentation: bool = False):
-    """The heatmap of the sinusoidal time embedding in the guide "Let's Build a Diffusion LM" (t down, embedding
-    dimension across), at this model's width, saying whether this model feeds it to its blocks."""
-    from ....plots import _hv
+def time_embedding_title(dim: int, used: bool, presentation: bool = False) -> str:
+    """The time embedding figure's title: its width `dim` and whether this model feeds it to its blocks
+    (`used`), short at projector type (the whole title ran past the figure)."""
+    if presentation:
+        return f"Time embedding, {dim} dims ({'adaLN' if used else 'unused'})"
+    # short enough for the figure's half of a 1366-pixel page (the longer one ran past its edge)
+    return f"Sinusoidal time embedding, {dim} dims: {'fed to every block (adaLN)' if used else 'not used by this model'}"
 
-    hv = _hv()
-    ts, emb, dim, used = time_embedding(meta)
-    how = "this model feeds it to every block (adaLN)" if used else "not used by this model (no time conditioning)"
-    title = f"Sinusoidal time embedding, {dim} dims: {how}"
-    if presentation:  # the whole title ran past the figure at projector type
-        title = f"Time embedding, {dim} dims ({'adaLN' if used else 'unused'})"
-    size = FONT[presentation]
-    return hv.Image((np.arange(dim), ts, emb), kdims=[hv.Dimension("dim", label="embedding dimension"),
-                                                       hv.Dimension("t", label="time t")],
-                    vdims=[hv.Dimension("value", range=(-1, 1))]).opts(
-        cmap="RdBu", colorbar=True, invert_yaxis=True, height=240, responsive=True, toolbar=None, tools=["hover"],
-        title=title,
-        fontsize={"title": size["title"], "labels": size["plot"], "xticks": size["plot"], "yticks": size["plot"]})
+
+class TimeEmbeddingFigure:
+    """The heatmap of the sinusoidal time embedding in the guide "Let's Build a Diffusion LM" (t down, embedding
+    dimension across), at this model's width: a Bokeh figure made once, a new model drawn into it (new
+    image, ranges and title), as the page's other figures are."""
+
+    def __init__(self):
+        self.source = ColumnDataSource({"image": [], "dw": [], "dh": []})
+        self.figure = p = figure(height=240, sizing_mode="stretch_width", toolbar_location=None, tools="",
+                                 x_range=Range1d(0, 1), y_range=Range1d(1, 0),  # t = 0 at the top
+                                 x_axis_label="embedding dimension", y_axis_label="time t")
+        mapper = LinearColorMapper(palette=interp_palette(RdBu11[::-1], 255), low=-1, high=1)  # -1 red, +1 blue
+        image = p.image(image="image", x=0, y=0, dw="dw", dh="dh", source=self.source, color_mapper=mapper)
+        p.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+        p.add_tools(HoverTool(renderers=[image], tooltips=[("dimension", "$x{0}"), ("t", "$y{0.00}"),
+                                                           ("value", "@image{0.000}")]))
+        p.grid.visible = False
+        self._meta, self._width = None, (0, False)
+
+    def draw(self, meta: dict, presentation: bool = False) -> TimeEmbeddingFigure:
+        """`meta`: the checkpoint's metadata (its width and time conditioning); the image again only for
+        another model."""
+        if meta is not self._meta:
+            _, emb, dim, used = time_embedding(meta)
+            self.source.data = {"image": [emb.astype(np.float32)], "dw": [dim], "dh": [1.0]}
+            self.figure.x_range.update(start=0, end=dim)
+            self._meta, self._width = meta, (dim, used)
+        self.figure.title.text = time_embedding_title(*self._width, presentation)
+        apply_fonts(self.figure, presentation)
+        return self
 
 
 class CheckpointPage(ModelView):
@@ -221,12 +242,17 @@ class CheckpointPage(ModelView):
         self.schedule = pn.pane.Bokeh(self.lr_fig, sizing_mode="stretch_width")
         self.csv = download_button("Curves (CSV)", "curves.csv", lambda: curves_csv(self.state.meta),
                                    session=self.state.session)
-        self.time_emb = pn.pane.HoloViews(None, sizing_mode="stretch_width", css_classes=["model-time-embedding"])
+        self.time_figure = TimeEmbeddingFigure()
+        self.time_figure.figure.css_classes = ["model-time-embedding"]  # on the figure: a Bokeh pane's own do not reach the page
+        # shown once there is a model; hidden is the column's: a Bokeh pane's own `visible` makes Panel
+        # sync the figure's stylesheets back into the pane, which refuses Bokeh's stylesheet objects
+        self.time_emb = pn.Column(pn.pane.Bokeh(self.time_figure.figure, sizing_mode="stretch_width"),
+                                  sizing_mode="stretch_width", visible=False)
         self._describe()
         self._draw()  # the figures are in no document yet: drawn here directly
         self.follow_fonts((self.curves_fig, self.lr_fig), (self.summary,))
-        # the time embedding is a HoloViews figure drawn at a type size: drawn again when it changes
-        self.state.session.param.watch(lambda event: self._draw_time_embedding(), "presentation")
+        # the time embedding's title is shorter at projector type
+        self.state.session.param.watch(lambda event: self.later(self._draw_time_embedding), "presentation")
 
     @param.depends("state.meta", watch=True)
     def _meta_changed(self):
@@ -243,15 +269,17 @@ class CheckpointPage(ModelView):
         preview = checkpoints.corpus_preview(model) if model is not None else None
         self.summary.object = f"<div class='meta-page'>{summary_html(meta, name, preview)}</div>"
         self.csv.filename = f"{name}-curves.csv"
-        self._draw_time_embedding()
 
     def _draw_time_embedding(self) -> None:
+        """The time embedding of the model's metadata (Bokeh models: on the UI thread, as _draw)."""
+        self.time_emb.visible = bool(self.state.meta)
         if self.state.meta:
-            self.time_emb.object = time_embedding_plot(self.state.meta, self.state.session.presentation)
+            self.time_figure.draw(self.state.meta, self.state.session.presentation)
 
     def _draw(self) -> None:
         """The Bokeh parts: stored curves, the stored schedule and the part of it used, titles."""
         meta, name = self.state.meta, self.state.session.model_info.get("name", "")
+        self._draw_time_embedding()
         if not meta:
             return
         self.train_src.data, self.val_src.data = stored_curves(meta)

@@ -217,10 +217,11 @@ def test_presentation_mode_enlarges_the_model_tab(ckpts):
     assert page.summary.styles["font-size"] == FONT[True]["base"] == panel.status.styles["font-size"]
     # the download and the time embedding too: the embedding's long title ran past it at projector type
     assert any(FONT[True]["base"] in str(css) for css in page.csv.stylesheets)
-    opts = page.time_emb.object.opts.get().kwargs
-    assert opts["fontsize"]["title"] == FONT[True]["title"] and opts["title"].endswith("dims (unused)")
+    title = page.time_figure.figure.title
+    assert title.text_font_size == FONT[True]["title"] and title.text.endswith("dims (unused)")
     state.presentation = False
-    assert page.time_emb.object.opts.get().kwargs["fontsize"]["title"] == FONT[False]["title"]
+    assert title.text_font_size == FONT[False]["title"] and title.text.endswith("not used by this model")
+    assert page.time_emb[0].object is page.time_figure.figure and page.time_emb.visible  # one figure, drawn in place
     state.close()
 
 
@@ -311,7 +312,9 @@ def test_time_embedding_heatmap_of_the_guide(ckpts):
     assert dim == tab.meta["model_config"]["n_embd"] == 32 and emb.shape == (101, 32) and not used
     assert np.allclose(emb[50], sinusoidal_embedding(torch.tensor([0.5]), 32)[0].numpy())  # the model's own
     assert np.abs(emb).max() <= 1.0 and not np.allclose(emb[0], emb[-1])  # t = 0 and t = 1 differ
-    assert "not used by this model" in view.page.time_emb.object.opts.get().kwargs["title"]
+    assert "not used by this model" in view.page.time_figure.figure.title.text
+    image = view.page.time_figure.source.data["image"][0]
+    assert image.shape == (101, 32) and np.allclose(image, emb)  # t down, dimension across
     adaln = dict(tab.meta, model_config={**tab.meta["model_config"], "time_conditioning": "adaln"})
     assert time_embedding(adaln)[3]
     state.close()
