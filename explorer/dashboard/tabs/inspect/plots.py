@@ -97,7 +97,8 @@ class AccuracyPlot:
         p.add_tools(HoverTool(renderers=[acc, conf], tooltips=[("t", "@t{0.0}"), ("accuracy", "@accuracy{0.000}"),
                                                                 ("mean confidence", "@confidence{0.000}")]))
         self.t_mark = _t_mark(p, 0.0)
-        p.legend.location = "top_right"
+        # accuracy falls as t grows: low t is high, high t lower; the bottom left stays clear of the curves
+        p.legend.location = "bottom_left"
         _fonts(p, presentation)
 
     def draw(self, table, t: float) -> AccuracyPlot:
