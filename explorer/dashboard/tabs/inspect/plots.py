@@ -72,8 +72,8 @@ class FractionPlot:
             mean, std = table["masked_fraction"].to_numpy(float), table["std"].to_numpy(float)
             self.draws.data = {"t": table["t"].to_numpy(float), "mean": mean, "low": mean - std, "high": mean + std}
             self._table = table
-        self.actual.data = {"t": [float(t)] if actual is not None else [],
-                            "fraction": [float(actual)] if actual is not None else []}
+        # no text: a point at NaN, drawn nowhere (an empty source would leave its legend entry without a marker)
+        self.actual.data = {"t": [float(t)], "fraction": [float(actual) if actual is not None else np.nan]}
         self.t_mark.location = float(t)
         return self
 
@@ -108,10 +108,11 @@ class AccuracyPlot:
         return self
 
     def rows(self, table) -> None:
-        empty = table is None or not len(table)
-        self.source.data = {"t": [] if empty else table["t"].to_numpy(float),
-                            "accuracy": [] if empty else table["accuracy"].to_numpy(float),
-                            "confidence": [] if empty else table["mean_confidence"].to_numpy(float)}
+        if table is None or not len(table):  # one row of NaN, drawn nowhere: the legend keeps its markers
+            self.source.data = {"t": [np.nan], "accuracy": [np.nan], "confidence": [np.nan]}
+            return
+        self.source.data = {"t": table["t"].to_numpy(float), "accuracy": table["accuracy"].to_numpy(float),
+                            "confidence": table["mean_confidence"].to_numpy(float)}
 
     def move(self, t: float) -> None:
         self.t_mark.location = float(t)

@@ -139,12 +139,12 @@ def test_figures_and_downloads(inspect):
     fraction = FractionPlot().draw(table, 0.5, 0.4)
     assert list(fraction.actual.data["fraction"]) == [0.4] and fraction.t_mark.location == 0.5  # this text at t
     np.testing.assert_allclose(fraction.draws.data["high"] - fraction.draws.data["low"], 2 * table["std"])
-    assert len(FractionPlot().draw(table, 0.5, None).actual.data["t"]) == 0  # no text: no point
+    assert np.isnan(FractionPlot().draw(table, 0.5, None).actual.data["fraction"]).all()  # no text: no point drawn
     assert fraction_plot(table, 0.5, 0.4).title.text == "Forward process: fraction masked vs t"
     full = accuracy_plot(tab.accuracy, 0.3, presentation=True)
     assert list(full.renderers[0].data_source.data["t"]) == list(tab.accuracy["t"]) and len(tab.accuracy) == 9
     assert full.title.text_font_size == FONT[True]["title"] and full.select_one({"type": Span}).location == 0.3
-    assert len(accuracy_plot(None, 0.5).renderers[0].data_source.data["t"]) == 0
+    assert np.isnan(accuracy_plot(None, 0.5).renderers[0].data_source.data["accuracy"]).all()  # none drawn
     assert len(positions_plot(tab.positions, 0.5).renderers[0].data_source.data["confidence"]) == LENGTH
     csv = table_csv(predictions_table(tab.predictions, 3))
     assert csv.splitlines()[0] == "position,true,top1,p1,top2,p2,top3,p3,p_true,correct"
