@@ -33,6 +33,13 @@ def push(*panes) -> None:
         pn.io.push_notebook(*panes)
 
 
+def figure_pane(figure, css_class: str, **params):
+    """A Panel pane of a Bokeh `figure` stretched to its column, the page finding it by `css_class`. The class
+    goes on the figure: a Bokeh pane's own css_classes never reach the page (the figure is the pane's model)."""
+    figure.css_classes = [css_class]
+    return pn.pane.Bokeh(figure, sizing_mode="stretch_width", **params)
+
+
 def apply_fonts(figure, presentation: bool) -> dict:
     """Title and axis type sizes of a Bokeh figure for normal or presentation (projector) mode;
     returns the size table so a view can style its extra parts (legends) the same way."""

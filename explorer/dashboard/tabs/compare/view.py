@@ -17,7 +17,7 @@ from bokeh.models import Range1d
 
 from ....experiments import METRIC_DIRECTION, RANKED_BY
 from ...downloads import download_button, trajectory_csv, trajectory_json
-from ...ui.base import figure_first, notice, show_notice, side_by_side, watch_presentation
+from ...ui.base import figure_first, figure_pane, notice, show_notice, side_by_side, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
 from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
 from ...ui.safe import literal
@@ -161,7 +161,7 @@ class ColumnView(pn.viewable.Viewer):
         self.metrics = pn.pane.HTML("", stylesheets=[TEXT_CSS], css_classes=["compare-metrics"])
         self.result = None  # the result drawn (what the download buttons export)
         self.downloads = pn.Row(*self._download_buttons(), visible=False)
-        heatmap = pn.pane.Bokeh(self.figure, sizing_mode="stretch_width", css_classes=["compare-heatmap"])
+        heatmap = figure_pane(self.figure, "compare-heatmap")
         self.layout = pn.Column(
             self.title, pn.Row(self.editor, self.remove, sizing_mode="stretch_width"),
             heatmap, self.text, self.metrics, self.downloads, sizing_mode="stretch_width",

@@ -31,11 +31,19 @@ def _figure(title: str, height: int, x_label: str, y_label: str, **ranges):
     return p
 
 
-def _fonts(p, presentation: bool) -> None:
-    """The title, axes and legend at the normal or the projector's type size."""
-    size = apply_fonts(p, presentation)
-    for legend in p.legend:
-        legend.label_text_font_size = size["plot"]
+class _Plot:
+    """What the figures share: their `figure` (made by each) at normal or projector type size."""
+
+    def __init__(self, presentation: bool):
+        self.presentation = presentation
+
+    def fonts(self, presentation: bool | None = None) -> None:
+        """The type size `presentation` (None: the one it has), for the legends drawn since too."""
+        if presentation is not None:
+            self.presentation = presentation
+        size = apply_fonts(self.figure, self.presentation)
+        for legend in self.figure.legend:
+            legend.label_text_font_size = size["plot"]
 
 
 def _t_mark(p, t: float) -> Span:
@@ -44,14 +52,14 @@ def _t_mark(p, t: float) -> Span:
     return span
 
 
-class FractionPlot:
+class FractionPlot(_Plot):
     """"The Forward Process": the fraction masked vs t (mean ± std over draws), y = t, and this text's
     own fraction at the current t."""
 
     def __init__(self, presentation: bool = False):
-        unit = Range1d(-0.02, 1.02)
+        super().__init__(presentation)
         self.figure = p = _figure("Forward process: fraction masked vs t", 300, "masking ratio t",
-                                  "fraction masked", x_range=unit, y_range=Range1d(-0.02, 1.02))
+                                  "fraction masked", x_range=Range1d(-0.02, 1.02), y_range=Range1d(-0.02, 1.02))
         self.draws = ColumnDataSource({"t": [], "mean": [], "low": [], "high": []})
         self.actual = ColumnDataSource({"t": [], "fraction": []})
         p.line([0, 1], [0, 1], color="#777", line_dash="dashed", legend_label="expected (y = t)")
@@ -63,7 +71,7 @@ class FractionPlot:
         self.t_mark = _t_mark(p, 0.0)
         p.legend.location = "top_left"
         self._table = None
-        _fonts(p, presentation)
+        self.fonts()
 
     def draw(self, table, t: float, actual: float | None) -> FractionPlot:
         """`table`: masking.fraction_check's (t, masked_fraction, std); `actual`: this text's fraction
@@ -77,15 +85,13 @@ class FractionPlot:
         self.t_mark.location = float(t)
         return self
 
-    def fonts(self, presentation: bool) -> None:
-        _fonts(self.figure, presentation)
 
-
-class AccuracyPlot:
+class AccuracyPlot(_Plot):
     """Argmax accuracy at masked positions vs t, with the mean top-1 probability ("Training with the ELBO",
     "The Forward Process"); the points arrive one t at a time."""
 
     def __init__(self, presentation: bool = False):
+        super().__init__(presentation)
         self.figure = p = _figure("Accuracy vs masking ratio (validation)", 300, "masking ratio t",
                                   "accuracy, confidence", x_range=Range1d(0, 1), y_range=Range1d(0, 1.02))
         self.source = ColumnDataSource({"t": [], "accuracy": [], "confidence": []})
@@ -99,7 +105,7 @@ class AccuracyPlot:
         self.t_mark = _t_mark(p, 0.0)
         # accuracy falls as t grows: low t is high, high t lower; the bottom left stays clear of the curves
         p.legend.location = "bottom_left"
-        _fonts(p, presentation)
+        self.fonts()
 
     def draw(self, table, t: float) -> AccuracyPlot:
         """`table`: metrics.accuracy_vs_t's rows so far (None: none yet)."""
@@ -117,15 +123,13 @@ class AccuracyPlot:
     def move(self, t: float) -> None:
         self.t_mark.location = float(t)
 
-    def fonts(self, presentation: bool) -> None:
-        _fonts(self.figure, presentation)
 
-
-class PositionsPlot:
+class PositionsPlot(_Plot):
     """As in "Training with the ELBO": the mean max-probability at each position when it is masked, at
     ratio t."""
 
     def __init__(self, presentation: bool = False):
+        super().__init__(presentation)
         self.figure = p = _figure("Mean confidence by position (computing …)", 260, "position",
                                   "mean max-probability", x_range=Range1d(-0.5, 0.5), y_range=Range1d(0, 1.02))
         self.source = ColumnDataSource({"position": [], "confidence": []})
@@ -134,7 +138,7 @@ class PositionsPlot:
         p.add_tools(HoverTool(renderers=[bars], tooltips=[("position", "@position"),
                                                           ("confidence", "@confidence{0.000}")]))
         p.xgrid.visible = False
-        _fonts(p, presentation)
+        self.fonts()
 
     def draw(self, table, t: float, missing: bool = False) -> PositionsPlot:
         """`table`: the mean-confidence table at t (the t it was measured at, when it says; None: not yet);
@@ -148,22 +152,19 @@ class PositionsPlot:
         self.figure.x_range.update(start=-0.5, end=max(len(conf), 1) - 0.5)
         return self
 
-    def fonts(self, presentation: bool) -> None:
-        _fonts(self.figure, presentation)
 
-
-class RatiosPlot:
+class RatiosPlot(_Plot):
     """"The Forward Process" §4.4: how often each masking ratio is trained on, BERT's fixed 15% against
     diffusion's t ~ U(0, 1), as histograms of real draws (metrics.training_ratios); one source per scheme."""
 
     EDGES = np.linspace(0, 1, 41)
 
     def __init__(self, presentation: bool = False):
+        super().__init__(presentation)
         self.figure = _figure("Masking ratios trained on: BERT vs diffusion", 260, "masking ratio of a training row",
                               "share of training rows", x_range=Range1d(0, 1))
         self.sources: dict[str, ColumnDataSource] = {}
-        self._presentation = presentation
-        _fonts(self.figure, presentation)
+        self.fonts()
 
     def draw(self, table) -> RatiosPlot:
         """`table`: metrics.training_ratios's (scheme, masked_fraction) rows."""
@@ -177,15 +178,11 @@ class RatiosPlot:
             self.figure.quad(left="left", right="right", top="share", bottom=0, source=source, fill_color=color,
                              fill_alpha=0.6, line_color=None, legend_label=scheme)
             self.figure.legend.location = "top_right"
-            _fonts(self.figure, self._presentation)
+            self.fonts()  # the new legend entry at the figure's type size
         return self
 
-    def fonts(self, presentation: bool) -> None:
-        self._presentation = presentation
-        _fonts(self.figure, presentation)
 
-
-class NucleusPlot:
+class NucleusPlot(_Plot):
     """The top-p exercise of "Generation: Iterative Unmasking", at one masked position of the text: the
     model's most likely tokens, sorted, those the nucleus keeps in blue with their renormalised probability,
     the rest struck off (grey)."""
@@ -193,6 +190,7 @@ class NucleusPlot:
     SHOWN = 24  # candidates drawn
 
     def __init__(self, presentation: bool = False):
+        super().__init__(presentation)
         self.figure = p = _figure("Top-p: no masked position yet", 300, "candidate (most likely first)",
                                   "probability", x_range=FactorRange(), y_range=Range1d(0, 1.02))
         self.source = ColumnDataSource({"token": [], "p": [], "renormalised": [], "fate": [], "color": []})
@@ -201,7 +199,7 @@ class NucleusPlot:
                                                           ("renormalised", "@renormalised{0.000}"), ("fate", "@fate")]))
         p.xaxis.major_label_orientation = math.pi / 3
         p.xgrid.visible = False
-        _fonts(p, presentation)
+        self.fonts()
 
     def draw(self, result: dict | None, position: int | None, p: float) -> NucleusPlot:
         """`result`: Inspect's predictions (None: none yet); `position`: the masked position shown; `p`: top-p."""
@@ -227,9 +225,6 @@ class NucleusPlot:
         self.figure.title.text = (f"Top-p = {p:.2f} at position {position}: {int(kept.sum())} token(s) kept, "
                                   f"mass {float(head_p[kept].sum()):.3f}{more}")
         return self
-
-    def fonts(self, presentation: bool) -> None:
-        _fonts(self.figure, presentation)
 
 
 # ---------------------------------------------------------------- standalone figures (downloads, tests)

@@ -23,7 +23,7 @@ from .markup import (
 from .masking import fraction_check, pieces, positions
 from .plots import AccuracyPlot, FractionPlot, NucleusPlot, PositionsPlot, RatiosPlot, accuracy_plot, fraction_plot
 from .state import InspectState, ratios_table
-from ...ui.base import TABLE_CSS, figure_first, heading, notice, push, show_notice, watch_presentation
+from ...ui.base import TABLE_CSS, figure_first, figure_pane, heading, notice, push, show_notice, watch_presentation
 
 
 class InspectView(pn.viewable.Viewer):
@@ -55,11 +55,11 @@ class InspectView(pn.viewable.Viewer):
         self.fraction_plot, self.accuracy_plot = FractionPlot(presentation), AccuracyPlot(presentation)
         self.positions_plot, self.nucleus_plot = PositionsPlot(presentation), NucleusPlot(presentation)
         self.ratios_plot = RatiosPlot(presentation)
-        self.plots = pn.Row(self._pane(self.fraction_plot, "inspect-fraction"),
-                            self._pane(self.accuracy_plot, "inspect-accuracy"), sizing_mode="stretch_width")
-        self.positions = self._pane(self.positions_plot, "inspect-positions")
-        self.nucleus = self._pane(self.nucleus_plot, "inspect-nucleus")
-        self.ratios = self._pane(self.ratios_plot, "inspect-ratios")
+        self.plots = pn.Row(figure_pane(self.fraction_plot.figure, "inspect-fraction"),
+                            figure_pane(self.accuracy_plot.figure, "inspect-accuracy"), sizing_mode="stretch_width")
+        self.positions = figure_pane(self.positions_plot.figure, "inspect-positions")
+        self.nucleus = figure_pane(self.nucleus_plot.figure, "inspect-nucleus")
+        self.ratios = figure_pane(self.ratios_plot.figure, "inspect-ratios")
         self._grid_html = ""  # the candidates grid of the current result (_predictions)
         self._ratios_drawn = None  # the context length the masking-ratios figure shows (_ratios)
         self._fraction()
@@ -190,13 +190,6 @@ class InspectView(pn.viewable.Viewer):
                     'the new ones replace them when the model has answered.</p>'
                     f'<div style="opacity:0.4">{grid}</div>')
         self.grid.object = style(self._size()) + grid
-
-    @staticmethod
-    def _pane(plot, css_class: str):
-        """A pane of `plot`'s figure, the figure itself carrying `css_class` (a Bokeh pane's own classes
-        do not reach the page: the figure is its model)."""
-        plot.figure.css_classes = [css_class]
-        return pn.pane.Bokeh(plot.figure, sizing_mode="stretch_width")
 
     @param.depends("tab.session.presentation", watch=True)
     def _fonts(self):

@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 
 from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
-from ...ui.base import apply_fonts, flex_item, notice, rule, show_notice, side_by_side, watch_presentation
+from ...ui.base import apply_fonts, figure_pane, flex_item, notice, rule, show_notice, side_by_side, watch_presentation
 from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from ...ui.safe import literal
 from .meta import (
@@ -212,7 +212,7 @@ class TimeEmbeddingFigure:
         p.add_tools(HoverTool(renderers=[image], tooltips=[("dimension", "$x{0}"), ("t", "$y{0.00}"),
                                                            ("value", "@image{0.000}")]))
         p.grid.visible = False
-        self._meta, self._width = None, (0, False)
+        self._meta, self._title_args = None, (0, False)  # the model drawn, and its (width, time conditioned)
 
     def draw(self, meta: dict, presentation: bool = False) -> TimeEmbeddingFigure:
         """`meta`: the checkpoint's metadata (its width and time conditioning); the image again only for
@@ -221,8 +221,8 @@ class TimeEmbeddingFigure:
             _, emb, dim, used = time_embedding(meta)
             self.source.data = {"image": [emb.astype(np.float32)], "dw": [dim], "dh": [1.0]}
             self.figure.x_range.update(start=0, end=dim)
-            self._meta, self._width = meta, (dim, used)
-        self.figure.title.text = time_embedding_title(*self._width, presentation)
+            self._meta, self._title_args = meta, (dim, used)
+        self.figure.title.text = time_embedding_title(*self._title_args, presentation)
         apply_fonts(self.figure, presentation)
         return self
 
@@ -238,15 +238,14 @@ class CheckpointPage(ModelView):
         # checkpoint would be heavier, and Panel links its loading.css from the CDN for one).
         self.curves_fig, self.train_src, self.val_src = loss_figure("Loss during training", prefix="stored")
         self.lr_fig, self.plan_src, self.used_src = lr_figure("Learning-rate schedule", height=200, prefix="stored")
-        self.curves = pn.pane.Bokeh(self.curves_fig, sizing_mode="stretch_width", css_classes=["model-curves"])
+        self.curves = figure_pane(self.curves_fig, "model-curves")
         self.schedule = pn.pane.Bokeh(self.lr_fig, sizing_mode="stretch_width")
         self.csv = download_button("Curves (CSV)", "curves.csv", lambda: curves_csv(self.state.meta),
                                    session=self.state.session)
         self.time_figure = TimeEmbeddingFigure()
-        self.time_figure.figure.css_classes = ["model-time-embedding"]  # on the figure: a Bokeh pane's own do not reach the page
         # shown once there is a model; hidden is the column's: a Bokeh pane's own `visible` makes Panel
         # sync the figure's stylesheets back into the pane, which refuses Bokeh's stylesheet objects
-        self.time_emb = pn.Column(pn.pane.Bokeh(self.time_figure.figure, sizing_mode="stretch_width"),
+        self.time_emb = pn.Column(figure_pane(self.time_figure.figure, "model-time-embedding"),
                                   sizing_mode="stretch_width", visible=False)
         self._describe()
         self._draw()  # the figures are in no document yet: drawn here directly
@@ -336,8 +335,8 @@ class TrainingPanel(ModelView):
         self.clear = pn.widgets.Button.from_param(p.clear_earlier, css_classes=["train-clear"], visible=False)
         self.earlier_loss = earlier_lines(fig, "live-earlier-loss", "solid")
         self.earlier_lr = earlier_lines(lr_fig, "live-earlier-lr", "dotted")
-        self.loss_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width", css_classes=["train-loss"])
-        self.lr_pane = pn.pane.Bokeh(lr_fig, sizing_mode="stretch_width", css_classes=["train-lr"])
+        self.loss_pane = figure_pane(fig, "train-loss")
+        self.lr_pane = figure_pane(lr_fig, "train-lr")
         self._run, self._drawn = None, (0, 0)  # the run drawn and its points drawn: (train, val)
         self._plan()  # the figures are in no document yet: drawn here directly
         self._sync()
