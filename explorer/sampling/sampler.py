@@ -89,7 +89,7 @@ import numpy as np
 import torch
 
 from ..devices import model_device
-from . import step, uniform
+from . import resident, step, uniform
 from .cache import BlockCache, check_cache
 from .config import SamplerConfig
 from .plan import RunPlan, check_plan, plan_run
@@ -458,6 +458,15 @@ def sample(model, config: SamplerConfig, *, batch_size: int | None = None, lengt
     should_stop() is checked after every step, True raises SamplingCancelled; unlike on_step it copies
     nothing to the host, so it leaves record=False timings as they are.
     """
+    config = as_config(config)
+    size, rng = resolve_generators(generator, batch_size, config.seed)
+    if getattr(model.config, "kind", "diffusion") == "diffusion":
+        plan = resolve_plan(model, config, plan, length, template)
+        length = template = None
+        if resident.applies(model, config, plan, size, rng):  # every step planned on the host (resident.py)
+            with torch.no_grad(), eval_mode(model):
+                return resident.walk(model, config, plan, rng, (record, on_step, should_stop),
+                                     -1 if generator is not None else config.seed)
     steps = sample_steps(model, config, batch_size=batch_size, length=length, template=template, plan=plan,
                          generator=generator, record=record, on_step=on_step, should_stop=should_stop)
     with torch.no_grad(), eval_mode(model):
