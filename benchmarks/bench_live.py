@@ -13,6 +13,9 @@ model that applies on the device:
   tf32            float32 with TF32 matrix products (CUDA)
   bf16            torch.autocast to bfloat16 (`serve --precision auto` on CUDA)
   ... + graphs    the same with explorer.graphs installed: each forward replayed from a CUDA graph
+  ... resident    the same through the resident walk (sampling/resident.py: every step planned on the host,
+                  nothing read from the device; with graphs, each step, forward included, one CUDA graph);
+                  the other rows take the general walk, which reads the device once a step
   compile         torch.compile(mode="reduce-overhead") on the model (--compile; CUDA)
 
 Printed per row: ms per run, model calls (NFE), ms per step outside the model (the run minus NFE x that
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import sys
 import time
@@ -92,14 +96,32 @@ def run_ms(model, cfg, length: int, device, runs: int, live: bool = True):
 
 
 def variants(device, with_compile: bool):
-    """(row name, precision, graphs, live, compile) of the rows that apply on `device`."""
-    rows = [("fp32", "fp32", False, True, False), ("fp32 unrecorded", "fp32", False, False, False)]
+    """(row name, precision, graphs, live, compile, walk) of the rows that apply on `device`; walk is
+    MDLM_EXPLORER_RESIDENT's value for the row: off (the general walk, reading the device once a step) or
+    on (the resident walk, sampling/resident.py: on a GPU with graphs, each step one captured graph)."""
+    rows = [("fp32", "fp32", False, True, False, "off"), ("fp32 unrecorded", "fp32", False, False, False, "off")]
     if device.type != "cuda":
-        return rows + [("bf16", "bf16", False, True, False)]
-    rows += [("tf32", "tf32", False, True, False), ("bf16", "bf16", False, True, False),
-             ("fp32 + graphs", "fp32", True, True, False), ("fp32 unrecorded + graphs", "fp32", True, False, False),
-             ("tf32 + graphs", "tf32", True, True, False), ("bf16 + graphs", "bf16", True, True, False)]
-    return rows + ([("compile", "fp32", False, True, True)] if with_compile else [])
+        return rows + [("bf16", "bf16", False, True, False, "off"), ("fp32 resident", "fp32", False, True, False, "on")]
+    rows += [("bf16", "bf16", False, True, False, "off"),
+             ("fp32 + graphs", "fp32", True, True, False, "off"), ("fp32 unrecorded + graphs", "fp32", True, False, False, "off"),
+             ("tf32 + graphs", "tf32", True, True, False, "off"), ("bf16 + graphs", "bf16", True, True, False, "off"),
+             ("fp32 resident", "fp32", False, True, False, "on"),
+             ("fp32 + graphs resident", "fp32", True, True, False, "on"),
+             ("fp32 unrecorded + graphs resident", "fp32", True, False, False, "on"),
+             ("tf32 + graphs resident", "tf32", True, True, False, "on"),
+             ("bf16 + graphs resident", "bf16", True, True, False, "on")]
+    return rows + ([("compile", "fp32", False, True, True, "off")] if with_compile else [])
+
+
+@contextlib.contextmanager
+def walk(value: str):
+    """MDLM_EXPLORER_RESIDENT set to `value` inside."""
+    old = os.environ.get("MDLM_EXPLORER_RESIDENT")
+    os.environ["MDLM_EXPLORER_RESIDENT"] = value
+    try:
+        yield
+    finally:
+        os.environ.pop("MDLM_EXPLORER_RESIDENT") if old is None else os.environ.__setitem__("MDLM_EXPLORER_RESIDENT", old)
 
 
 def bench_checkpoint(name: str, device, runs: int, with_compile: bool, only=None) -> None:
@@ -120,7 +142,7 @@ def bench_checkpoint(name: str, device, runs: int, with_compile: bool, only=None
           ", ".join(f"{p}{' graph' if g else ''} {ms:.3f}" for (p, g), ms in fwd.items()))
     print(f"{'variant':<26} {'ms/run':>8} {'NFE':>4} {'ms/step outside':>16} {'/ floor':>8} {'same text':>10}")
     reference = None
-    for row, prec, graphed, live, compiled in variants(device, with_compile):
+    for row, prec, graphed, live, compiled, resident in variants(device, with_compile):
         if only and row not in only:
             continue
         model = load_checkpoint(name, device, graphs=False)
@@ -130,7 +152,7 @@ def bench_checkpoint(name: str, device, runs: int, with_compile: bool, only=None
             if compiled:
                 model = torch.compile(model, mode="reduce-overhead")
                 model.config, model.tokenizer = plain.config, plain.tokenizer
-            with precision(prec, device):
+            with precision(prec, device), walk(resident):
                 ms, traj = run_ms(model, cfg, length, device, runs, live)
         except Exception as e:  # a variant the device or torch cannot run: said, and the others go on
             print(f"{row:<26} failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)

@@ -5,13 +5,14 @@
 #
 #   bash benchmarks/gpu_rows.sh [LOGS]
 #
-# 1. env: the GPU, driver, Python and torch; the CUDA tests of explorer/graphs.py
+# 1. env: the GPU, driver, Python and torch; the CUDA tests of explorer/graphs.py and the resident walk
 # 2. live: bench_live.py on shakespeare (with torch.compile) and shakespeare-large
 # 3. hf: bench_hf.py --llada-8b-shape, greedy and T = 1, 256 and 1,024 tokens
 # 4. sampler: bench_sampler.py --device cuda --quick, without CUDA graphs, then its overhead and sweep with them
 # 5. cache: bench_cache.py's stand-in at LLaDA-8B's shape, uncached against the prefix and dual caches
 # 6. load: load_test.py, 8 then 30 sessions at Explore's default run served on the GPU by one process, then
 #    30 by eight (--num-procs 8)
+# 6b. scrub: one session dragging the temperature slider on a scrubbing server: finished runs a second
 # 7. opt-in (PARTS names them): train-uniform and evaluate-uniform, the uniform-state twin of `shakespeare`
 # PARTS="live hf" runs only those parts; LIVE_ARGS adds bench_live flags (--profile).
 set -u
@@ -43,8 +44,9 @@ cat "$logs/env.log"
 OPT_IN="train-uniform evaluate-uniform"
 serve="--device cuda --num-threads 4 --no-auto-sweep --offline"
 class="--sessions 30 --seconds 20 --think 2 --length 256 --steps 64 --load-timeout 80 --timeout 40"
-TAIL=4 part graphs 30 "$py" -m pytest -p no:cacheprovider -o addopts="" tests/unit/test_graphs.py -q
-part live 75 "$py" benchmarks/bench_live.py --checkpoint shakespeare shakespeare-large --runs 5 ${LIVE_ARGS:-}
+TAIL=6 part graphs 60 "$py" -m pytest -p no:cacheprovider -o addopts="" tests/unit/test_graphs.py \
+  tests/unit/sampling/test_resident.py -q -k "cuda or gpu"
+TAIL=32 part live 110 "$py" benchmarks/bench_live.py --checkpoint shakespeare shakespeare-large --runs 5 ${LIVE_ARGS:-}
 TAIL=6 part compile 50 "$py" benchmarks/bench_live.py --checkpoint shakespeare --runs 5 --compile --only fp32 compile
 TAIL=12 part hf 115 "$py" benchmarks/bench_hf.py --llada-8b-shape --device cuda --length 256 1024 --temperature 0 1 \
   --rounds 3
@@ -54,6 +56,8 @@ TAIL=12 part cache 60 "$py" benchmarks/bench_cache.py --llada-8b-shape --device 
   --temperatures 0
 TAIL=20 part load 150 "$py" benchmarks/load_test.py $class --sessions 8 30 --server-args "$serve"
 TAIL=20 part load-procs 100 "$py" benchmarks/load_test.py $class --server-args "$serve --num-procs 8 --threads 1"
+TAIL=3 part scrub 60 "$py" benchmarks/load_test.py --sessions --scrub 10 --length 256 --steps 64 --load-timeout 40 \
+  --server-args "$serve --scrub on"
 # opt-in: the uniform-state twin of `shakespeare` trained as the masked one was (from shakespeare-ar, 6,000 steps
 # of 32 rows), then its held-out figures; DATA is Tiny Shakespeare's file
 TAIL=12 part train-uniform 420 "$py" run.py train --out "$logs/shakespeare-uniform.safetensors" \

@@ -2,6 +2,7 @@
 
     python benchmarks/load_test.py [--sessions 8 30] [--seconds 60] [--think 1.0] [--checkpoint shakespeare]
                                    [--length 256] [--steps 32] [--port 0] [--quick] [--json results.json]
+                                   [--scrub SECONDS [--scrub-rate 30]]
 
 For each N in --sessions it starts the real server as a lecturer does (`python run.py serve`, with
 --server-args, default the README's "--num-threads 4 --threads 2"), on a free port, serving a
@@ -558,6 +559,62 @@ class Hostile(Student):
                 "notices": self.notices[-3:], "errors": self.result.errors}
 
 
+class Scrubber(Student):
+    """One session dragging the temperature slider (--scrub SECONDS): once its model has loaded and the
+    classroom config is set, it moves the slider's value every 1 / --scrub-rate s for SECONDS, back and
+    forth between 0.5 and 1.5, as a browser sends a drag when the server scrubs (`serve --scrub`: each
+    value sent while dragging, no release), and counts the finished runs the header showed meanwhile
+    (their numbers, data-run: each a whole run of a value the slider passed through)."""
+
+    VALUES = [round(0.5 + 0.02 * i, 2) for i in range(51)] + [round(1.5 - 0.02 * i, 2) for i in range(1, 50)]
+
+    def __init__(self, url: str, opts, clock: "Clock"):
+        super().__init__(0, url, opts, clock)
+        self.name, self.report = "scrubber", None
+
+    async def _script(self) -> None:
+        from bokeh.events import DocumentReady
+
+        self.page = Page(self.session.document)
+        self._watch()
+        mark = len(self.statuses)
+        self.session.document.callbacks.send_event(DocumentReady())
+        if await self._wait_done(mark, time.perf_counter(), self.opts.load_timeout) is None:
+            return
+        if not await self._set_all({"length": self.opts.length, "steps": self.opts.steps}):
+            return
+        before, slider = self.page.run(), self.page.knobs["temperature"]
+        t0, moves = time.perf_counter(), 0
+        while time.perf_counter() - t0 < self.opts.scrub:
+            slider.value = self.VALUES[moves % len(self.VALUES)]
+            moves += 1
+            await asyncio.sleep(1.0 / self.opts.scrub_rate)
+        seconds = time.perf_counter() - t0
+        runs = {run for t, status, run in self.statuses if t - t0 <= seconds and DONE.match(status)
+                and run is not None and run > (before or 0)}
+        run_ms = [int(DONE.match(status).group(3)) for t, status, run in self.statuses
+                  if t - t0 <= seconds and DONE.match(status) and run in runs]
+        self.report = dict(seconds=seconds, moves=moves, runs=len(runs), runs_per_s=len(runs) / seconds,
+                           run_ms_p50=statistics.median(run_ms) if run_ms else float("nan"))
+
+
+def scrub_round(opts, workdir: Path) -> dict:
+    """A fresh server and one Scrubber; returns its report (and its errors)."""
+    server = Server(opts.checkpoint, workdir / "checkpoints", opts.port, opts.server_args, workdir / "server-scrub.log")
+    server.start()
+    try:
+        register_client_models()
+        clock = Clock()
+        scrubber = Scrubber(server.url, opts, clock)
+        scrubber.start()
+        scrubber.finished.wait(opts.load_timeout + opts.scrub + 2 * opts.timeout)
+        clock.close.set()
+        scrubber.join(30)
+    finally:
+        server.stop()
+    return dict(scrubber.report or {}, errors=scrubber.result.errors + server.tracebacks())
+
+
 class Clock:
     """What the sessions share: the first model load, the start of the timed window, the close."""
 
@@ -759,7 +816,7 @@ def summary_line(row: dict) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sessions", type=int, nargs="+", default=[8, 30], help="N: concurrent sessions (a list: one round each)")
+    p.add_argument("--sessions", type=int, nargs="*", default=[8, 30], help="N: concurrent sessions (a list: one round each)")
     p.add_argument("--seconds", type=float, default=60.0, help="M: seconds each session turns knobs")
     p.add_argument("--think", type=float, default=1.0, help="mean seconds between a result and the next change")
     p.add_argument("--checkpoint", default="shakespeare", help="checkpoint name in checkpoints/")
@@ -777,6 +834,10 @@ def parse_args(argv=None):
     p.add_argument("--hostile-query", default=HOSTILE_QUERY,
                    help="the hostile session's link (default: a Sweep grid of 19,328 model calls counted per "
                         "sample at 256 characters, under `serve`'s default --max-calls-per-request)")
+    p.add_argument("--scrub", type=float, default=0.0, metavar="SECONDS",
+                   help="also one session alone dragging the temperature slider for SECONDS (the server must "
+                        "scrub: `serve --scrub on`, the default on a GPU): finished runs shown a second")
+    p.add_argument("--scrub-rate", type=float, default=30.0, help="slider moves a second while scrubbing")
     args = p.parse_args(argv)
     if args.quick:
         args.sessions, args.seconds = [2], 10.0
@@ -798,6 +859,12 @@ def main(argv=None) -> int:
                   f"think {opts.think:g} s, serve {opts.server_args}", flush=True)
             rows.append(run_round(n, opts.seconds, opts, workdir))
             print_details(rows[-1])
+        if opts.scrub:
+            scrub = scrub_round(opts, workdir)
+            print(f"# scrubbing: temperature dragged for {scrub.get('seconds', 0):.1f} s ({scrub.get('moves', 0)} "
+                  f"moves): {scrub.get('runs', 0)} finished runs shown, {scrub.get('runs_per_s', 0):.1f} a second "
+                  f"(the runs p50 {scrub.get('run_ms_p50', float('nan')):.0f} ms); errors {scrub['errors'][:3]}",
+                  flush=True)
     print()
     print_table(rows)
     for row in rows:
