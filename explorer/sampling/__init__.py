@@ -7,7 +7,8 @@
 Files: config.py (knobs), template.py (█ / [___] notation), plan.py (a run's plan: canvas, blocks,
 steps, rows, before it runs: plan_run), proposals.py (temperature, top-k/top-p, inverse-CDF draws),
 strategies.py and schedules.py (registries), step.py (one diffusion step on a batch of rows with
-per-row settings), sampler.py (a diffusion run), merged.py and packing.py (many diffusion runs as one
+per-row settings), sampler.py (a diffusion run), resident.py (a one-row run under a schedule, planned on
+the host so its steps never wait for the device: a GPU's live run), merged.py and packing.py (many diffusion runs as one
 batch, through shared model calls: sample_many), cache.py (block diffusion over a key/value cache), ar.py
 (AR baseline), recorder.py + trajectory.py
 (what a run returns).

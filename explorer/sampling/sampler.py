@@ -72,7 +72,9 @@ Whether several rows are all one canvas (call_model computes them as one row) is
 guided call's rows are not, and the driver asks the device (one more). A merged walk (merged.py) reads
 once a step. The random numbers, drawn on the CPU, go to a GPU from page-locked memory (devices.to_device):
 a copy from pageable memory would wait for the stream too, twice a step. tests/unit/sampling/test_host_syncs.py
-counts the reads on the CPU, and CUDA's own count of synchronisations on a GPU.
+counts the reads on the CPU, and CUDA's own count of synchronisations on a GPU. A one-row run under a
+schedule reads nothing in its steps: sample() gives it to resident.py, which plans its steps on the host
+(on a GPU by default; MDLM_EXPLORER_RESIDENT), with the same trajectory.
 
 The loop is a generator (`sample_steps`): it yields the model calls it needs as a list of ModelCalls
 (x, t) and reads the logits its driver puts there. `sample` drives one run, calling the model itself;
