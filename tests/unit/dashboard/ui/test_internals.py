@@ -178,3 +178,35 @@ def test_a_panes_new_text_leaves_its_stylesheets_as_they_were():
         markdown.object = "**new**"
     assert sorted(changed) == [("first", "text"), ("second", "text")]
     assert [list(m.stylesheets) for m in models] == before and "new" in models[0].text
+
+
+def test_a_property_change_sends_what_panels_own_update_sends():
+    """lighter_property_updates: a change without stylesheets skips the design's stylesheets (Panel asked
+    for them and dropped them), and sends the same properties as Panel's own update; a change of
+    stylesheets still gets the design's merged in, as there."""
+    from collections import namedtuple
+
+    import panel as pn
+    from bokeh.document import Document
+    from panel.reactive import Reactive
+    from panel.theme import Bootstrap
+
+    from explorer.dashboard.ui.internals import lighter_property_updates
+
+    lighter_property_updates()
+    lighter_property_updates()  # idempotent: wrapped once
+    ours = Reactive._update_properties
+    panels = ours.original
+    assert getattr(ours, "lighter", False) and not getattr(panels, "lighter", False)
+    Event = namedtuple("Event", "name new")
+    doc = Document()
+    download = pn.widgets.FileDownload(label="d", filename="a.txt", callback=lambda: "x", design=Bootstrap)
+    pn.Column(download, design=Bootstrap).get_root(doc)
+    for events in ([Event("disabled", True)], [Event("filename", "b.txt"), Event("disabled", False)],
+                   [Event("stylesheets", [":host { color: red; }"]), Event("label", "e")]):
+        got, want = ours(download, *events, doc=doc), panels(download, *events, doc=doc)
+        assert list(got) == list(want)
+        for key in got:
+            assert (got[key] == want[key] if key != "stylesheets"
+                    else [getattr(s, "url", s) for s in got[key]] == [getattr(s, "url", s) for s in want[key]])
+    assert len(got["stylesheets"]) > 1  # the design's sheets before the widget's own
