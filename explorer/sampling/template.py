@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -36,8 +37,9 @@ class Canvas:
     def length(self) -> int:
         return int(self.tokens.shape[0])
 
-    @property
+    @cached_property
     def n_generate(self) -> int:
+        # kept: the sampler reads it at every step (a frozen dataclass still takes a cached_property)
         return int((~self.fixed).sum())
 
     @property
