@@ -171,13 +171,19 @@ def check_args(args) -> None:
 
 
 def check_scrub(args) -> None:
-    """--scrub, else MDLM_EXPLORER_SCRUB (a bad value is refused here, before any session reads it)."""
+    """--scrub, else MDLM_EXPLORER_SCRUB (a bad value is refused here, before any session reads it); and
+    MDLM_EXPLORER_RESIDENT, which every run reads (sampling/resident.py)."""
     from ..dashboard.tabs.explore.state.run import SCRUB_CHOICES, SCRUB_ENV
+    from ..sampling import resident
 
     if args.scrub is None:
         args.scrub = os.environ.get(SCRUB_ENV, "").strip().lower() or "auto"
         if args.scrub not in SCRUB_CHOICES:
             raise CLIError(f"{SCRUB_ENV} must be one of {', '.join(SCRUB_CHOICES)}, got {args.scrub!r}")
+    try:
+        resident.mode()
+    except ValueError as e:
+        raise CLIError(str(e)) from e
 
 
 def check_user_checkpoints(args) -> None:

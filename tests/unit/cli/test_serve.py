@@ -160,6 +160,15 @@ def test_scrubbing_is_every_new_sessions_and_a_bad_value_is_refused(checkpoints,
     assert err == ["error: MDLM_EXPLORER_SCRUB must be one of auto, on, off, got 'fast'"]
 
 
+def test_a_bad_resident_walk_setting_is_refused_at_start(checkpoints, fresh_defaults, monkeypatch, capsys):
+    from explorer.cli import main
+
+    monkeypatch.setenv("MDLM_EXPLORER_RESIDENT", "always")
+    assert main(["serve", "--no-show", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: MDLM_EXPLORER_RESIDENT must be one of auto, on, off, got 'always'"]
+
+
 def test_a_server_leaves_a_core_for_the_browser_unless_told(monkeypatch):
     """`serve` without --threads runs torch on one fewer thread than the cores (a
     2-core laptop also runs the browser); --threads N is taken as given."""
