@@ -747,6 +747,7 @@ def summarise(n: int, seconds: float, opts, out: dict) -> dict:
            "rss_growth_pct": 100 * (end - start) / start if start else float("nan"),
            "identity_mismatches": mismatched, "identity_unchecked": unchecked,
            "server_cpu_pct": 100 * out["server_cpu_s"] / out["wall_s"],
+           "server_cpu_per_request_s": out["server_cpu_s"] / len(latencies) if latencies else float("nan"),
            "client_cpu_pct": 100 * out["client_cpu_s"] / out["wall_s"], "error_list": errors,
            "p50_by_knob": {k: [len(v), percentile(v, 50)] for k, v in by_knob.items()},
            "run_p50_s": percentile(run_s, 50), "run_p95_s": percentile(run_s, 95),
@@ -790,7 +791,8 @@ def print_details(row: dict) -> None:
     knobs = ", ".join(f"{k} {cell({'v': p}, 'v', '{:.2f}')} s ({n})" for k, (n, p) in row["p50_by_knob"].items())
     print(f"  p50 by knob (count): {knobs}", flush=True)
     print(f"  the runs themselves (sampler time in the status): p50 {cell(row, 'run_p50_s', '{:.2f}')} s, "
-          f"p95 {cell(row, 'run_p95_s', '{:.2f}')} s; load average at start/end {row['load_average']}", flush=True)
+          f"p95 {cell(row, 'run_p95_s', '{:.2f}')} s; the server's CPU over the round (the pages' builds too) per answered change "
+          f"{cell(row, 'server_cpu_per_request_s', '{:.3f}')} s; load average at start/end {row['load_average']}", flush=True)
     if row.get("hostile"):
         h = row["hostile"]
         print(f"  hostile session: {h['run_clicks']} Run clicks, RSS {cell(row, 'rss_hostile_mb', '{:.0f}')} MB "
