@@ -104,6 +104,8 @@ def watch_shown(state: Session, tabs, titles: list[str]) -> None:
     def show(hidden=()):
         for index in hidden:
             empty_tab(tabs, index)
+            if titles[index] in state.tabs and index != tabs.active:
+                state.tabs[titles[index]].on_hidden()
         fill_tab(tabs, tabs.active)
         title = titles[tabs.active]
         if title in state.tabs and state.model is not None:
@@ -131,6 +133,9 @@ def link_url(state: Session, tabs) -> UrlState:
         state.tabs[MAIN_TAB].hold_runs()
     tabs.active = titles.index(url.tab)
     fill_tab(tabs, tabs.active)  # the tab a link opens on is in the first page
+    for title in titles:  # the others wait for their first on_shown
+        if title != url.tab and title in state.tabs:
+            state.tabs[title].on_hidden()
     tabs.param.watch(lambda event: setattr(url, "tab", titles[event.new]), "active")
     watch_shown(state, tabs, titles)
     url.param.watch(lambda event: setattr(tabs, "active", titles.index(event.new)), "tab")

@@ -29,5 +29,9 @@ class TabState(param.Parameterized):
         clicked, when a link opens on it, and after a model change while it is shown. A tab whose
         view is a computed result starts it here if it has none, so a shared link reproduces it."""
 
+    def on_hidden(self) -> None:
+        """Called (on the UI thread) when another tab takes the screen, and at the start for every tab a link
+        does not open on; a tab may leave work that only its view shows until its next on_shown."""
+
     def close(self) -> None:
         """Cancel this tab's background work (its browser tab closed)."""

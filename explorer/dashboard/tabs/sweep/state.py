@@ -230,9 +230,18 @@ class SweepTabState(TabState):
         self.grid = SweepTask("quality grid", device, dispatch, self.start_grid, share)
         self.temps = SweepTask("temperature comparison", device, dispatch, self.start_temps, share)
         self._judge = None
+        # off screen, a knob change only marks the estimates stale (worked out when the tab is next shown):
+        # the three plans cost about 5 ms a change, and a dragged slider sends 30 changes a second
+        self._hidden, self._stale = False, False
         # the sidebar's knobs are part of every sweep's base config: new estimate, maybe a cached result
-        session.param.watch(lambda *events: self.refresh_all(), list(SIDEBAR_KNOBS))
+        session.param.watch(lambda *events: self._knobs_changed(), list(SIDEBAR_KNOBS))
         self.on_model_changed()
+
+    def _knobs_changed(self) -> None:
+        if self._hidden:
+            self._stale = True
+        else:
+            self.refresh_all()
 
     # ------------------------------------------------------------------ plans (UI thread, cheap)
 
@@ -385,10 +394,18 @@ class SweepTabState(TabState):
                    *(["text is scored without gen-PPL"] if sample_kind(model) != "patterns" else [])]
         return f"No AR checkpoint with this model's alphabet in checkpoints/: {', and '.join(missing)}." if missing else ""
 
+    def on_hidden(self) -> None:
+        self._hidden = True
+
     def on_shown(self) -> None:
         """Opening the tab (or a link to it) shows the main sweep: from the cache when these knobs were
         swept before in this server, else computed now if it is small enough to start by itself
-        (limits.py), else its estimate waits for Run (its cost is on the page; Stop cancels)."""
+        (limits.py), else its estimate waits for Run (its cost is on the page; Stop cancels). Knobs changed
+        while it was hidden get their estimates first."""
+        self._hidden = False
+        if self._stale:
+            self._stale = False
+            self.refresh_all()
         if self.session.model is not None and self.session.model.config.kind == "diffusion" \
                 and self.main.result is None and not self.main.running:
             self.start_sweep(by_itself=True)

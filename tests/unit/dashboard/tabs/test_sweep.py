@@ -260,3 +260,24 @@ def test_at_projector_type_the_quality_plot_keeps_its_title(tab):
     assert "vs denoising steps" in tab.view.speed_plot.object.opts.get("plot").kwargs["title"]
     tab.session.presentation = False
     assert "vs denoising steps" in title()
+
+
+def test_off_screen_the_estimates_wait_for_the_tab(tab, monkeypatch):
+    """A sidebar knob changed while another tab is on screen marks the estimates stale instead of working
+    out the three plans at each change (a dragged slider sends many); showing the tab works them out once,
+    and they are what a tab on screen shows."""
+    planned = []
+    for name in ("sweep_plan", "grid_plan", "temps_plan"):
+        made = getattr(tab, name)
+        monkeypatch.setattr(tab, name, lambda made=made, name=name: planned.append(name) or made())
+    tab.on_hidden()
+    for steps in (5, 6, 7):
+        tab.session.steps = steps
+    assert planned == []
+    tab.on_shown()  # (then the main sweep may start by itself: it plans once more)
+    assert planned[:3] == ["sweep_plan", "grid_plan", "temps_plan"]
+    wait_for(lambda: not tab.main.running)
+    hidden_then_shown, before = (tab.grid.estimate, tab.temps.estimate), len(planned)
+    tab.session.steps = 8
+    tab.session.steps = 7  # on screen: at once, each change
+    assert len(planned) == before + 6 and (tab.grid.estimate, tab.temps.estimate) == hidden_then_shown
