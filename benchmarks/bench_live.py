@@ -121,7 +121,10 @@ def walk(value: str):
     try:
         yield
     finally:
-        os.environ.pop("MDLM_EXPLORER_RESIDENT") if old is None else os.environ.__setitem__("MDLM_EXPLORER_RESIDENT", old)
+        if old is None:
+            del os.environ["MDLM_EXPLORER_RESIDENT"]
+        else:
+            os.environ["MDLM_EXPLORER_RESIDENT"] = old
 
 
 def bench_checkpoint(name: str, device, runs: int, with_compile: bool, only=None) -> None:

@@ -398,16 +398,7 @@ class Student(threading.Thread):
             self.page.notice_model.on_change("text", notice)
 
     async def _script(self) -> None:
-        from bokeh.events import DocumentReady
-
-        self.page = Page(self.session.document)
-        self._watch()
-        mark = len(self.statuses)
-        self.session.document.callbacks.send_event(DocumentReady())  # the page is drawn: load the model
-        if await self._wait_done(mark, time.perf_counter(), self.opts.load_timeout) is None:
-            return
-        self.clock.loaded.set()
-        if not await self._set_all({"length": self.opts.length, "steps": self.opts.steps}):
+        if not await self._open():
             return
         self.ready.set()
         while not self.clock.go.is_set():
@@ -415,6 +406,20 @@ class Student(threading.Thread):
         await self._lesson()
         self.result.lesson_s = time.perf_counter() - self.clock.t0
         await self._identity()
+
+    async def _open(self) -> bool:
+        """The page as a browser opens it: drawn (its model loads), then the classroom config set, each
+        waiting for its run; False after an error."""
+        from bokeh.events import DocumentReady
+
+        self.page = Page(self.session.document)
+        self._watch()
+        mark = len(self.statuses)
+        self.session.document.callbacks.send_event(DocumentReady())  # the page is drawn: load the model
+        if await self._wait_done(mark, time.perf_counter(), self.opts.load_timeout) is None:
+            return False
+        self.clock.loaded.set()
+        return await self._set_all({"length": self.opts.length, "steps": self.opts.steps})
 
     async def _lesson(self) -> None:
         while time.perf_counter() < self.clock.deadline:
@@ -573,15 +578,7 @@ class Scrubber(Student):
         self.name, self.report = "scrubber", None
 
     async def _script(self) -> None:
-        from bokeh.events import DocumentReady
-
-        self.page = Page(self.session.document)
-        self._watch()
-        mark = len(self.statuses)
-        self.session.document.callbacks.send_event(DocumentReady())
-        if await self._wait_done(mark, time.perf_counter(), self.opts.load_timeout) is None:
-            return
-        if not await self._set_all({"length": self.opts.length, "steps": self.opts.steps}):
+        if not await self._open():
             return
         before, slider = self.page.run(), self.page.knobs["temperature"]
         t0, moves = time.perf_counter(), 0
@@ -590,12 +587,13 @@ class Scrubber(Student):
             moves += 1
             await asyncio.sleep(1.0 / self.opts.scrub_rate)
         seconds = time.perf_counter() - t0
-        runs = {run for t, status, run in self.statuses if t - t0 <= seconds and DONE.match(status)
-                and run is not None and run > (before or 0)}
-        run_ms = [int(DONE.match(status).group(3)) for t, status, run in self.statuses
-                  if t - t0 <= seconds and DONE.match(status) and run in runs]
+        runs = {}  # each finished run shown during the drag: its own ms, as its status says
+        for t, status, run in self.statuses:
+            done = DONE.match(status)
+            if done and t - t0 <= seconds and run is not None and run > (before or 0):
+                runs[run] = int(done.group(3))
         self.report = dict(seconds=seconds, moves=moves, runs=len(runs), runs_per_s=len(runs) / seconds,
-                           run_ms_p50=statistics.median(run_ms) if run_ms else float("nan"))
+                           run_ms_p50=statistics.median(runs.values()) if runs else float("nan"))
 
 
 def scrub_round(opts, workdir: Path) -> dict:

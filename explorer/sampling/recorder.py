@@ -59,11 +59,11 @@ def to_host(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 class Recorder:
     def __init__(self, x0: torch.Tensor, record: bool, on_step: Callable | None,
                  should_stop: Callable[[], bool] | None = None, clock: Callable[[], float] = time.perf_counter,
-                 *, wall_clock: bool = True, on_device: bool | None = None):
+                 *, wall_clock: bool = True, host_rows: bool = False):
         # clock: the run's own seconds (sampler.RunClock: a packed run is not charged its neighbours' work).
         # wall_clock: the clock runs between steps too, so the time should_stop() takes is taken off the
         # run's seconds (waited); a clock that only adds up its steps' time (a merged group's) never had it.
-        # on_device False: every step comes with its arrays on the host (add's `host`), none kept on the device
+        # host_rows: every step comes with its arrays on the host (add's `host`), none kept on the device
         self.record, self.on_step, self.should_stop, self.clock = record, on_step, should_stop, clock
         self.wall_clock = wall_clock
         self.waited = 0.0  # seconds spent in should_stop(): not the run's work (_stop_asked)
@@ -78,7 +78,7 @@ class Recorder:
         # nothing waits) and brought to the host once, when the run ends; a run with on_step hands every
         # step to it as numpy arrays anyway, and keeps those
         self.rows: dict[str, list] = {k: [] for k in STEP_ARRAYS}
-        self.on_device = record and on_step is None and on_device is not False
+        self.on_device = record and on_step is None and not host_rows
         if record:
             self.rows["tokens"].append(x0.detach().clone() if self.on_device else _np(x0))
 

@@ -52,7 +52,7 @@ from .config import SamplerConfig
 from .proposals import filter_logits, inverse_cdf
 from .recorder import Recorder
 from .schedules import get_schedule
-from .step import NAN, rank_in_row, temperature
+from .step import NAN, rank_in_row, temperature, undecided
 from .strategies import get_strategy
 
 MODES = ("auto", "on", "off")
@@ -159,11 +159,13 @@ class Engine:
         n_steps, length, mask_id: the run's shape and its [MASK].
         device: where it runs.
         capture: capture the step into a CUDA graph (a GPU only).
+        autocast: the caller's autocast dtype on the device (None: off), which a captured forward keeps.
     """
 
     def __init__(self, forward, config: SamplerConfig, n_steps: int, length: int, mask_id: int,
-                 device: torch.device, capture: bool):
+                 device: torch.device, capture: bool, autocast: torch.dtype | None = None):
         self.forward, self.config, self.mask_id, self.device = forward, config, mask_id, device
+        self.autocast = autocast
         self.strategy = get_strategy(config.strategy)
         self.positional = bool(getattr(self.strategy, "position_only", False))
         self.lock = threading.Lock()  # one run at a time: the buffers are shared by its steps
@@ -226,8 +228,7 @@ class Engine:
         the engine eager (the plain ops are the same step)."""
         saved = [t.clone() for t in (self.x, self.committed_at, self.commit_conf, self.i)]
         rec = {k: v.clone() for k, v in self.rec.items()}
-        autocast = graphs._autocast_dtype(self.x)
-        precision = (torch.autocast(self.device.type, dtype=autocast, cache_enabled=False) if autocast
+        precision = (torch.autocast(self.device.type, dtype=self.autocast, cache_enabled=False) if self.autocast
                      else contextlib.nullcontext())
         try:
             side = torch.cuda.Stream(device=self.device)
@@ -288,21 +289,21 @@ class Engine:
         x.copy_(torch.where(chosen, proposals, x))
         self.committed_at.copy_(torch.where(chosen, i, self.committed_at))
         self.commit_conf.copy_(torch.where(chosen, conf, self.commit_conf))
+        self._record(proposals, scores, conf, chosen)
+
+    def idle(self) -> None:
+        """A step with nothing of its block masked: the canvas unchanged, nothing drawn or committed (what
+        the general walk records for it, step.undecided)."""
+        self.rec["t"].index_copy_(0, self.i, (self.x == self.mask_id).float().mean()[None])
+        self._record(*undecided(self.x))
+
+    def _record(self, proposals, scores, conf, chosen) -> None:
+        """The step's rows (each (1, L)) into the record's buffers at its index, the canvas after it at the
+        next; then the index moves on."""
+        i = self.i
         for name, value in (("scores", scores), ("proposals", proposals), ("confidence", conf),
                             ("committed", chosen)):
             self.rec[name].index_copy_(0, i, value[None])
-        self.rec["tokens"].index_copy_(0, i + 1, x[None])
-        i.add_(1)
-
-    def idle(self) -> None:
-        """A step with nothing of its block masked: the canvas unchanged, nothing drawn or committed."""
-        i = self.i
-        masked = self.x == self.mask_id
-        self.rec["t"].index_copy_(0, i, masked.float().mean()[None])
-        nan = torch.full_like(self.commit_conf, NAN)[None]
-        for name, value in (("scores", nan), ("proposals", self.x[None]), ("confidence", nan),
-                            ("committed", torch.zeros_like(masked)[None])):
-            self.rec[name].index_copy_(0, i, value)
         self.rec["tokens"].index_copy_(0, i + 1, self.x[None])
         i.add_(1)
 
@@ -319,7 +320,7 @@ def engine_for(model, config: SamplerConfig, n_steps: int, length: int, device) 
         engines = model.__dict__.setdefault("_resident_engines", {})
         engine = engines.pop(key, None)
         if engine is None:
-            engine = Engine(forward, config, n_steps, length, model.config.mask_id, device, capture)
+            engine = Engine(forward, config, n_steps, length, model.config.mask_id, device, capture, autocast)
         engines[key] = engine  # now the most recently used
         while len(engines) > MAX_ENGINES:
             engines.pop(next(iter(engines)))
@@ -335,7 +336,7 @@ def walk(model, config: SamplerConfig, plan, generator: torch.Generator, recordi
     uniforms, scores = predraw(config, steps, plan.length, generator)
     x0 = torch.as_tensor(plan.canvas.tokens, device=device)[None]  # (1, L)
     record, on_step, should_stop = recording
-    recorder = Recorder(x0, record, on_step, should_stop, on_device=False)
+    recorder = Recorder(x0, record, on_step, should_stop, host_rows=True)
     engine = engine_for(model, config, len(steps), plan.length, device)
     with engine.lock:
         engine.load(x0, steps, plan.blocks, uniforms, scores)
@@ -387,8 +388,7 @@ def _hand(engine, steps, recorder, copies, marks, i: int) -> int:
 
 def _hand_step(engine: Engine, sp: StepPlan, i: int, recorder: Recorder, copies, seconds: float) -> None:
     """The recorder's add() of step i, from the host copies (a GPU) or the buffers (elsewhere)."""
-    rows = copies.rows(i) if copies is not None else {k: v[i + 1] if k == "tokens" else v[i]
-                                                      for k, v in engine.rec.items()}
+    rows = copies.rows(i) if copies is not None else step_rows(engine.rec, i)
     t = float(rows.pop("t"))
     host = {k: (v.numpy() if torch.is_tensor(v) else v).copy() for k, v in rows.items()}
     host["remasked"] = np.zeros_like(host["committed"])
@@ -408,13 +408,19 @@ class _HostCopies:
 
     def queue(self, i: int) -> None:
         if self.per_step:
-            for k, v in self.engine.rec.items():
-                j = i + 1 if k == "tokens" else i
-                self.host[k][j].copy_(v[j], non_blocking=True)
+            on_host = step_rows(self.host, i)
+            for k, row in step_rows(self.engine.rec, i).items():
+                on_host[k].copy_(row, non_blocking=True)
 
     def rows(self, i: int) -> dict:
         if not self.copied:  # called once the last step's event has passed
             for k, v in self.engine.rec.items():
                 self.host[k].copy_(v)
             self.copied = True
-        return {k: v[i + 1] if k == "tokens" else v[i] for k, v in self.host.items()}
+        return step_rows(self.host, i)
+
+
+def step_rows(record: dict, i: int) -> dict:
+    """Step i's rows of a record's buffers (views): the canvas after it (tokens row i + 1, row 0 being the
+    start), its other arrays and t (row i)."""
+    return {k: v[i + 1] if k == "tokens" else v[i] for k, v in record.items()}

@@ -460,19 +460,12 @@ def sample(model, config: SamplerConfig, *, batch_size: int | None = None, lengt
     should_stop() is checked after every step, True raises SamplingCancelled; unlike on_step it copies
     nothing to the host, so it leaves record=False timings as they are.
     """
-    config = as_config(config)
-    size, rng = resolve_generators(generator, batch_size, config.seed)
-    if getattr(model.config, "kind", "diffusion") == "diffusion":
-        plan = resolve_plan(model, config, plan, length, template)
-        length = template = None
-        if resident.applies(model, config, plan, size, rng):  # every step planned on the host (resident.py)
-            with torch.no_grad(), eval_mode(model):
-                return resident.walk(model, config, plan, rng, (record, on_step, should_stop),
-                                     -1 if generator is not None else config.seed)
-    steps = sample_steps(model, config, batch_size=batch_size, length=length, template=template, plan=plan,
-                         generator=generator, record=record, on_step=on_step, should_stop=should_stop)
+    config, batch_size, rng, plan = _prepared(model, config, batch_size, length, template, plan, generator)
+    recording, seed = (record, on_step, should_stop), -1 if generator is not None else config.seed
     with torch.no_grad(), eval_mode(model):
-        return drive(model, steps)
+        if resident.applies(model, config, plan, batch_size, rng):  # every step planned on the host (resident.py)
+            return resident.walk(model, config, plan, rng, recording, seed)
+        return drive(model, _steps(model, config, batch_size, rng, plan, recording, seed))
 
 
 def drive(model, steps) -> Trajectory:
@@ -508,15 +501,27 @@ def sample_steps(model, config: SamplerConfig, *, batch_size: int | None = None,
     SamplingCancelled from it. The caller provides torch.no_grad() and eval mode around the model
     calls (sample does).
     """
+    config, batch_size, rng, plan = _prepared(model, config, batch_size, length, template, plan, generator)
+    return _steps(model, config, batch_size, rng, plan, (record, on_step, should_stop),
+                  -1 if generator is not None else config.seed)
+
+
+def _prepared(model, config, batch_size, length, template, plan, generator):
+    """(config, batch size, generator or generators, plan) of a diffusion run, every argument checked (one
+    ValueError line for a bad one), once for whichever walk takes the run."""
     config = as_config(config)
     batch_size, rng = resolve_generators(generator, batch_size, config.seed)
     if getattr(model.config, "kind", "diffusion") != "diffusion":
         raise ValueError(f"sample() needs a diffusion model, got kind {model.config.kind!r}; "
                          "use sample_ar() or sample_any()")
-    plan = resolve_plan(model, config, plan, length, template)
+    return config, batch_size, rng, resolve_plan(model, config, plan, length, template)
+
+
+def _steps(model, config: SamplerConfig, batch_size: int, rng, plan: RunPlan, recording: tuple, seed: int):
+    """The general walk of a prepared run (_prepared's): sample_steps' generator. recording: (record,
+    on_step, should_stop); seed: what the Trajectory records (-1: generators given)."""
     if plan.process == "uniform":  # random-token noise, not [MASK]: DiffusionGemma's sampler (uniform.py)
-        return uniform.walk(model, config, plan, batch_size, rng, (record, on_step, should_stop),
-                            -1 if generator is not None else config.seed, RunClock())
+        return uniform.walk(model, config, plan, batch_size, rng, recording, seed, RunClock())
     device = model_device(model)
     per_row = isinstance(rng, list)
     groups = ([Group(i, i + 1, generator=g, config=config) for i, g in enumerate(rng)] if per_row
@@ -528,8 +533,7 @@ def sample_steps(model, config: SamplerConfig, *, batch_size: int | None = None,
     run = _Run(model, config, plan, batch, per_row)
     if config.cache != "none":
         run.cache = BlockCache(config.cache, plan.blocks, batch_size, bool(getattr(model.config, "shift_logits", False)))
-    seed = config.seed if generator is None else -1
-    return _walk(run, batch_size, (record, on_step, should_stop), seed)
+    return _walk(run, batch_size, recording, seed)
 
 
 def _walk(run: _Run, batch_size: int, recording: tuple, seed: int):
