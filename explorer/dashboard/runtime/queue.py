@@ -16,6 +16,9 @@ Sharing the machine: a class of students on one server. A device is one resource
     (superseded, stopped, tab closed) while waiting is dropped at once; one cancelled while its
     batch runs gets no more callbacks, and a batch whose rows are all cancelled stops. AR models
     and lone requests run unbatched, exactly as a solo run.
+  * On a GPU, waiting requests whose knobs differ in what merged runs may (steps, strategy, schedule,
+    temperature, seed) also step as one merged batch (`sample_many`), each run ending when its own
+    steps do; on a CPU they run one after another (DeviceQueue.merge says why).
   * Other heavy work (quality sweeps, mean confidence, the tabs' Workers) takes turns with the runs
     through the device's `DeviceTurns`: a Worker made with `device=` holds a background turn while
     its task runs, and hands the device over whenever its task checks `job.cancelled` (which tasks
@@ -242,8 +245,17 @@ class DeviceQueue:
     """The sampler runs of every session on one device: one worker thread, compatible waiting
     requests batched (module docstring). Get it with `device_queue(device)`."""
 
-    def __init__(self, name: str, gather_s: float = 0.01, max_batch: int = MAX_BATCH, precision: str = "fp32"):
+    def __init__(self, name: str, gather_s: float = 0.01, max_batch: int = MAX_BATCH, precision: str = "fp32",
+                 merge: bool | None = None):
         self.name = name
+        # Runs whose knobs differ step as one merged batch (sampling/merged.py) where a step costs
+        # more around the model than in it: a GPU, where one step then serves the whole class. On a
+        # CPU the forward is most of a step and a batch of B rows costs nearly B rows' time, so a
+        # merged batch mostly makes each session wait for the others' rows: eight `shakespeare` runs
+        # of 256 characters ran 1.05-1.12x faster merged than one after another, yet their mean
+        # wait grew by a quarter, and a class of 8 got fewer answers (54 against 58 a minute) at a
+        # longer p95 (15.3 against 12.0 s). None: merge on any device but the CPU.
+        self.merge = torch_device_type(name) != "cpu" if merge is None else merge
         self.gather_s = gather_s  # an idle queue waits this long for more requests to batch with
         # Rows per call. A batch pays off when the device does B rows in less time than B calls (a
         # GPU; tiny models on a CPU: patterns 8 rows 3.5x faster). Where it does not, every row
@@ -325,7 +337,7 @@ class DeviceQueue:
             if not self._waiting:
                 return []
             first = self._waiting[0]
-            key, merge = first.key, first.merge_key
+            key, merge = first.key, first.merge_key if self.merge else None
             if key is None:
                 batch = [first]
             elif merge is None:
@@ -352,6 +364,11 @@ class DeviceQueue:
                             r.finish("failed", e)
             if batch and not self.waiting():
                 release_free_memory()
+
+
+def torch_device_type(name: str) -> str:
+    """'cpu', 'cuda', 'mps'... for a device name ('cuda:1' -> 'cuda'), without importing torch."""
+    return name.split(":", 1)[0]
 
 
 def release_free_memory() -> None:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from explorer.dashboard.runtime.queue import MAX_BATCH, device_queue
+from explorer.dashboard.runtime.queue import MAX_BATCH, DeviceQueue, device_queue
 from explorer.dashboard.runtime.tasks import Worker
 from explorer.dashboard.session import sample_canvas
 from explorer.dashboard.session import Session
@@ -37,6 +37,13 @@ def session(checkpoint="tiny", **knobs) -> Session:
 @pytest.fixture
 def queue():
     return device_queue(torch.device("cpu"))
+
+
+@pytest.fixture
+def merging(queue, monkeypatch):
+    """The CPU queue merging runs whose knobs differ, as a GPU's queue does by default."""
+    monkeypatch.setattr(queue, "merge", True)
+    return queue
 
 
 def delta(queue, before: dict) -> dict:
@@ -96,7 +103,7 @@ def test_each_session_streams_only_its_own_rows(checkpoints, queue):
             assert (explore(s).frames.tokens[row] == traj.tokens[row, 0]).all()
 
 
-def test_sessions_whose_knobs_differ_step_as_one_merged_batch_and_get_their_solo_runs(checkpoints, queue):
+def test_sessions_whose_knobs_differ_step_as_one_merged_batch_and_get_their_solo_runs(checkpoints, merging):
     """A class turns different knobs (steps, strategy, temperature, seed): such runs step as one merged batch
     (sampling/merged.py) instead of one after another, and each session still gets its solo run and streams
     its own steps."""
@@ -104,9 +111,9 @@ def test_sessions_whose_knobs_differ_step_as_one_merged_batch_and_get_their_solo
                 session(steps=9, strategy="random", temperature=1.2, seed=2),
                 session(steps=4, strategy="margin", temperature=0.0, seed=1),
                 session(steps=6, strategy="confidence", temperature=0.8, seed=5)]
-    before = queue.stats.snapshot()
-    start_together(queue, sessions)
-    assert delta(queue, before)["batch_sizes"] == {4: 1}
+    before = merging.stats.snapshot()
+    start_together(merging, sessions)
+    assert delta(merging, before)["batch_sizes"] == {4: 1}
     for s in sessions:
         want = solo(s)
         assert_same_run(explore(s).trajectory, want)
@@ -116,10 +123,26 @@ def test_sessions_whose_knobs_differ_step_as_one_merged_batch_and_get_their_solo
         assert s.status.startswith(f"{want.n_steps} steps") and not explore(s).running
 
 
-def test_a_short_run_of_a_merged_batch_ends_before_the_long_one(checkpoints, queue):
+def test_on_a_cpu_sessions_whose_knobs_differ_run_one_after_another(checkpoints, queue):
+    """A CPU's forward is most of a step, so a merged batch would mostly make each session wait for the
+    others' rows (DeviceQueue.merge): runs of different knobs go one at a time, each its solo run; a
+    GPU's queue merges them."""
+    assert queue.merge is False and DeviceQueue("cuda").merge is True and DeviceQueue("cuda:1").merge is True
+    sessions = [session(steps=6, strategy="confidence", temperature=0.8, seed=1),
+                session(steps=9, strategy="random", temperature=1.2, seed=2),
+                session(steps=6, strategy="confidence", temperature=0.8, seed=5)]  # the first's knobs, another seed
+    before = queue.stats.snapshot()
+    start_together(queue, sessions)
+    # the first and the third share one call (the same knobs but the seed), the second runs alone
+    assert delta(queue, before)["batch_sizes"] == {2: 1, 1: 1}
+    for s in sessions:
+        assert_same_run(explore(s).trajectory, solo(s))
+
+
+def test_a_short_run_of_a_merged_batch_ends_before_the_long_one(checkpoints, merging):
     short, long = session(steps=3, temperature=0.5, seed=1), session(steps=60, temperature=1.0, seed=2)
     short.model = long.model = SlowModel(short.model, 0.03)  # one model: runs merge only on one
-    with queue.turns.turn("background"):
+    with merging.turns.turn("background"):
         for s in (short, long):
             assert explore(s).start_run()
         jobs = [explore(s)._runs.current for s in (short, long)]
@@ -130,11 +153,11 @@ def test_a_short_run_of_a_merged_batch_ends_before_the_long_one(checkpoints, que
         assert_same_run(explore(s).trajectory, solo(s))
 
 
-def test_a_stopped_session_leaves_its_merged_batch_and_the_others_finish(checkpoints, queue):
+def test_a_stopped_session_leaves_its_merged_batch_and_the_others_finish(checkpoints, merging):
     a, b = session(steps=40, temperature=0.5, seed=1), session(steps=40, temperature=1.0, seed=2)
     a.model = b.model = SlowModel(a.model, 0.03)  # one model (runs merge only on one), slow enough to stop
-    stopped, before = [], queue.stats.snapshot()
-    with queue.turns.turn("background"):
+    stopped, before = [], merging.stats.snapshot()
+    with merging.turns.turn("background"):
         for s in (a, b):
             assert explore(s).start_run()
         jobs = [explore(s)._runs.current for s in (a, b)]
@@ -143,7 +166,7 @@ def test_a_stopped_session_leaves_its_merged_batch_and_the_others_finish(checkpo
     explore(a).stop_run()
     for job in jobs:
         assert job.done.wait(60)
-    assert delta(queue, before)["batch_sizes"] == {2: 1}  # one merged batch
+    assert delta(merging, before)["batch_sizes"] == {2: 1}  # one merged batch
     assert a.status == "stopped" and explore(a).trajectory is None
     assert_same_run(explore(b).trajectory, solo(b))
 
