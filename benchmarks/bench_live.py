@@ -69,7 +69,7 @@ def forward_ms(model, x, t, device, graphed: bool) -> float:
     """Median ms of one forward of (x, t), each call synchronised; graphed: replayed from a CUDA graph."""
     call = (lambda: model(x, t))
     if graphed:
-        replay = graphs.capture_cuda(model.forward, x, t, graphs._autocast_dtype(x))
+        replay = graphs.capture_cuda(model.forward, x, t, graphs.active_autocast_dtype(x.device.type))
         call = (lambda: replay(x, t))
     times = []
     with torch.no_grad():

@@ -30,9 +30,8 @@ WARMUP_CALLS = 2  # eager calls on a side stream before a capture, as torch.cuda
 FAILED = object()  # a key whose capture raised: always the plain forward
 
 
-def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
-    """The dtype the caller's autocast computes in on x's device type, or None when it is off."""
-    kind = x.device.type
+def active_autocast_dtype(kind: str) -> torch.dtype | None:
+    """The dtype the caller's autocast computes in on a device type ('cuda', 'cpu'), or None when it is off."""
     return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
 
 
@@ -103,7 +102,7 @@ class GraphedForward:
     def __call__(self, x, t=None, **kwargs):
         if not self.applies(x, t, kwargs):
             return self.eager(x, t, **kwargs)
-        autocast = _autocast_dtype(x)
+        autocast = active_autocast_dtype(x.device.type)
         key = (tuple(x.shape), x.dtype, None if t is None else (tuple(t.shape), t.dtype), autocast, x.device)
         with self.lock:
             replay = self.graphs.pop(key, None)

@@ -313,7 +313,7 @@ def engine_for(model, config: SamplerConfig, n_steps: int, length: int, device) 
     graphed = graphs.installed(model)
     capture = device.type == "cuda" and graphed is not None and graphed.enabled
     forward = graphed.eager if graphed is not None else model
-    autocast = graphs._autocast_dtype(torch.empty(0, device=device))
+    autocast = graphs.active_autocast_dtype(device.type)
     key = (config.strategy, config.temperature == 0, config.top_k, config.top_p, n_steps, length, str(device),
            autocast, capture)
     with _ENGINES_LOCK:

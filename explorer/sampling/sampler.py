@@ -460,8 +460,8 @@ def sample(model, config: SamplerConfig, *, batch_size: int | None = None, lengt
     should_stop() is checked after every step, True raises SamplingCancelled; unlike on_step it copies
     nothing to the host, so it leaves record=False timings as they are.
     """
-    config, batch_size, rng, plan = _prepared(model, config, batch_size, length, template, plan, generator)
-    recording, seed = (record, on_step, should_stop), -1 if generator is not None else config.seed
+    config, batch_size, rng, plan, seed = _prepared(model, config, batch_size, length, template, plan, generator)
+    recording = (record, on_step, should_stop)
     with torch.no_grad(), eval_mode(model):
         if resident.applies(model, config, plan, batch_size, rng):  # every step planned on the host (resident.py)
             return resident.walk(model, config, plan, rng, recording, seed)
@@ -501,20 +501,21 @@ def sample_steps(model, config: SamplerConfig, *, batch_size: int | None = None,
     SamplingCancelled from it. The caller provides torch.no_grad() and eval mode around the model
     calls (sample does).
     """
-    config, batch_size, rng, plan = _prepared(model, config, batch_size, length, template, plan, generator)
-    return _steps(model, config, batch_size, rng, plan, (record, on_step, should_stop),
-                  -1 if generator is not None else config.seed)
+    config, batch_size, rng, plan, seed = _prepared(model, config, batch_size, length, template, plan, generator)
+    return _steps(model, config, batch_size, rng, plan, (record, on_step, should_stop), seed)
 
 
 def _prepared(model, config, batch_size, length, template, plan, generator):
-    """(config, batch size, generator or generators, plan) of a diffusion run, every argument checked (one
-    ValueError line for a bad one), once for whichever walk takes the run."""
+    """(config, batch size, generator or generators, plan, seed) of a diffusion run, every argument checked
+    (one ValueError line for a bad one), once for whichever walk takes the run; seed is what its Trajectory
+    records (-1: generators given)."""
     config = as_config(config)
     batch_size, rng = resolve_generators(generator, batch_size, config.seed)
     if getattr(model.config, "kind", "diffusion") != "diffusion":
         raise ValueError(f"sample() needs a diffusion model, got kind {model.config.kind!r}; "
                          "use sample_ar() or sample_any()")
-    return config, batch_size, rng, resolve_plan(model, config, plan, length, template)
+    seed = -1 if generator is not None else config.seed
+    return config, batch_size, rng, resolve_plan(model, config, plan, length, template), seed
 
 
 def _steps(model, config: SamplerConfig, batch_size: int, rng, plan: RunPlan, recording: tuple, seed: int):

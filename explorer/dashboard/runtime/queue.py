@@ -255,7 +255,9 @@ class DeviceQueue:
         # of 256 characters ran 1.05-1.12x faster merged than one after another, yet their mean
         # wait grew by a quarter, and a class of 8 got fewer answers (54 against 58 a minute) at a
         # longer p95 (15.3 against 12.0 s). None: merge on any device but the CPU.
-        self.merge = torch_device_type(name) != "cpu" if merge is None else merge
+        import torch
+
+        self.merge = torch.device(name).type != "cpu" if merge is None else merge
         self.gather_s = gather_s  # an idle queue waits this long for more requests to batch with
         # Rows per call. A batch pays off when the device does B rows in less time than B calls (a
         # GPU; tiny models on a CPU: patterns 8 rows 3.5x faster). Where it does not, every row
@@ -364,11 +366,6 @@ class DeviceQueue:
                             r.finish("failed", e)
             if batch and not self.waiting():
                 release_free_memory()
-
-
-def torch_device_type(name: str) -> str:
-    """'cpu', 'cuda', 'mps'... for a device name ('cuda:1' -> 'cuda'), without importing torch."""
-    return name.split(":", 1)[0]
 
 
 def release_free_memory() -> None:
