@@ -247,7 +247,10 @@ class DeviceQueue:
 
     def __init__(self, name: str, gather_s: float = 0.01, max_batch: int = MAX_BATCH, precision: str = "fp32",
                  merge: bool | None = None):
+        import torch
+
         self.name = name
+        self.kind = torch.device(name).type  # 'cpu', 'cuda', ...: what merging and autocast go by
         # Runs whose knobs differ step as one merged batch (sampling/merged.py) where a step costs
         # more around the model than in it: a GPU, where one step then serves the whole class. On a
         # CPU the forward is most of a step and a batch of B rows costs nearly B rows' time, so a
@@ -255,9 +258,7 @@ class DeviceQueue:
         # of 256 characters ran 1.05-1.12x faster merged than one after another, yet their mean
         # wait grew by a quarter, and a class of 8 got fewer answers (54 against 58 a minute) at a
         # longer p95 (15.3 against 12.0 s). None: merge on any device but the CPU.
-        import torch
-
-        self.merge = torch.device(name).type != "cpu" if merge is None else merge
+        self.merge = self.kind != "cpu" if merge is None else merge
         self.gather_s = gather_s  # an idle queue waits this long for more requests to batch with
         # Rows per call. A batch pays off when the device does B rows in less time than B calls (a
         # GPU; tiny models on a CPU: patterns 8 rows 3.5x faster). Where it does not, every row
@@ -304,7 +305,7 @@ class DeviceQueue:
             return nullcontext()
         import torch
 
-        return torch.autocast(torch.device(self.name).type, dtype=self.dtype)
+        return torch.autocast(self.kind, dtype=self.dtype)
 
     def on_worker_thread(self) -> bool:
         return threading.current_thread() is self._thread
