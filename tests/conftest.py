@@ -23,8 +23,7 @@ FOLDER_MARKS = {"browser": "browser", "integration": "slow"}  # tests/<folder>/ 
 
 # The longest test files (30-90 s each of one worker in a `-n 3` run), started first under -n.
 LONGEST_FIRST = ("browser/test_projector.py", "browser/test_tabs_from_url.py", "browser/test_dashboard.py",
-                 "browser/test_inspect_links.py", "browser/test_rehearse.py", "browser/test_lessons.py",
-                 "browser/test_offline.py")
+                 "browser/test_rehearse.py", "browser/test_lessons.py", "browser/test_offline.py")
 FOLDER_ORDER = ("browser", "integration")  # then the rest: unit tests are many short files
 
 
