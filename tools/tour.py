@@ -2,6 +2,7 @@
 teaching notebooks.
 
     python tools/tour.py [--out assets/tour] [--port P]   # serve, open each link, save PNGs
+    python tools/tour.py --picture                        # the README's picture, assets/dashboard.png
     python tools/tour.py --markdown                       # print the README's "## Tour"
 
 The screenshots come from the real server (`run.py serve`) in headless Chromium (playwright with the
@@ -135,10 +136,20 @@ window.__tourColumnsDone = () => {
 window.__tourSource = (name) => { for (const doc of Bokeh.documents) {  // rows in a named data source
   const m = doc.get_model_by_name(name); if (m) { const cols = Object.values(m.data);
   return cols.length ? cols[0].length : 0; } } return 0; };
+window.__tourSettled = (tab) => window.__tourAll('[data-settled]').some(  // the header's: its result shown
+  e => e.dataset.settled.split(' ').includes(tab));
 window.__tourRows = () => { for (const doc of Bokeh.documents) {
   const m = doc.get_model_by_name('trajectory-cells'); if (m) { let n = 0;
   for (const v of m.data.y) n = Math.max(n, v + 1); return n; } } return 0; };
 """
+
+
+# The README's picture: the page a newcomer first sees (its default run on `shakespeare`), with the
+# quality-vs-steps curves computed by a click (the server runs without the sweep after each run), over two
+# samples per point so that they are drawn in seconds.
+PICTURE = Stop("dashboard.png", "Explore", "checkpoint=shakespeare&sweep_samples=2", "", "",
+               "window.__tourSettled('Explore') && " + _has(".confidence-view"))
+PICTURE_DRAWN = _has(".quality-view")
 
 
 def link(stop: Stop, base: str = README_HOST) -> str:
@@ -191,8 +202,9 @@ def start_server(port: int, log_path: Path) -> subprocess.Popen:
     raise RuntimeError(f"the server did not answer within {LOAD_TIMEOUT_S} s; see {log_path}")
 
 
-def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
-    """Open the stop's link, wait until its result is drawn, settle, save the PNG."""
+def shoot(browser, stop: Stop, port: int, out: Path, then: str = "") -> Path:
+    """Open the stop's link, wait until its result is drawn, settle, save the PNG. then: a JS condition to
+    wait for after clicking the page's Compute button (the README's picture: the quality curves)."""
     page = browser.new_page(viewport=dict(VIEWPORT, height=stop.height))
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -203,6 +215,10 @@ def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
         page.evaluate(HELPERS_JS)
         page.wait_for_function(f"() => {{ try {{ return !!({stop.ready_js}); }} catch (e) {{ return false; }} }}",
                                timeout=LOAD_TIMEOUT_S * 1000, polling=500)
+        if then:
+            page.get_by_role("button", name="Compute", exact=True).click()
+            page.mouse.move(0, VIEWPORT["height"] - 1)  # off the button: its tooltip is not in the picture
+            page.wait_for_function(f"() => !!({then})", timeout=LOAD_TIMEOUT_S * 1000, polling=500)
         time.sleep(SETTLE_S)
         path = out / stop.file
         page.screenshot(path=str(path))
@@ -213,7 +229,9 @@ def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
         page.close()
 
 
-def take(out: Path, port: int, only=()) -> list[Path]:
+def take(out: Path, port: int, only=(), picture: bool = False) -> list[Path]:
+    """Serve, and save each TOUR stop's PNG in `out` (only: the tabs to shoot, lower case; picture: the
+    README's picture instead, in `out`). Returns the files saved."""
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
@@ -222,11 +240,11 @@ def take(out: Path, port: int, only=()) -> list[Path]:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--headless"])
-            for stop in TOUR:
+            for stop in (PICTURE,) if picture else TOUR:
                 if only and stop.tab.lower() not in only:
                     continue
                 start = time.monotonic()
-                saved.append(shoot(browser, stop, port, out))
+                saved.append(shoot(browser, stop, port, out, then=PICTURE_DRAWN if picture else ""))
                 print(f"{stop.file}: {time.monotonic() - start:.0f} s", flush=True)
             browser.close()
     finally:
@@ -240,16 +258,20 @@ def take(out: Path, port: int, only=()) -> list[Path]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="assets/tour", help="folder of the PNGs (default assets/tour)")
+    ap.add_argument("--out", default=None, help="folder of the PNGs (default assets/tour; --picture: assets)")
     ap.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
     ap.add_argument("--markdown", action="store_true", help="print the README's tour section and exit")
+    ap.add_argument("--picture", action="store_true",
+                    help="save the README's picture (the default page, quality curves drawn) as "
+                         "dashboard.png in --out (default assets)")
     ap.add_argument("--only", nargs="*", default=(), help="tabs to shoot (default all), e.g. --only sweep")
     args = ap.parse_args(argv)
     if args.markdown:
-        print(markdown(args.out))
+        print(markdown(args.out or "assets/tour"))
         return 0
-    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
-    take(out, args.port or free_port(), only={t.lower() for t in args.only})
+    folder = args.out or ("assets" if args.picture else "assets/tour")
+    out = Path(folder) if Path(folder).is_absolute() else ROOT / folder
+    take(out, args.port or free_port(), only={t.lower() for t in args.only}, picture=args.picture)
     return 0
 
 

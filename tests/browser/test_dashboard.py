@@ -1,33 +1,27 @@
 """The dashboard in a real headless Chromium (playwright): loads cleanly, the three views show, knobs
-change the run (the Steps box, the heatmap hover and a bad template on the same page); a screenshot of the
-page, which refreshes assets/dashboard.png only when asked (MDLM_EXPLORER_UPDATE_ASSETS=1): tests never
-write into the repository.
+change the run (the Steps box, the heatmap hover, a bad template and "Fill only the blanks" on the same
+page); at projector sizes no plot is cut off, and a screenshot of the whole page, curves drawn, goes to
+pytest's tmp directory (tests never write into the repository: `python tools/tour.py --picture` retakes
+the README's picture on the shipped model).
 
 Needs Debian's Chromium and `pip install playwright`, as every test in tests/browser/ (tests/support/browser.py).
 """
 from __future__ import annotations
 
-import os
-import shutil
 import time
 
 import pytest
 
 from explorer.data.patterns import pattern_tokenizer
-from tests.support import ROOT
 from tests.support.browser import (FRAME_JS, POLL_MS, TOOLTIP_JS, open_page, sample_text, wait_finished, wait_rows,
                                    wait_until)
-from tests.support.dashboard import LENGTH, explore, save_tiny_checkpoints
-from tests.support.serving import get, serve_in_process
-
-SHIPPED = ROOT / "checkpoints"
-UPDATE_ASSETS = "MDLM_EXPLORER_UPDATE_ASSETS"  # =1: test_screenshot refreshes assets/dashboard.png
+from tests.support.dashboard import LENGTH, explore
 
 
 def test_page_runs_and_knobs_change_the_run(browser, served):
     """One page: the sidebar is open, the views show, the sliders, the strategy and Run change the run, the
-    Steps box takes an exact count, the heatmap's hover names the cell under the pointer, and a bad template
-    is a notice that keeps the previous result."""
+    Steps box takes an exact count, the heatmap's hover names the cell under the pointer, a bad template
+    is a notice that keeps the previous result, and "Fill only the blanks" fits Length to a template."""
     url, states = served
     page, problems = open_page(browser, url)
     wait_rows(page, 33, states=states)  # auto-run on load: 32 steps + the start canvas
@@ -81,19 +75,16 @@ def test_page_runs_and_knobs_change_the_run(browser, served):
     notice.wait_for(state="visible", timeout=30_000)
     assert "'z'" in notice.inner_text()
     assert sample_text(page) == before
-    assert problems == []
 
-
-def test_fill_only_the_blanks_from_the_page(browser, served):
-    """The button sets Length to the template's length, slider and box included (set inside the click's
-    own handling, Panel's link to the throttled slider raised and the page kept showing the old Length)."""
-    url, states = served
-    page, problems = open_page(browser, url + "?template=AB%5B___%5DC")
-    wait_until(lambda: states and explore(states[-1]).trajectory is not None)
+    # "Fill only the blanks" sets Length to the template's length, slider and box included (set inside the
+    # click's own handling, Panel's link to the throttled slider raised and the page kept the old Length)
+    editor.fill("AB[___]C")
+    editor.press("Tab")
+    wait_until(lambda: state.template == "AB[___]C" and not explore(state).running)
     page.get_by_text("Fill only the blanks").click()
-    wait_until(lambda: states[-1].length == 8)
+    wait_until(lambda: state.length == 8)
     wait_until(lambda: page.locator(".knob-length-exact input").input_value() == "8")
-    wait_until(lambda: explore(states[-1]).trajectory is not None and explore(states[-1]).trajectory.final.shape[1] == 8)
+    wait_until(lambda: explore(state).trajectory is not None and explore(state).trajectory.final.shape[1] == 8)
     assert problems == []
 
 
@@ -155,14 +146,20 @@ def settled(page, js: str, reads: int = 3, gap_ms: int = 100, timeout: float = 1
 
 
 @pytest.mark.auto_sweep  # its plot is one of those checked
-def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
+def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served, tmp_path):
     """At 1024x768 the Explore tab's right column (confidence, quality) ran past the
     window's edge with no scroll, and presentation mode left the sidebar's values and buttons small. At
-    each projector size, normal and in presentation mode, every plot lies inside the page's width."""
+    each projector size, normal and in presentation mode, every plot lies inside the page's width. First,
+    at a desk's size, a screenshot of the whole page with every plot drawn (pytest's tmp directory)."""
     url, states = served
     page, problems = open_page(browser, url)
     wait_rows(page, 33, states=states)
     wait_until(lambda: explore(states[-1]).quality.result is not None)
+    page.locator(".quality-view .bk-Canvas, .quality-view canvas").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)  # Bokeh paints on the next frames
+    shot = tmp_path / "dashboard.png"
+    page.screenshot(path=str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     sizes = {}
     for presentation in (False, True):
         if presentation:
@@ -186,43 +183,3 @@ def test_no_plot_is_cut_off_at_classroom_screen_sizes(browser, served):
     # presentation mode enlarges the widget values, buttons and segmented controls too (shadow DOMs)
     assert all(big >= 1.4 * small for big, small in zip(sizes[True], sizes[False])), sizes
     assert problems == []
-
-
-def test_screenshot(browser, tmp_path, monkeypatch):
-    """The whole page, curves drawn, saved in pytest's tmp directory. With MDLM_EXPLORER_UPDATE_ASSETS=1 it
-    runs on the shipped shakespeare checkpoint and becomes assets/dashboard.png (the README's picture);
-    otherwise on a tiny checkpoint (the same page, a quarter of a minute sooner)."""
-    from explorer.dashboard import create_app
-
-    refresh = os.environ.get(UPDATE_ASSETS) == "1" and (SHIPPED / "shakespeare.safetensors").exists()
-    name = "shakespeare" if refresh else None
-    if name is None:
-        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(save_tiny_checkpoints(tmp_path)))
-        name = "tiny"
-    else:
-        monkeypatch.setenv("MDLM_EXPLORER_CHECKPOINTS", str(SHIPPED))
-    from explorer.checkpoint import read_metadata, resolve_checkpoint
-
-    steps = (read_metadata(resolve_checkpoint(name)).get("sampler_defaults") or {}).get("steps", 32)
-
-    def build():
-        template = create_app(checkpoint=name, device="cpu")
-        explore(template.explorer_state).param.update(sweep_samples=2, sweep_strategies=["confidence", "random"])
-        return template
-
-    with serve_in_process(build) as (url, states):
-        get(url)
-        page, problems = open_page(browser, url)
-        wait_rows(page, steps + 1, timeout=180_000, states=states)  # the checkpoint's own steps
-        wait_until(lambda: not explore(states[-1]).running)
-        if not explore(states[-1]).quality.running and explore(states[-1]).quality.result is None:
-            page.get_by_role("button", name="Compute", exact=True).click()  # too costly to start by itself here
-        budget = float(os.environ.get("MDLM_EXPLORER_SCREENSHOT_WAIT", "240"))
-        page.locator(".quality-view .bk-Canvas, .quality-view canvas").first.wait_for(timeout=budget * 1000)
-        page.wait_for_timeout(1500)
-        shot = tmp_path / "dashboard.png"
-        page.screenshot(path=str(shot))
-        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000 and problems == []
-        if refresh:  # asked for: the README's picture is refreshed
-            ROOT.joinpath("assets").mkdir(exist_ok=True)
-            shutil.copy(shot, ROOT / "assets" / "dashboard.png")
