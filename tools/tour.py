@@ -22,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from explorer.cli.rehearse import PROBE_JS
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1600, "height": 1000}
@@ -40,6 +42,7 @@ class Stop:
     ready_js: str  # true in the page once the tab's result is drawn
     height: int = VIEWPORT["height"]  # taller where the figure it reproduces is further down
     reading: str = ""  # what the shot shows on the shipped checkpoints, measured when it was last retaken
+    computed_js: str = ""  # after ready_js: click the page's Compute button, then wait until this is true
 
 
 def _has(selector: str, inner: str = "canvas") -> str:
@@ -136,8 +139,6 @@ window.__tourColumnsDone = () => {
 window.__tourSource = (name) => { for (const doc of Bokeh.documents) {  // rows in a named data source
   const m = doc.get_model_by_name(name); if (m) { const cols = Object.values(m.data);
   return cols.length ? cols[0].length : 0; } } return 0; };
-window.__tourSettled = (tab) => window.__tourAll('[data-settled]').some(  // the header's: its result shown
-  e => e.dataset.settled.split(' ').includes(tab));
 window.__tourRows = () => { for (const doc of Bokeh.documents) {
   const m = doc.get_model_by_name('trajectory-cells'); if (m) { let n = 0;
   for (const v of m.data.y) n = Math.max(n, v + 1); return n; } } return 0; };
@@ -148,8 +149,8 @@ window.__tourRows = () => { for (const doc of Bokeh.documents) {
 # quality-vs-steps curves computed by a click (the server runs without the sweep after each run), over two
 # samples per point so that they are drawn in seconds.
 PICTURE = Stop("dashboard.png", "Explore", "checkpoint=shakespeare&sweep_samples=2", "", "",
-               "window.__tourSettled('Explore') && " + _has(".confidence-view"))
-PICTURE_DRAWN = _has(".quality-view")
+               f"(({PROBE_JS})().settled || '').split(' ').includes('Explore') && " + _has(".confidence-view"),
+               computed_js=_has(".quality-view"))
 
 
 def link(stop: Stop, base: str = README_HOST) -> str:
@@ -202,9 +203,9 @@ def start_server(port: int, log_path: Path) -> subprocess.Popen:
     raise RuntimeError(f"the server did not answer within {LOAD_TIMEOUT_S} s; see {log_path}")
 
 
-def shoot(browser, stop: Stop, port: int, out: Path, then: str = "") -> Path:
-    """Open the stop's link, wait until its result is drawn, settle, save the PNG. then: a JS condition to
-    wait for after clicking the page's Compute button (the README's picture: the quality curves)."""
+def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
+    """Open the stop's link, wait until its result is drawn (and what its Compute button computes, if the
+    stop asks for it), settle, save the PNG."""
     page = browser.new_page(viewport=dict(VIEWPORT, height=stop.height))
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -215,10 +216,10 @@ def shoot(browser, stop: Stop, port: int, out: Path, then: str = "") -> Path:
         page.evaluate(HELPERS_JS)
         page.wait_for_function(f"() => {{ try {{ return !!({stop.ready_js}); }} catch (e) {{ return false; }} }}",
                                timeout=LOAD_TIMEOUT_S * 1000, polling=500)
-        if then:
+        if stop.computed_js:
             page.get_by_role("button", name="Compute", exact=True).click()
             page.mouse.move(0, VIEWPORT["height"] - 1)  # off the button: its tooltip is not in the picture
-            page.wait_for_function(f"() => !!({then})", timeout=LOAD_TIMEOUT_S * 1000, polling=500)
+            page.wait_for_function(f"() => !!({stop.computed_js})", timeout=LOAD_TIMEOUT_S * 1000, polling=500)
         time.sleep(SETTLE_S)
         path = out / stop.file
         page.screenshot(path=str(path))
@@ -244,7 +245,7 @@ def take(out: Path, port: int, only=(), picture: bool = False) -> list[Path]:
                 if only and stop.tab.lower() not in only:
                     continue
                 start = time.monotonic()
-                saved.append(shoot(browser, stop, port, out, then=PICTURE_DRAWN if picture else ""))
+                saved.append(shoot(browser, stop, port, out))
                 print(f"{stop.file}: {time.monotonic() - start:.0f} s", flush=True)
             browser.close()
     finally:
