@@ -744,9 +744,11 @@ def summarise(n: int, seconds: float, opts, out: dict) -> dict:
            "rss_loaded_mb": out["probe_loaded"], "rss_start_mb": start, "rss_end_mb": end,
            "rss_growth_pct": 100 * (end - start) / start if start else float("nan"),
            "identity_mismatches": mismatched, "identity_unchecked": unchecked,
-           "server_cpu_pct": 100 * out["server_cpu_s"] / out["wall_s"],
+           # a round whose sessions never got going has no window to spread the CPU over (not 858,000%)
+           "server_cpu_pct": 100 * out["server_cpu_s"] / out["wall_s"] if latencies else float("nan"),
            "server_cpu_per_request_s": out["server_cpu_s"] / len(latencies) if latencies else float("nan"),
-           "client_cpu_pct": 100 * out["client_cpu_s"] / out["wall_s"], "error_list": errors,
+           "client_cpu_pct": 100 * out["client_cpu_s"] / out["wall_s"] if latencies else float("nan"),
+           "error_list": errors,
            "p50_by_knob": {k: [len(v), percentile(v, 50)] for k, v in by_knob.items()},
            "run_p50_s": percentile(run_s, 50), "run_p95_s": percentile(run_s, 95),
            "load_average": out.get("load_average"), "hostile": out.get("hostile"),

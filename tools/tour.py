@@ -1,7 +1,7 @@
 """The README's tour: one screenshot per tab, each opened from the link that reproduces a figure of the
 teaching notebooks.
 
-    python tools/tour.py [--out assets/tour] [--port P]   # serve, open each link, save PNGs
+    python tools/tour.py [--out assets/tour] [--port P] [--data FILE]   # serve, open each link, save PNGs
     python tools/tour.py --picture                        # the README's picture, assets/dashboard.png
     python tools/tour.py --markdown                       # print the README's "## Tour"
 
@@ -178,12 +178,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    """`run.py serve` on `port`; returns once it answers HTTP (raises if it died first)."""
+def start_server(port: int, log_path: Path, data: str | None = None) -> subprocess.Popen:
+    """`run.py serve` on `port` (`data`: its --data, Tiny Shakespeare's local copy); returns once it answers
+    HTTP (raises if it died first)."""
     # --no-auto-sweep: Explore's quality-vs-steps sweep after each run would cost minutes on shakespeare and
     # is not in the shot; the Sweep stop shows that figure
     cmd = [sys.executable, str(ROOT / "run.py"), "serve", "--no-show", "--port", str(port), "--threads", "1",
-           "--no-auto-sweep"]
+           "--no-auto-sweep"] + (["--data", data] if data else [])
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + LOAD_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -203,9 +204,16 @@ def start_server(port: int, log_path: Path) -> subprocess.Popen:
     raise RuntimeError(f"the server did not answer within {LOAD_TIMEOUT_S} s; see {log_path}")
 
 
+# The notices a page shows (Bootstrap alerts, in Panel's shadow roots): why a stop never got drawn, e.g. a
+# server without Tiny Shakespeare's held-out text (offline and no --data) cannot fill Inspect.
+NOTICES_JS = "() => window.__tourAll('.alert').map(window.__tourTextOf).map(t => t.trim()).filter(Boolean)"
+
+
 def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
     """Open the stop's link, wait until its result is drawn (and what its Compute button computes, if the
     stop asks for it), settle, save the PNG."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page = browser.new_page(viewport=dict(VIEWPORT, height=stop.height))
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -214,8 +222,12 @@ def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
         page.wait_for_function("() => typeof Bokeh !== 'undefined' && Bokeh.documents.length > 0",
                                timeout=LOAD_TIMEOUT_S * 1000)
         page.evaluate(HELPERS_JS)
-        page.wait_for_function(f"() => {{ try {{ return !!({stop.ready_js}); }} catch (e) {{ return false; }} }}",
-                               timeout=LOAD_TIMEOUT_S * 1000, polling=500)
+        try:
+            page.wait_for_function(f"() => {{ try {{ return !!({stop.ready_js}); }} catch (e) {{ return false; }} }}",
+                                   timeout=LOAD_TIMEOUT_S * 1000, polling=500)
+        except PlaywrightTimeout:
+            raise RuntimeError(f"{stop.file}: not drawn within {LOAD_TIMEOUT_S} s; the page's notices: "
+                               f"{page.evaluate(NOTICES_JS) or 'none'}") from None
         if stop.computed_js:
             page.get_by_role("button", name="Compute", exact=True).click()
             page.mouse.move(0, VIEWPORT["height"] - 1)  # off the button: its tooltip is not in the picture
@@ -230,13 +242,13 @@ def shoot(browser, stop: Stop, port: int, out: Path) -> Path:
         page.close()
 
 
-def take(out: Path, port: int, only=(), picture: bool = False) -> list[Path]:
+def take(out: Path, port: int, only=(), picture: bool = False, data: str | None = None) -> list[Path]:
     """Serve, and save each TOUR stop's PNG in `out` (only: the tabs to shoot, lower case; picture: the
-    README's picture instead, in `out`). Returns the files saved."""
+    README's picture instead, in `out`; data: the server's --data). Returns the files saved."""
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
-    server = start_server(port, Path(tempfile.gettempdir()) / f"tour-server-{port}.log")
+    server = start_server(port, Path(tempfile.gettempdir()) / f"tour-server-{port}.log", data)
     saved = []
     try:
         with sync_playwright() as p:
@@ -265,6 +277,9 @@ def main(argv=None) -> int:
     ap.add_argument("--picture", action="store_true",
                     help="save the README's picture (the default page, quality curves drawn) as "
                          "dashboard.png in --out (default assets)")
+    ap.add_argument("--data", default=None, metavar="FILE",
+                    help="Tiny Shakespeare's local copy for the server (run.py serve --data): Inspect's stop "
+                         "shows its held-out text, which an offline server without it cannot")
     ap.add_argument("--only", nargs="*", default=(), help="tabs to shoot (default all), e.g. --only sweep")
     args = ap.parse_args(argv)
     if args.markdown:
@@ -272,7 +287,7 @@ def main(argv=None) -> int:
         return 0
     folder = args.out or ("assets" if args.picture else "assets/tour")
     out = Path(folder) if Path(folder).is_absolute() else ROOT / folder
-    take(out, args.port or free_port(), only={t.lower() for t in args.only}, picture=args.picture)
+    take(out, args.port or free_port(), only={t.lower() for t in args.only}, picture=args.picture, data=args.data)
     return 0
 
 

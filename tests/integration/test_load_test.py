@@ -54,6 +54,20 @@ def test_two_sessions_turn_knobs_without_errors_and_match_solo_runs(served, tmp_
     assert row["errors"] == 0 and row["requests"] == sum(s.completed for s in sessions)
 
 
+def test_a_round_that_never_got_going_reports_no_cpu_share():
+    """Sessions refused at load (a length beyond the checkpoint's) made no changes: the table says n/a for the
+    CPU shares, not the round's CPU over a window of a millisecond (it said 858000%)."""
+    opts = load_test.parse_args(["--sessions", "2"])
+    refused = [load_test.SessionResult(i, errors=["length=64 is beyond the widget's range (at most 24)"])
+               for i in range(2)]
+    out = {"sessions": refused, "server_tracebacks": [], "server_alive": True, "server_cpu_s": 8.6,
+           "client_cpu_s": 4.5, "wall_s": 1e-3, "probe_loaded": 385.0, "probe_start": 386.0, "probe_end": 386.0}
+    row = load_test.summarise(2, 20.0, opts, out)
+    assert row["requests"] == 0 and row["errors"] == 2
+    assert load_test.cell(row, "server_cpu_pct", "{:.0f}%") == "n/a"
+    assert load_test.cell(row, "client_cpu_pct", "{:.0f}%") == "n/a"
+
+
 # A child that holds 200 MB and has used 0.6 s of CPU, then waits to be measured (/proc counts CPU in
 # clock ticks: it may say a little less).
 CHILD = """import time

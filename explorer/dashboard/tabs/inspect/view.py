@@ -103,6 +103,7 @@ class InspectView(pn.viewable.Viewer):
         warn = "; ".join(m for m in (tab.notice, tab.validation_error) if m)
         show_notice(self.notice, warn)
         show_notice(self.text_notice, "" if tab.notice else tab.text_notice)  # quotes the typed text
+        self.reset.disabled = bool(tab.validation_task.error)  # no held-out text on this server to put back
         loading = tab.validation_task.status if tab.validation_task.running else ""
         self.busy.object = f"<i>{literal(loading)}</i>" if loading else ""
 

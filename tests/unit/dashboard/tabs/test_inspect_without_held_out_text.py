@@ -1,6 +1,7 @@
 """A checkpoint whose held-out text is not on the server (trained on a file that is not here): the
 Inspect tab says so in its notice (escaped: the corpus name is the checkpoint's text) and in its
-confidence-by-position figure's title (not "computing", which it never would be), a typed text
+confidence-by-position figure's title (not "computing", which it never would be), the empty text's
+notice asks for a typed text (its "Use validation text" button, with nothing to put back, is disabled), a typed text
 still gets its predictions, and the server log gets one line per page, not a traceback."""
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ def test_missing_held_out_text_is_a_notice_and_one_log_line(tmp_path, monkeypatc
         shown = html.unescape(view.notice.get_root().text)  # the HTML the page's notice renders
         assert "the held-out text is not available" in shown
         assert CORPUS not in shown and html.escape(CORPUS, quote=False) in shown
+        # the empty text's notice does not send the reader to a button that has nothing to put back
+        wait_for(lambda: tab.text_notice == "the text is empty: type some text")
+        assert view.reset.disabled
         title = view.positions_plot.figure.title.text
         assert title == "Mean confidence by position (no held-out text on this server)"
     try:

@@ -182,9 +182,13 @@ class InspectState(TabState):
             return ""
         text, notices = prepare_text(model.tokenizer, self.text, model.config.block_size)
         if not self.text:
-            loading = self.default_text and self._default is None and not self.validation_task.error
-            notices.append("the validation text is loading …" if loading
-                           else "the text is empty: type some text, or press 'Use validation text'")
+            missing = bool(self.validation_task.error)  # no held-out text: its button cannot help (the notice says why)
+            if missing:
+                notices.append("the text is empty: type some text")
+            elif self.default_text and self._default is None:
+                notices.append("the validation text is loading …")
+            else:
+                notices.append("the text is empty: type some text, or press 'Use validation text'")
         elif not text:
             notices.append("nothing is left to show the model")
         if update:
