@@ -7,6 +7,7 @@ import math
 import panel as pn
 import param
 
+from ..runtime.dispatch import at_end
 from ..runtime.tasks import Task
 from .base import StateView
 from .palette import FONT
@@ -116,6 +117,7 @@ class HeaderView(StateView):
             # status text changes with it
             self.on(self._explore, ["trajectory"], self._render)
         self._settled = ()  # read by _resettle only, never mid-change (its docstring says why)
+        self._stale = self._unsettled = False  # a redraw, a read of the settled tabs, left for the callback's end
         self.on(self.state, ["model_info", "error"], self._resettle)
         for tab in self.state.tabs.values():
             for obj, names in [(tab, _TAB_PARAMS), *((t, _TASK_PARAMS) for t in _tasks(tab))]:
@@ -123,16 +125,24 @@ class HeaderView(StateView):
         self._render()
 
     def _resettle(self) -> None:
-        """Work started or ended somewhere: read the settled tabs on the UI thread's next turn, once every
-        watcher of this change has run and the views have drawn it, and redraw if they changed. Read at
-        once, a run's end (which starts the quality sweep after it in the same callback) made Explore
-        look settled in between."""
-        def read():
+        """Work started or ended somewhere: read the settled tabs once every watcher of this change has
+        run and the views have drawn it (at the end of the dispatched callback making the change, else
+        on the UI thread's next turn), and redraw if they changed. Read at once, a run's end (which
+        starts the quality sweep after it in the same callback) made Explore look settled in between."""
+        self._unsettled = True
+        if not at_end((HeaderView, id(self)), self._catch_up):
+            self.state.dispatch(self._catch_up)
+
+    def _catch_up(self) -> None:
+        """The settled tabs read, if asked for (_resettle), and the line redrawn once if anything changed."""
+        if self._unsettled:
+            self._unsettled = False
             settled = settled_tabs(self.state)
             if settled != self._settled:
-                self._settled = settled
-                self._render()
-        self.state.dispatch(read)
+                self._settled, self._stale = settled, True
+        if self._stale:
+            self._stale = False
+            self._draw()
 
     def _run(self) -> int | None:
         """The run number of the result shown (Explore's run_id, bumped as each run starts), or None."""
@@ -141,6 +151,14 @@ class HeaderView(StateView):
 
     @param.depends("state.model_info", "state.status", "state.unloaded", "state.presentation", watch=True)
     def _render(self):
+        """Redraw: at the end of the dispatched callback making the change (a run's start changes the
+        status and the run shown at once: one redraw), else now."""
+        self._stale = True
+        if not at_end((HeaderView, id(self)), self._catch_up):
+            self._stale = False  # (a read of the settled tabs asked for stays for its own turn)
+            self._draw()
+
+    def _draw(self):
         s = self.state
         self.pane.object = header_html(s.model_info, s.device_name, s.status, failed=s.unloaded, run=self._run(),
                                        settled=self._settled, compact=s.presentation)

@@ -219,7 +219,11 @@ def steady_pane_stylesheets() -> None:
     the whole page and repaint every plot (LayoutDOMView.invalidate_layout): on a five-column Compare
     link half of the browser's main thread went to the fifteen panes' first updates. The pane keeps the
     look it was first drawn with; one made later, in a tab first filled on its click, was made with the
-    sheets and keeps them too. Idempotent."""
+    sheets and keeps them too. Idempotent.
+
+    Since the stylesheets are not sent, the design is not asked for them at each change either
+    (steady_properties): its answer resolved the theme's stylesheet paths on the file system, a third
+    of the cost of the header's update, which a run makes six times."""
     from panel.pane.markup import HTMLBasePane
 
     update = HTMLBasePane._update
@@ -229,12 +233,33 @@ def steady_pane_stylesheets() -> None:
     def _update(self, ref, model):
         if self.enable_streaming:  # (Panel's chat streaming: not the dashboard's) as Panel does it
             return update(self, ref, model)
-        props = self._get_properties(model.document)
-        props.pop("stylesheets", None)  # the object changed, not the styles
-        model.update(**props)
+        model.update(**steady_properties(self, model.document))
 
     _update.steady = True
     HTMLBasePane._update = _update
+
+
+def steady_properties(pane, doc) -> dict:
+    """What Panel's `pane._get_properties(doc)` gives, without `stylesheets` (steady_pane_stylesheets).
+
+    The design's other parameters for the pane (none for the Bootstrap design's HTML and Markdown
+    panes) are asked for once and kept on the pane while its design is the same; Panel's own merge
+    follows: the pane's value wins unless it is the parameter's default."""
+    kept = pane.__dict__.get("_steady_design")
+    if kept is None or kept[0] is not pane._design:
+        params, _ = pane._design.params(pane, doc) if pane._design else ({}, None)
+        kept = pane._steady_design = (pane._design, {k: v for k, v in params.items() if k != "stylesheets"})
+    params = dict(kept[1])
+    for k, v in pane._init_params().items():
+        if k == "stylesheets":
+            continue  # the object changed, not the styles
+        if k == "tags" and k in params:
+            params[k] = params[k] + v
+        elif k not in params or pane.param[k].default is not v:
+            params[k] = v
+    props = pane._process_param_change(params)
+    props.pop("stylesheets", None)  # (a subclass may add its own)
+    return props
 
 
 def lighter_property_updates() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from explorer.dashboard.runtime.dispatch import document_dispatcher
+from collections import deque
+
+from explorer.dashboard.runtime.dispatch import at_end, document_dispatcher, run_in_order
 from tests.support.dashboard import wait_for
 
 
@@ -96,3 +98,31 @@ def test_a_callback_that_fails_still_has_the_graph_walked_and_the_method_restore
     except RuntimeError:
         pass
     assert len(walks) == 1 and div.document is doc and "invalidate" not in vars(doc.models)
+
+
+def test_work_left_for_a_callbacks_end_runs_once_after_it_and_only_there():
+    """at_end: asked for twice under one key inside a dispatched callback, it runs once, after the callback
+    (so it sees every change the callback made), and what it asks for in turn runs too; a callback that
+    fails leaves nothing for the next one; outside a dispatched callback at_end says no (the caller works
+    at once)."""
+    from bokeh.document import Document
+
+    seen, state = [], {"value": 0}
+
+    def finish():
+        seen.append(("end", state["value"]))
+        at_end("more", lambda: seen.append(("more", state["value"])))
+
+    def change():
+        assert at_end("draw", finish)
+        state["value"] = 1
+        assert at_end("draw", finish)  # the same key: still once
+        state["value"] = 2
+
+    def fails():
+        at_end("draw", lambda: seen.append(("never", 0)))
+        raise RuntimeError("a dashboard update that fails")
+
+    run_in_order(Document(), deque([change, fails, lambda: seen.append(("next", state["value"]))]))
+    assert seen == [("end", 2), ("more", 2), ("next", 2)]
+    assert not at_end("draw", finish)

@@ -98,6 +98,34 @@ def test_explore_is_settled_only_once_its_run_and_the_sweep_after_it_are_done(ch
     assert "Inspect" not in settled(header) and "Compare" not in settled(header)  # never shown: nothing done
 
 
+def test_a_dispatched_change_of_the_status_and_the_work_going_on_redraws_the_line_once(checkpoints):
+    """A run's start or end changes the status, the run shown and which tabs are settled in one callback:
+    the line is redrawn once, at the callback's end, with all of it (it was redrawn at each change: six
+    times a run). A change made outside a dispatched callback is drawn at once."""
+    from collections import deque
+
+    from bokeh.document import Document
+
+    from explorer.dashboard.runtime.dispatch import run_in_order
+
+    state = Session("tiny", "cpu", steps=4)
+    app = create_app(state=state, autoload=False)
+    header, ex = header_pane(app), explore(state)
+    draws = []
+    header.param.watch(lambda e: draws.append(e.new), "object")
+
+    def start():
+        state.status = "sampling 4 steps …"
+        ex.running = True  # asks for the settled tabs to be read again
+        state.status = "sampling 4 steps … still"
+
+    run_in_order(Document(), deque([start]))
+    assert len(draws) == 1 and "sampling 4 steps … still" in draws[0]
+    state.status = "stopped"
+    assert len(draws) == 2 and "stopped" in draws[-1]
+    state.close()
+
+
 @pytest.mark.slow
 def test_a_tab_shown_is_settled_once_its_result_is_in(checkpoints):
     dispatch = SerialDispatch()

@@ -180,6 +180,38 @@ def test_a_panes_new_text_leaves_its_stylesheets_as_they_were():
     assert [list(m.stylesheets) for m in models] == before and "new" in models[0].text
 
 
+def test_a_panes_steady_update_sends_what_panel_would_less_the_stylesheets():
+    """steady_properties: the properties Panel's own `_get_properties` gives an HTML and a Markdown pane on a
+    page with the template's design (styles, classes, margins, the text), stylesheets apart, with the design
+    asked once per pane, not at every new text."""
+    import panel as pn
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
+    from explorer.dashboard.ui.internals import page_template, steady_properties
+
+    html = pn.pane.HTML("<b>a</b>", css_classes=["one"], styles={"font-size": "13px"}, margin=(2, 4))
+    markdown = pn.pane.Markdown("**a**", css_classes=["two"], sizing_mode="stretch_width")
+    doc = Document()
+    with set_curdoc(doc):
+        page_template()(title="t", main=[pn.Column(html, markdown)]).server_doc(doc)
+    for pane, text in ((html, "<i>b</i>"), (markdown, "*b*")):
+        pane.object = text
+        steady_properties(pane, doc)  # the design's answer kept (an update may have kept it already)
+        asked = []
+        design_params = pane._design.params
+        pane._design.params = lambda *a, **k: asked.append(1) or design_params(*a, **k)
+        try:
+            for _ in range(3):
+                got = steady_properties(pane, doc)
+                want = pane._get_properties(doc)  # Panel's (asks the design itself)
+                want.pop("stylesheets")
+                assert got == want and "b" in got["text"]
+        finally:
+            del pane._design.params
+        assert len(asked) == 3  # Panel's three calls; steady_properties used the answer it kept
+
+
 def test_a_property_change_sends_what_panels_own_update_sends():
     """lighter_property_updates: a change without stylesheets skips the design's stylesheets (Panel asked
     for them and dropped them), and sends the same properties as Panel's own update; a change of
