@@ -17,6 +17,7 @@ from bokeh.models import Range1d
 
 from ....experiments import METRIC_DIRECTION, RANKED_BY
 from ...downloads import download_button, trajectory_csv, trajectory_json
+from ...runtime.limits import WAITING
 from ...ui.base import figure_first, figure_pane, notice, show_notice, side_by_side, watch_presentation
 from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
 from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
@@ -300,6 +301,8 @@ class CompareView(pn.viewable.Viewer):
         panes, which lock the document themselves)."""
         t, task = self.tab, self.tab.task
         notice = t.error or task.error
+        # a link too large to start by itself waits for Run: said as Sweep and Explore say it, not as a failure
+        self.notice.alert_type = "info" if notice.startswith(WAITING) else "danger"
         show_notice(self.notice, notice)
         self.status.object = literal(task.status)
         self.stop.disabled = not task.running

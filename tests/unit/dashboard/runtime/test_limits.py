@@ -145,8 +145,14 @@ def test_a_large_compare_link_waits_for_run(opened, limit):
     compare.on_shown()
     assert not compare.running and compare.results == []
     assert f"≈ {5 * LENGTH:,} model calls" in compare.error and "press Run" in compare.error
+    from explorer.dashboard.tabs import spec
+
+    view = spec("Compare").make_view(compare)  # its notice: waiting for Run is not a failure
+    assert view.notice.visible and view.notice.alert_type == "info"
     compare.run = True
     assert compare.running or compare.results
+    compare.error = "a column failed"  # a failure is still said as one
+    wait_for(lambda: view.notice.alert_type == "danger" and view.notice.object == "a column failed")
 
 
 def test_the_quality_sweep_a_link_or_a_knob_asks_for_waits_for_compute(opened, limit):
