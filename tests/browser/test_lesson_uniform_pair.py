@@ -1,6 +1,7 @@
 """The Generation lesson's masked-vs-uniform figure in a real headless Chromium: its link opens Compare with
 one column per checkpoint (`shakespeare` and `shakespeare-uniform`, here tiny random models of Shakespeare's
-alphabet under those names) and both trajectories are drawn, each its own process's."""
+alphabet under those names) and both trajectories are drawn, each its own process's, under a key of both
+processes' cells."""
 from __future__ import annotations
 
 import string
@@ -53,4 +54,8 @@ def test_the_link_draws_the_masked_and_the_uniform_state_trajectory_side_by_side
     wait_until(lambda: page.evaluate(IMAGES_JS) == want, 20)  # both drawn in the page, each step a row
     texts = page.locator(".compare-text .canvas")
     wait_until(lambda: texts.count() == 2 and texts.nth(1).inner_text() == uniform["text"])
+    # the key explains both columns' cells, each under its process's name
+    key = page.get_by_text("uniform-state:")
+    key.first.wait_for(timeout=20_000)
+    assert page.get_by_text("random token (re-noised)").count() > 0 and page.get_by_text("still masked").count() > 0
     assert problems == [], problems

@@ -121,16 +121,32 @@ def image_rows(frames, start: int, stop: int) -> np.ndarray:
     return cell_rgba(state.reshape(-1), conf.reshape(-1)).reshape(state.shape)
 
 
-def legend_html(process: str = "masked") -> str:
+def legend_html(process: str = "masked", paler: bool = True) -> str:
     """The colour key of a `process` run's states, drawn as HTML (cheaper than a Bokeh legend, and
-    readable at any size)."""
+    readable at any size); `paler`: with the tint's meaning at its end."""
     items = []
     for s, label in state_labels(process).items():
         mark = STATE_MARK.get(s, "")
         items.append(f'<span class="key"><span class="swatch" style="background:{STATE_COLORS[s]}">{mark}</span>'
                      f'{label}</span>')
-    items.append('<span class="key">paler = less confident</span>')
+    if paler:
+        items.append('<span class="key">paler = less confident</span>')
     return " ".join(items)
+
+
+PROCESS_NAMES = {"masked": "masked", "uniform": "uniform-state"}
+
+
+def legends_html(processes) -> str:
+    """The colour key of runs of `processes` (in the order shown) side by side: one key when they share a
+    process; else one line per process, each named, the tint's meaning once at the end. A masked and a
+    uniform-state column share no colour but the settled ones: one key left the other's cells unexplained."""
+    distinct = list(dict.fromkeys(processes)) or ["masked"]
+    if len(distinct) == 1:
+        return legend_html(distinct[0])
+    lines = [f"<b>{PROCESS_NAMES.get(p, p)}:</b> {legend_html(p, paler=i == len(distinct) - 1)}"
+             for i, p in enumerate(distinct)]
+    return "<br>".join(lines)
 
 
 LEGEND_CSS = """

@@ -64,6 +64,20 @@ def test_a_uniform_state_run_shows_noise_accepted_and_settled_cells():
     assert '"process": "uniform"' in downloads.trajectory_json(traj)
 
 
+def test_a_comparison_of_both_processes_keys_each_processs_cells():
+    """Compare with a masked and a uniform-state column (the Generation lesson's last figure): the key names
+    both processes, each with its own cells (random token, accepted, still masked, ...), the tint's meaning
+    once; columns of one process get that process's key alone, as before."""
+    from explorer.dashboard.ui.heatmap import legend_html, legends_html
+
+    both = legends_html(["masked", "uniform"])
+    masked, uniform = both.split("<br>")
+    assert masked.startswith("<b>masked:</b>") and "still masked" in masked and "random token" not in masked
+    assert uniform.startswith("<b>uniform-state:</b>") and "random token (re-noised)" in uniform
+    assert "accepted this step" in uniform and both.count("paler = less confident") == 1
+    assert legends_html(["uniform", "uniform"]) == legend_html("uniform") and legends_html([]) == legend_html()
+
+
 def test_an_edited_token_shows_at_its_step_then_as_committed_earlier():
     """Token editing (edit_threshold): the step that replaced a committed token shows the cell 'edited',
     tinted by the new token's confidence and dated by that step; later rows 'earlier'. Live records and

@@ -19,7 +19,7 @@ from ....experiments import METRIC_DIRECTION, RANKED_BY
 from ...downloads import download_button, trajectory_csv, trajectory_json
 from ...runtime.limits import WAITING
 from ...ui.base import figure_first, figure_pane, notice, show_notice, side_by_side, watch_presentation
-from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html
+from ...ui.heatmap import LEGEND_CSS, HeatmapFigure, legend_html, legends_html
 from ...ui.palette import DIFF_COLOR, MASKED_TEXT, SAME_BG, SAME_COLOR, STATE_COLORS
 from ...ui.safe import literal
 from .state import (
@@ -327,7 +327,7 @@ class CompareView(pn.viewable.Viewer):
         frames = [r["frames"] for r in results if r and not r.get("error")]
         if frames:
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
-            key = legend_html(getattr(frames[0], "process", "masked")) + LEGEND_TEXTS  # the runs' process's cells
+            key = legends_html([getattr(f, "process", "masked") for f in frames]) + LEGEND_TEXTS  # each process's cells
             if self.legend.object != key:
                 self.legend.object = key
 
