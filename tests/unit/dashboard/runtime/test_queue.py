@@ -499,3 +499,40 @@ def test_steps_that_reach_the_page_before_their_runs_begin_are_kept_for_it(check
         assert traj is not None and traj.config.seed == seed
         assert e.frames.n_rows == traj.n_steps + 1 == e.n_rows
         assert (e.frames.tokens[-1] == traj.final[0]).all()
+
+
+def test_steps_between_live_ticks_wait_for_the_tick_not_a_callback_each(checkpoints, queue, monkeypatch):
+    """Once a run's first sampled row is shown, its later steps wait for the next live tick instead of each
+    asking the page's loop for a callback (a flush per step was 64 callbacks a run, each locking the
+    document; a class of 30 multiplies them): a 20-step run between two ticks costs a few flushes, and its
+    end still brings every row."""
+    from explorer.dashboard.tabs.explore.state import run as explore_run
+    from explorer.dashboard.tabs.explore.state.run import RunState
+
+    monkeypatch.setattr(explore_run, "LIVE_INTERVAL", 3600.0)  # no tick after the first rows
+    queued = []
+    s = queued_session(queued)
+    e = explore(s)
+    s.steps = 20
+    flushes, done = [], threading.Event()
+
+    def page_loop():  # what the page's event loop does with the dispatcher's queue, as it comes
+        while not done.is_set() or queued:
+            if not queued:
+                time.sleep(0.001)
+                continue
+            callback = queued.pop(0)
+            if getattr(callback, "__func__", None) is RunState._flush:
+                flushes.append(1)
+            callback()
+
+    loop = threading.Thread(target=page_loop, daemon=True)
+    loop.start()
+    try:
+        e.start_run()
+        wait_for(lambda: e.trajectory is not None and not e.running, timeout=60)
+    finally:
+        done.set()
+        loop.join(30)
+    assert e.frames.n_rows == e.trajectory.n_steps + 1 == 21  # every row, brought by the end
+    assert len(flushes) <= 4, len(flushes)  # the start's, the first rows'; not one per step

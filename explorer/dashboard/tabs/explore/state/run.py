@@ -96,6 +96,7 @@ class RunState(TabState):
         self._runs = Worker("run", session.device, session.share)  # runs go to the device's shared queue
         self._pending, self._pending_lock, self._flush_queued = [], threading.Lock(), False
         self._shown_at = self._begun_at = 0.0  # when n_rows last ticked; when the device began the run
+        self._flushed_at = 0.0  # when steps were last added to the frames (_flush_wait)
         self._starting = None  # (job, frames, header line) of a run begun on the device, not yet shown
         self._shown_job = None  # the run whose frames `frames` are: only its steps are added to them
         self._waiting = Later(session.dispatch)  # "waiting for the device", unless the run begins first
@@ -247,13 +248,29 @@ class RunState(TabState):
                              on_failed=on_failed, owner=id(self.session))
 
     def _push(self, job, record) -> None:
-        """From the sampler thread: queue a step and ask the UI thread for one flush (coalesced)."""
+        """From the sampler thread: queue a step and ask the UI thread for one flush (coalesced), at once
+        for a run's first rows, else when the next live tick may be due (_flush_wait)."""
         with self._pending_lock:
             self._pending.append((job, record))
             if self._flush_queued:
                 return
             self._flush_queued = True
-        self.session.dispatch(self._flush)
+        wait = self._flush_wait(job)
+        if wait > 0:
+            call_later(self.session.dispatch, wait, self._flush)
+        else:
+            self.session.dispatch(self._flush)
+
+    def _flush_wait(self, job) -> float:
+        """Seconds until queued steps of `job` are worth a flush: none before its first sampled row is shown
+        (or for a run not shown yet), else until LIVE_INTERVAL has passed since the last tick or flush.
+        A flush between ticks only adds rows to the frames, yet each is a callback on the page's loop (its
+        document locked, the page's queue drained): a flush per step was 64 callbacks a run, a fifth of the
+        dashboard's own work per run on a model that costs almost nothing, and a class multiplies them."""
+        frames = self.frames
+        if job is not self._shown_job or frames is None or frames.n_rows < 2:
+            return 0.0
+        return max(0.0, max(self._shown_at, self._flushed_at) + LIVE_INTERVAL - time.monotonic())
 
     def _flush(self) -> None:
         """On the UI thread: append queued steps of the current run to its frames, then notify views;
@@ -263,6 +280,8 @@ class RunState(TabState):
         starting = self._take_start()
         added = self._add_rows(pending)
         now = time.monotonic()
+        if added:
+            self._flushed_at = now
         if starting is not None:
             self.session.status, self._shown_at = starting, now
             rows = self.frames.n_rows
