@@ -2,8 +2,8 @@
 teaching notebooks.
 
     python tools/tour.py [--out assets/tour] [--port P] [--data FILE]   # serve, open each link, save PNGs
-    python tools/tour.py --picture                        # the README's picture, assets/dashboard.png
-    python tools/tour.py --markdown                       # print the README's "## Tour"
+    python tools/tour.py --picture                                      # the README's picture, assets/dashboard.png
+    python tools/tour.py --markdown                                     # print the README's "## Tour"
 
 The screenshots come from the real server (`run.py serve`) in headless Chromium (playwright with the
 system's /usr/bin/chromium): a link sets the knobs and the tab, and a tab shown with a model loaded
