@@ -6,7 +6,8 @@ uncached sampler, on the shipped checkpoints, one run.
                                      [--samples 3] [--repeats 1] [--judge shakespeare-ar] [--threads 1]
                                      [--hf-standin] [--llada-8b-shape] [--device cpu|cuda|auto]
 
-For every checkpoint, step count and temperature, each sample is generated three times in a row, uncached,
+For every checkpoint, step count and temperature, one untimed sample in each mode warms the device up; then
+each sample is generated three times in a row, uncached,
 with the prefix cache and with the dual cache (same seed, one sample a call: a sample's latency), so the
 three see the same load (--repeats times, for steadier times on a loaded machine); printed per mode: wall
 seconds per sample (median), the speed-up over uncached (the median of the back-to-back ratios), the fraction of positions holding the uncached run's token (greedy:
@@ -59,10 +60,21 @@ def timed(model, cfg: SamplerConfig, length: int):
     return time.perf_counter() - start, traj.final[0], text
 
 
+def warm_up(model, steps: int, temperature: float, args) -> None:
+    """One untimed sample in each mode first. A mode's first call pays for what the device builds lazily the
+    first time it meets a shape (cuBLAS and attention kernels picked, workspaces, the allocator's pool);
+    timed, that cost falls on whichever mode ran first, and with one sample it can outweigh the cache."""
+    for mode in MODES:
+        cfg = SamplerConfig(steps=steps, block_length=args.block_length, temperature=temperature,
+                            strategy="confidence", cache=mode, seed=0)
+        timed(model, cfg, args.length)
+
+
 def measure(model, judge, steps: int, temperature: float, args) -> dict:
     """Each mode's seconds, tokens and texts over the samples, the modes of a sample back to back."""
     n = 1 if temperature == 0 else args.samples
     out = {mode: {"seconds": [], "tokens": [], "texts": []} for mode in MODES}
+    warm_up(model, steps, temperature, args)
     for seed in range(n):
         for repeat in range(args.repeats):
             for mode in MODES:
