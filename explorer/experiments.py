@@ -25,6 +25,7 @@ from . import metrics
 from .data.corpus import checkpoint_corpus
 from .data.tokenizer import is_subword
 from .sampling import SamplerConfig, SamplingCancelled, parse_template, sample, sample_ar, sample_many
+from .sampling.config import default_length
 from .sampling.knobs import KNOBS
 
 # +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
@@ -325,10 +326,11 @@ def time_cells_alone(finished: "_Finished", model, ar_model, base: SamplerConfig
 
 
 def canvas_length(model, length: int | None, template) -> int:
-    """Canvas length: the template's (parsed as the sampler will parse it), else length or the context."""
+    """Canvas length: the template's (parsed as the sampler will parse it), else length, else the model's
+    default (sampling.config.default_length: its recommended length or its context)."""
     if template is not None:
         return parse_template(template, model.tokenizer, length=length, context=model.config.block_size).length
-    length = model.config.block_size if length is None else int(length)
+    length = default_length(model) if length is None else int(length)
     if not 1 <= length <= model.config.block_size:
         raise ValueError(f"length must be in [1, {model.config.block_size}] (the model's context), got {length}")
     return length

@@ -69,9 +69,9 @@ ANSWER_TOKENS = 128  # a subword model's answer after a plain prompt, by default
 def _length(args, model) -> int | None:
     """--length, else the checkpoint's recommended length; a template alone sets its own length. A
     Hugging Face model's context can be 4k-131k tokens: there a plain prompt gets ANSWER_TOKENS more
-    and no template 256, never the whole context."""
+    and no template the model's default length (hf/model.py's DEFAULT_LENGTH), never the whole context."""
     from ..data.tokenizer import is_subword
-    from ..sampling.config import recommended
+    from ..sampling.config import default_length, recommended
     from ..sampling.template import BLANK, MASK_GLYPH
 
     if args.length is not None:
@@ -79,7 +79,7 @@ def _length(args, model) -> int | None:
     if is_subword(model.tokenizer):
         context = model.config.block_size
         if not args.template:
-            return min(256, context)
+            return default_length(model)
         if MASK_GLYPH not in args.template and BLANK not in args.template:
             return min(len(model.tokenizer.encode(args.template)) + ANSWER_TOKENS, context)
         return None

@@ -72,7 +72,7 @@ def add_common_arguments(p: argparse.ArgumentParser, checkpoint_required: bool =
                    help="samples per cell (default 30)")
     # samples draw seeds seed, seed + 1, ...: kept far from int64's end, where the table's column would overflow
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
-    p.add_argument("--length", type=int_in(1), default=None, help="sample length (default: the model's context)")
+    p.add_argument("--length", type=int_in(1), default=None, help="sample length (default: the checkpoint's recommended length, else the model's context; a Hugging Face model's at most 256)")
     p.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=None,
                    help="samples per sampler call (default min(n, 64))")
     p.add_argument("--device", default="auto", choices=DEVICES)

@@ -35,10 +35,11 @@ class HFBlockConfig:
 
     vocab_size: int
     mask_id: int  # not a noise state: only the placeholder of positions whose block has not started
-    block_size: int  # context length in tokens
+    block_size: int  # the longest canvas in tokens: the context less the BOS token a run without prompt starts from
     family: str
     canvas_length: int  # the model's block
     bos_id: int  # what the cache holds when there is no prompt (the decoder needs a prefix)
+    context: int | None = None  # the model's positions, prefix included (None: block_size + 1)
     kind: str = "diffusion"
     process: str = "uniform"  # uniform-state noise: random tokens, re-noised; never [MASK]
     cached: bool = True  # blocks one after another, what precedes them through the cache
@@ -87,9 +88,9 @@ class HFBlockDenoiser(WrappedNet):
             cache.append(torch.full((x.shape[0], 1), self.config.bos_id, device=x.device))
         if cache.pending is not None:
             self._encode(cache)
-        if cache.length + x.shape[1] > self.config.block_size:
-            raise ValueError(f"sequence of {cache.length + x.shape[1]} exceeds the model's context of "
-                             f"{self.config.block_size}")
+        context = self.config.context or self.config.block_size + 1
+        if cache.length + x.shape[1] > context:
+            raise ValueError(f"sequence of {cache.length + x.shape[1]} exceeds the model's context of {context}")
         # generate's decoder position ids: int32, continuing after the cache
         positions = torch.arange(cache.length, cache.length + x.shape[1], dtype=torch.int32, device=x.device)
         sc = None if self_conditioning is None else self_conditioning.to(self._embedding_dtype)

@@ -18,6 +18,11 @@ from .wrapped import WrappedNet
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_CONTEXT = 512  # when a config names no context length
+# The canvas a run takes when none is asked for (the dashboard's first run, a sweep, sample without a
+# template): a real dLLM's context is 4k-131k tokens, and a first run over all of it takes minutes on a GPU
+# (a DiffusionGemma's 131,072 is 512 of its blocks); 256 is the shipped checkpoints' length and one
+# DiffusionGemma canvas.
+DEFAULT_LENGTH = 256
 
 
 @dataclass(frozen=True)
@@ -313,16 +318,20 @@ def _block_model(source: HFSource, options: HFOptions, cfg: dict, files, tok, de
                 if isinstance(i, int) and 0 <= i < vocab))
     canvas = int(cfg.get("canvas_length") or 256)
     eos, pad = end_tokens(files, vocab)
-    config = HFBlockConfig(vocab, placeholder, _context(inner), "diffusion_gemma", canvas, bos, eos_ids=eos, pad_id=pad)
+    context = _context(inner)
+    # without a prompt a run's cache starts with the BOS token: one position of the context is not canvas
+    config = HFBlockConfig(vocab, placeholder, context - 1, "diffusion_gemma", canvas, bos, context=context,
+                           eos_ids=eos, pad_id=pad)
     model = HFBlockDenoiser(net, config).to(device).eval()
     model.tokenizer = HFTokenizer(tok, placeholder, vocab)
     model = _attach(model, source, cfg, files)
-    model.meta["sampler_defaults"] = recommended_knobs(files)
+    model.meta["sampler_defaults"].update(recommended_knobs(files))
     return model
 
 
 def _attach(model, source: HFSource, cfg: dict, files) -> nn.Module:
     model.meta = _meta(source, model.config, model, cfg)
+    model.meta["sampler_defaults"] = {"length": min(DEFAULT_LENGTH, model.config.block_size)}
     model.path = files  # a directory (the model's snapshot): what caches key on, with its mtime
     return model
 

@@ -81,7 +81,7 @@ def sample_ar(ar_model, config: SamplerConfig, *, batch_size: int | None = None,
               record: bool = True, on_step=None, should_stop=None) -> Trajectory:
     """Generate `batch_size` continuations from a causal model; see the module docstring.
 
-    length: canvas length including the prompt (default: the model's context). prompt: plain text,
+    length: canvas length including the prompt (default: sampling.config.default_length). prompt: plain text,
     or a template whose gaps are all at the end. plan: a RunPlan of this model and config
     (plan.plan_run) instead of length / prompt. use_cache=False recomputes the whole prefix per
     token (the benchmark's baseline); greedy outputs are identical either way. generator, batch_size,

@@ -113,6 +113,15 @@ def recommended(model) -> dict:
     return wanted
 
 
+def default_length(model) -> int:
+    """The canvas a run takes when none is asked for: the checkpoint's recommended length (a Hugging Face
+    model recommends one: hf/model.py), else the model's whole context.
+
+    Args: model, a loaded model or a checkpoint's card (`.config.block_size`, `.meta`).
+    Returns the length in tokens. Raises ValueError for a recommendation out of the context (recommended)."""
+    return recommended(model).get("length") or model.config.block_size
+
+
 def config_for(model, **knobs) -> SamplerConfig:
     """SamplerConfig of `knobs` over the checkpoint's recommended ones (length is not a config knob)."""
     base = {k: v for k, v in recommended(model).items() if k != "length"}

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .config import SamplerConfig
+from .config import SamplerConfig, default_length
 from .schedules import split_steps
 from .step import EDIT_POST_STEPS
 from .template import Canvas, as_chat, blank_canvas, parse_template
@@ -91,7 +91,7 @@ def make_canvas(model, length: int | None, template: str | None) -> Canvas:
             raise ValueError("a template needs the model's tokenizer: load the model with load_checkpoint, "
                              "or sample by length only")
         return parse_template(template, tok, length=length, context=cfg.block_size)
-    return blank_canvas(cfg.block_size if length is None else length, cfg.mask_id, cfg.block_size)
+    return blank_canvas(default_length(model) if length is None else length, cfg.mask_id, cfg.block_size)
 
 
 def start_token(model, generator: torch.Generator) -> int:
@@ -113,7 +113,7 @@ def ar_canvas(model, length: int | None, prompt: str | None, generator: torch.Ge
             raise ValueError("an autoregressive model can only continue a prompt: put every █ / [___] "
                              "after the given text, or use a diffusion model to fill gaps")
         return canvas
-    canvas = blank_canvas(cfg.block_size if length is None else length, cfg.mask_id, cfg.block_size)
+    canvas = blank_canvas(default_length(model) if length is None else length, cfg.mask_id, cfg.block_size)
     if canvas.length < 2:
         raise ValueError("length must be at least 2 for an autoregressive model without a prompt "
                          "(position 0 holds the start token)")
@@ -135,7 +135,7 @@ def start_canvas(model, *, length: int | None = None, template: str | None = Non
 
     Args:
         model: a loaded model (`.config`: kind, mask_id, block_size; `.tokenizer` for a template).
-        length: canvas length (default: the model's context; a template with gaps: as written).
+        length: canvas length (default: config.default_length, the recommended length or the context; a template with gaps: as written).
         template: █ / [___] / plain prompt (parse_template); an AR model's must keep its gaps at the end.
         chat: the user's message instead of a template, put in the tokenizer's chat template (as_chat).
         seed: the seed an AR start token is drawn from (only where the vocabulary lacks "\\n").

@@ -450,7 +450,7 @@ def sample(model, config: SamplerConfig, *, batch_size: int | None = None, lengt
         >>> tr.tokens.shape[0] == tr.n_steps + 1, tr.nfe
         (True, 8)
 
-    length: canvas length (default: the model's context). template: █ / [___] / plain prompt,
+    length: canvas length (default: config.default_length). template: █ / [___] / plain prompt,
     see parse_template (needs `model.tokenizer`). plan: instead of length / template, a RunPlan of this
     model and config (plan_run): the run starts from its canvas and walks its blocks, the same run.
     generator: a CPU torch.Generator (default: seeded from config.seed), or a list of them, one per

@@ -53,6 +53,18 @@ def test_a_listed_model_runs_in_explore_with_token_strings(listed):
     assert "fp32 weights" in header_html(info, s.device_name, "")
 
 
+def test_a_long_context_opens_at_the_default_length_not_the_whole_context(checkpoints, tmp_path, monkeypatch):
+    """A real dLLM's context is 4k-131k tokens: a session that set its length to the context made every
+    first run that long. It opens at the model's default length, and the length can still go up to the
+    context."""
+    long = str(bert_dir(tmp_path / "long", context=1024))
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
+    dashboard_checkpoints.list_models([long])
+    s = _session(long)
+    assert s.error == "" and s.model.config.block_size == 1024
+    assert s.length == 256 and s.param.length.bounds == (1, 1024)
+
+
 def test_the_new_knobs_reach_the_sampler_from_the_session(listed):
     s = _session(listed, length=12, steps=4, cfg_scale=1.5, suppress_eos="both", alg_temp=0.3)
     cfg = s.sampler_config()

@@ -30,12 +30,23 @@ def test_loads_by_its_config_as_a_uniform_state_model(gemma):
     assert model_process(gemma) == "uniform" and gemma.config.process == "uniform"
     assert gemma.config.cached and gemma.config.canvas_length == CANVAS and gemma.config.kind == "diffusion"
     assert gemma.meta["family"] == "diffusion_gemma" and gemma.meta["model_config"]["process"] == "uniform"
-    # the model ships no generation settings: DiffusionGemma's defaults, as the project's knobs
-    assert gemma.meta["sampler_defaults"] == {"steps": 48, "entropy_bound": 0.1, "temperature": 0.8,
+    # the model ships no generation settings: DiffusionGemma's defaults, as the project's knobs; its canvas
+    # the whole context (128 positions here) less the BOS token a run without a prompt starts from
+    assert gemma.meta["sampler_defaults"] == {"length": 127, "steps": 48, "entropy_bound": 0.1, "temperature": 0.8,
                                               "temperature_end": 0.4, "stable_steps": 1, "stop_entropy": 0.005}
+    assert gemma.config.block_size == 127 and gemma.config.context == 128
     x = torch.randint(0, gemma.config.vocab_size, (2, CANVAS))
     logits = gemma(x, torch.ones(2))  # the plain contract: one block after the BOS token
     assert logits.shape == (2, CANVAS, gemma.config.vocab_size) and logits.dtype == torch.float32
+
+
+def test_a_run_at_its_default_length_fills_the_context_after_the_bos_token(gemma):
+    """The dashboard's first run takes the model's default length: it once asked for the whole context,
+    and the BOS token in front made it one position too long (an error at the last block)."""
+    tr = sample(gemma, SamplerConfig(steps=2, seed=0, stop_entropy=None), batch_size=1)
+    assert tr.final.shape == (1, 127)
+    with pytest.raises(ValueError, match="exceeds the model's context of 127"):
+        sample(gemma, SamplerConfig(steps=2, seed=0), length=128, batch_size=1)
 
 
 def test_the_cache_is_encoded_once_and_matches_the_whole_prefix(gemma):
