@@ -26,6 +26,9 @@ from .names import DEVICES, KINDS, LR_SCHEDULES, PRECISIONS, PROCESSES, TIME_CON
 
 EVAL_LENGTHS = (32, 64, 128)  # shorter canvases whose NELBO and accuracy the final metrics report
 CARRIED_META = ("sampler_defaults",)  # metadata a resumed run keeps from the checkpoint it continues
+# what a resumed run takes from the checkpoint it continues, whatever its config says: the network and its data
+RESUMED_FIELDS = ("corpus", "data", "kind", "process", "time_conditioning", "block_size", "n_layer", "n_head",
+                  "n_embd", "dropout", "init_from", "shift_logits")
 # The valid values of TrainConfig's fields. TrainConfig checks them, whoever builds one (the CLI, the Python
 # API, the train_config a resumed checkpoint carries), and `run.py train` parses its flags with them, so a
 # value out of range is an error naming the flag. Numbers: (lowest, highest[, which ends are included]);
@@ -222,9 +225,7 @@ class Trainer:
         self.carried = {k: prior.meta[k] for k in CARRIED_META if k in prior.meta}
         self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **curves}
         self.state["resumed_at"] = resumed_at + [self.state["step"]]
-        arch = {k: getattr(old, k) for k in ("corpus", "data", "kind", "process", "time_conditioning", "block_size",
-                                              "n_layer", "n_head", "n_embd", "dropout", "init_from", "shift_logits")}
-        return replace(cfg, **arch)
+        return replace(cfg, **{k: getattr(old, k) for k in RESUMED_FIELDS})
 
     def _check_tokenizer(self, prior):
         if prior is not None and prior.tokenizer.chars != self.corpus.tokenizer.chars:

@@ -79,10 +79,9 @@ def print_accuracy(model, val, seed: int) -> None:
                                                    "mean_confidence": "{:.3f}".format, "nll": "{:.3f}".format}))
 
 
-def print_quality(model, judge, args, reference) -> None:
+def print_quality(model, judge, args, reference, config) -> None:
     from ..experiments import sample_kind, sweep
 
-    config = sampler_config(args, model)
     try:
         _, summary = sweep(model, config, {"steps": [config.steps]}, args.n, args.seed, length=args.length,
                            judge=judge, batch_size=args.batch_size, reference=reference)
@@ -99,6 +98,7 @@ def main(args) -> int:
     from ..experiments import canvas_length
 
     model, judge, _ = load_models(args)
+    config = sampler_config(args, model)  # a bad knob is said now, not after the held-out figures
     try:
         length = canvas_length(model, args.length, None)
     except ValueError as e:
@@ -111,5 +111,5 @@ def main(args) -> int:
     print_likelihood(model, val)
     if model.config.kind != "ar":
         print_accuracy(model, val, args.seed)
-    print_quality(model, judge, args, reference)
+    print_quality(model, judge, args, reference, config)
     return 0

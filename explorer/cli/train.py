@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import gc
 import os
+import re
 import shlex
 import signal
 import sys
@@ -17,7 +18,7 @@ from dataclasses import fields
 from . import CLIError, boolean, check_writable, float_in, int_in
 from ..checkpoint import CheckpointError, checkpoints_dir
 from ..data.corpus import CorpusError
-from ..train import CHOICES, RANGES, TrainConfig, Trainer
+from ..train import CHOICES, RANGES, RESUMED_FIELDS, TrainConfig, Trainer
 
 from .. import distributed
 
@@ -36,6 +37,8 @@ FLAG_NOTES = {"max_minutes": "minutes of training in all: a resumed run counts t
 def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--out", required=True, help="checkpoint name (saved in checkpoints/) or a .safetensors path")
     p.add_argument("--resume", default=None, help="checkpoint to continue training from")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file that --resume does not name (a checkpoint of another run)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
@@ -49,13 +52,53 @@ def add_arguments(p: argparse.ArgumentParser):
             p.add_argument(flag, default=None, choices=CHOICES.get(f.name), help=f"default {f.default}")
 
 
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a checkpoint name: the file checkpoints/NAME.safetensors
+# fields a resumed run cannot change (RESUMED_FIELDS less the data file's path, which may move, and the
+# initialisation, which only a new run reads): a flag setting one to another value is refused, not ignored
+FIXED_ON_RESUME = tuple(k for k in RESUMED_FIELDS if k not in ("data", "init_from"))
+
+
 def out_path(out: str):
-    """Where --out saves: a bare name in checkpoints/, else the path as given; unwritable ones fail now,
-    not at the first save after the run."""
-    if not out.strip() or out.strip().startswith("."):
-        raise CLIError(f"--out {out!r}: give a checkpoint name (letters, digits, -) or a .safetensors path")
-    path = out if "/" in out or out.endswith(".safetensors") else checkpoints_dir() / f"{out}.safetensors"
-    return check_writable(path, "--out")
+    """Where --out saves: a bare name in checkpoints/, else the path as given, which must end in .safetensors
+    (a typo must not name the training text or any other file); unwritable ones fail now, not at the first
+    save after the run."""
+    s = out.strip()
+    as_path = "/" in s or s.endswith(".safetensors")
+    if not (as_path or NAME.fullmatch(s)):  # a bare name: no dot first (hidden), no space, no newline
+        raise CLIError(f"--out {out!r}: give a checkpoint name (letters, digits, _ . -) or a .safetensors path")
+    path = check_writable(s if as_path else checkpoints_dir() / f"{s}.safetensors", "--out")
+    if path.suffix != ".safetensors":
+        raise CLIError(f"--out {path}: a checkpoint path ends in .safetensors")
+    return path
+
+
+def check_overwrite(path, resume: str | None, overwrite: bool) -> None:
+    """Refuse to replace an existing --out file unless it is the run being resumed or --overwrite says so:
+    a rerun of an old command, or a typo in --out, would otherwise train over a finished checkpoint (the
+    first periodic save replaces it)."""
+    if overwrite or not path.exists():
+        return
+    if resume:
+        from ..checkpoint import resolve_checkpoint
+
+        try:
+            if resolve_checkpoint(resume).resolve() == path.resolve():
+                return
+        except (ValueError, OSError):  # a missing --resume is reported by the load, with its own words
+            return
+    name = path.stem if path.parent.resolve() == checkpoints_dir().resolve() else str(path)
+    raise CLIError(f"--out {path} exists: --resume {name} continues that run, --overwrite replaces it, or give "
+                   f"another --out")
+
+
+def check_resumed_flags(overrides: dict, resumed: dict) -> None:
+    """A resumed run keeps its network and data (Trainer._merge_resume): a flag asking for another value
+    of one of them would be ignored, so it is refused, naming the run's value."""
+    clash = [f"--{k.replace('_', '-')} {overrides[k]} (the run's is {resumed[k]})" for k in FIXED_ON_RESUME
+             if k in overrides and k in resumed and overrides[k] != resumed[k]]
+    if clash:
+        raise CLIError("a resumed run keeps its architecture and corpus: " + ", ".join(clash)
+                       + "; leave those flags out, or train a new --out")
 
 
 def resumed_config(resume: str | None) -> dict:
@@ -126,10 +169,16 @@ def build_trainer(args) -> Trainer:
     try:
         ranks = distributed.from_env()
         overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
-        cfg = TrainConfig(**{**resumed_config(args.resume), **overrides})
-        return Trainer(cfg, out_path(args.out), resume=args.resume, command=command_line(ranks), ranks=ranks)
+        resumed = resumed_config(args.resume)
+        check_resumed_flags(overrides, resumed)
+        cfg = TrainConfig(**{**resumed, **overrides})
+        trainer = Trainer(cfg, out_path(args.out), resume=args.resume, command=command_line(ranks), ranks=ranks)
     except (ValueError, CorpusError, CheckpointError) as e:
         raise CLIError(str(e)) from e
+    if args.resume and trainer.state["step"] >= trainer.cfg.max_steps:  # it would only save the same weights
+        raise CLIError(f"--max-steps {trainer.cfg.max_steps}: the resumed run has trained {trainer.state['step']} "
+                       f"steps already; ask for more")
+    return trainer
 
 
 @contextlib.contextmanager
@@ -150,7 +199,8 @@ def interrupt_while_loading():
 
 def main(args) -> int:
     try:
-        out_path(args.out)  # before the corpus and the model: a run must not end unable to save
+        # before the corpus and the model: a run must not end unable to save, nor replace another's file
+        check_overwrite(out_path(args.out), args.resume, args.overwrite)
         with interrupt_while_loading():
             trainer = build_trainer(args)
         return train(trainer)

@@ -102,7 +102,11 @@ def recommended(model) -> dict:
     recommendations gives {}: SamplerConfig's own defaults apply. Unknown or invalid entries raise
     ValueError: a checkpoint that recommends nonsense is a bad checkpoint, not a silent fallback."""
     meta = getattr(model, "meta", None) or {}
-    wanted = dict(meta.get("sampler_defaults") or {})
+    wanted = meta.get("sampler_defaults") or {}
+    if not isinstance(wanted, dict):  # JSON written by hand or by another program
+        raise ValueError(f"the checkpoint's sampler_defaults must be a JSON object of knobs, got "
+                         f"{type(wanted).__name__}")
+    wanted = dict(wanted)
     length = wanted.pop("length", None)
     SamplerConfig.from_dict(wanted)  # raises on an unknown knob or an invalid value
     if length is not None:

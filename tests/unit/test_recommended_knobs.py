@@ -66,11 +66,16 @@ def test_cli_sample_uses_the_recommendation_unless_a_flag_is_given(recommending,
     assert out["config"]["steps"] == 5 and out["config"]["strategy"] == "random" and len(out["tokens"][0]) == 12
 
 
-def test_cli_sample_refuses_a_bad_recommendation_in_one_line(recommending, capsys):
-    update_metadata(recommending, {"sampler_defaults": {"temperature": -1}})
+@pytest.mark.parametrize("bad, needle", [
+    ({"temperature": -1}, "temperature must be in [0, 100]"),
+    # JSON of another shape, written by hand: once a TypeError's traceback
+    (["steps", 4], "sampler_defaults must be a JSON object of knobs, got list"),
+])
+def test_cli_sample_refuses_a_bad_recommendation_in_one_line(recommending, capsys, bad, needle):
+    update_metadata(recommending, {"sampler_defaults": bad})
     assert main(["sample", "--checkpoint", str(recommending)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "temperature must be in [0, 100]" in err[0]
+    assert len(err) == 1 and needle in err[0], err
 
 
 def test_the_dashboard_opens_a_checkpoint_at_its_recommendation(recommending):
