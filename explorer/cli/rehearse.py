@@ -571,6 +571,24 @@ def main(args) -> int:
             print(f"{item.number:>3}  {item.name:<28} {item.section:<12} {item.tab:<8} ?{item.query}")
         return 0
     out, began = out_dir(args), time.monotonic()
+    try:
+        return rehearse(args, chosen, out, began)
+    finally:
+        drop_if_empty(out, default=not args.out)
+
+
+def drop_if_empty(out: Path, default: bool) -> None:
+    """Remove the report folder when nothing was written to it (a server or browser that never started):
+    an empty dated folder per failed attempt only hides the ones that hold reports. A server's log, even
+    of a failed start, keeps it."""
+    with contextlib.suppress(OSError):  # not empty (or already gone): kept
+        out.rmdir()
+        if default:
+            out.parent.rmdir()  # rehearsal/ itself, when this was its only folder
+
+
+def rehearse(args, chosen: list, out: Path, began: float) -> int:
+    """Open every chosen figure's link as main() describes; returns the exit status (1 if any failed)."""
     command = "python run.py rehearse " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     rows = []
     with stopped_by_sigterm(), server(args, out) as (base, log), chromium() as browser:

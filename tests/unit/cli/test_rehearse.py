@@ -50,6 +50,20 @@ def test_bad_arguments_are_one_error_line(argv, words, capsys):
     assert err.startswith("error:") and words in err and len(err.splitlines()) == 1
 
 
+def test_a_rehearsal_that_never_started_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
+    """A server that does not answer is one error line; the dated report folder made for it goes again."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["rehearse", "--base-url", f"http://127.0.0.1:{port}/", "--sample", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --base-url") and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_list_numbers_the_selection(capsys):
     assert cli_main(["rehearse", "--lessons", lessons.LESSONS[0].slug, "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
