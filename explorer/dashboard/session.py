@@ -257,9 +257,12 @@ class Session(SessionKnobs):
         context = model.config.block_size
         self.param.length.bounds = (1, context)
         self.param.block_length.bounds = (0, context)
-        self.param.top_k.bounds = (0, model.config.mask_id)
+        # top-k counts the tokens that can be proposed: the vocabulary less [MASK]. (Not the mask's id: that is
+        # the last id only in our own models; BERT's is 103 of 30,522.)
+        proposable = model.config.vocab_size - 1
+        self.param.top_k.bounds = (0, proposable)
         self.length = context
-        self.top_k = min(self.top_k, model.config.mask_id)
+        self.top_k = min(self.top_k, proposable)
         pinned = {k: v for k, v in pinned.items() if not (k == "length" and v > context)}
         self.param.update(**{**self.recommended_knobs(model), **pinned})
         if self.template and model.tokenizer.unknown_chars(self.template.replace("[___]", "").replace("█", "")):

@@ -33,6 +33,10 @@ UNPREFIXED_TAB = "Explore"
 ALWAYS = ("checkpoint", "seed")  # written even at their defaults: a link should not depend on the server's
 HANDLED_ELSEWHERE = ("checkpoint",)  # read by app.served_args (only names in checkpoints/ are opened)
 LESSON_KEYS = ("lesson", "figure")  # lesson mode (UrlState._lesson_problems): the lesson and figure a link opens
+# knobs whose bounds are the model's (its context, its vocabulary): before a model without a preview (a listed
+# Hugging Face model) is loaded, their bounds are the defaults', and a length of 1,000 on a 4,096-token model
+# must wait for the model to be judged
+MODEL_BOUNDED = ("length", "block_length", "top_k")
 MAX_CHARS = 2000  # a longer value is an accident or an attack, not a setting
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 _INT = re.compile(r"[+-]?\d+")
@@ -196,9 +200,23 @@ class UrlState(param.Parameterized):
                     if targets[key][0] is self.state and key in KNOBS:
                         self._pending[key] = text  # again once loaded: over the model's own defaults
             except ValueError as e:
-                problems.append(f"{_shown(key)}={_shown(text)} ({e})")
+                if self._waits_for_model(key, text):
+                    self._pending[key] = text  # judged by check_model against the model's own bounds
+                else:
+                    problems.append(f"{_shown(key)}={_shown(text)} ({e})")
         self._problems = problems
         self._say()
+
+    def _waits_for_model(self, key: str, text: str) -> bool:
+        """Whether a refused value is a whole number for a knob whose bounds no model has set yet: the
+        model's load checks it (check_model), as it checks every knob of the link again."""
+        if key not in MODEL_BOUNDED or self.state.knobs_model() is not None or len(text) > 20:
+            return False
+        try:
+            _number(text, integer=True)
+        except ValueError:
+            return False
+        return True
 
     def _lesson_problems(self, args: dict[str, str]) -> list[str]:
         """Set `lesson` and `figure` from the link when both are valid (a lesson alone: figure 0); the

@@ -65,6 +65,33 @@ def test_a_long_context_opens_at_the_default_length_not_the_whole_context(checkp
     assert s.length == 256 and s.param.length.bounds == (1, 1024)
 
 
+def test_a_link_is_judged_by_the_models_own_bounds(checkpoints, tmp_path, monkeypatch):
+    """A listed model has no preview: before its load the length and top-k bounds were the defaults', so a
+    link's length of 1,000 on a 1,024-token model was refused (a shared link did not reopen), and top-k was
+    capped at the mask's id (4 here, 103 on BERT) instead of the vocabulary."""
+    from explorer.dashboard.urlstate import UrlState
+
+    long = str(bert_dir(tmp_path / "long", context=1024))
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
+    dashboard_checkpoints.list_models([long])
+
+    def opened(link):
+        s = open_session(checkpoint=long, device="cpu", auto_run=False, sweep_auto=False)
+        url = UrlState(s, list(s.tabs))
+        s.load_hooks.append(url.hook)
+        url.apply(link)
+        s.load(wait=True)
+        return s, url.notice
+
+    s, notice = opened({"length": "1000", "top_k": "50"})
+    assert notice == "" and (s.length, s.top_k) == (1000, 50)
+    assert s.param.top_k.bounds == (0, s.model.config.vocab_size - 1) and s.model.config.mask_id == 4
+    s, notice = opened({"length": "5000", "top_k": "500"})
+    assert (s.length, s.top_k) == (256, 0)
+    assert "length=5000 (not for" in notice and "outside the range 1 to 1024" in notice
+    assert "top_k=500 (not for" in notice and f"outside the range 0 to {s.model.config.vocab_size - 1}" in notice
+
+
 def test_the_new_knobs_reach_the_sampler_from_the_session(listed):
     s = _session(listed, length=12, steps=4, cfg_scale=1.5, suppress_eos="both", alg_temp=0.3)
     cfg = s.sampler_config()
