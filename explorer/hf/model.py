@@ -336,10 +336,27 @@ def _attach(model, source: HFSource, cfg: dict, files) -> nn.Module:
     return model
 
 
+SHAPE_KEYS = {"layers": ("num_hidden_layers", "n_layers", "num_layers", "n_layer"),
+              "heads": ("num_attention_heads", "n_heads", "num_heads", "n_head"),
+              "width": ("hidden_size", "d_model", "n_embd", "dim")}
+
+
+def _shape(cfg: dict) -> dict:
+    """Layers, heads and width as the model's config.json names them (its text model's, for a model with
+    one), for the Model tab; a size the config does not name is left out."""
+    inner = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    out = {}
+    for what, keys in SHAPE_KEYS.items():
+        value = next((inner[k] for k in keys if isinstance(inner.get(k), int)), None)
+        if value is not None:
+            out[what] = value
+    return out
+
+
 def _meta(source: HFSource, config, model: nn.Module, cfg: dict) -> dict:
     weights_dtype = next(model.parameters()).dtype
     dtype = {v: k for k, v in DTYPES.items()}.get(weights_dtype, str(weights_dtype))
     return {"source": source.spec, "location": source.location, "revision": source.revision,
             "hf_model_type": cfg.get("model_type"), "family": config.family, "dtype": dtype,
             "parameters": sum(p.numel() for p in model.parameters()), "model_config": config.to_dict(),
-            "tokenizer": model.tokenizer.to_dict()}
+            "hf_shape": _shape(cfg), "tokenizer": model.tokenizer.to_dict()}

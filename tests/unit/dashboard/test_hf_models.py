@@ -92,6 +92,28 @@ def test_a_link_is_judged_by_the_models_own_bounds(checkpoints, tmp_path, monkey
     assert "top_k=500 (not for" in notice and f"outside the range 0 to {s.model.config.vocab_size - 1}" in notice
 
 
+def test_the_model_tab_describes_a_hugging_face_model_without_training_figures(listed):
+    """Its page once read the shipped checkpoints' fields: 'None × None' layers, a context in characters,
+    a corpus '? (?)', 0 training steps and empty loss and learning-rate plots. It shows where the model came
+    from and what the sampler reads of it; the training figures come back for a checkpoint trained here."""
+    from explorer.dashboard.tabs.model.view import summary_html
+
+    s = open_session(checkpoint=listed, device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Model", s)
+    s.load(wait=True)
+    page, html = view.page, summary_html(tab.meta, listed)
+    n_params = sum(p.numel() for p in s.model.parameters())
+    for expected in ("source", listed, "masked diffusion (bidirectional)", "mlm (model_type bert)",
+                     f"{n_params:,} ({n_params / 1e6:.2f} M), fp32 weights", "layers × heads, width", "2 × 2, 32", "64 tokens", "80 ids", "mask id", "trained elsewhere"):
+        assert expected in html, expected
+    for absent in ("None", "characters", "Training", "Data", "tokens seen"):
+        assert absent not in html, absent
+    assert not page.trained.visible and not page.time_emb.visible
+    s.load("tiny", wait=True)
+    assert page.trained.visible and page.time_emb.visible and "Training" in summary_html(tab.meta, "tiny")
+    s.close()
+
+
 def test_the_new_knobs_reach_the_sampler_from_the_session(listed):
     s = _session(listed, length=12, steps=4, cfg_scale=1.5, suppress_eos="both", alg_temp=0.3)
     cfg = s.sampler_config()

@@ -154,9 +154,45 @@ def _recommended(meta: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def is_hf(meta: dict) -> bool:
+    """Whether the metadata is a Hugging Face model's (hf/model.py): trained elsewhere, no curves stored."""
+    return "hf_model_type" in meta and "source" in meta
+
+
+HF_KINDS = {"uniform": "uniform-state diffusion (blocks after a cache of what precedes them)",
+            "masked": "masked diffusion (bidirectional)", "causal": "causal LM (a judge of gen-PPL)"}
+
+
+def hf_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
+    """A Hugging Face model's page: where it came from, what the sampler reads of it and what it recommends.
+    It was trained elsewhere, so there is no corpus, training run or held-out figure to show."""
+    mc, shape = meta.get("model_config") or {}, meta.get("hf_shape") or {}
+    process = "causal" if mc.get("kind") == "ar" or mc.get("family") == "causal" else mc.get("process") or "masked"
+    n = meta.get("parameters")
+    context = mc.get("context") or mc.get("block_size")
+    arch = [("kind", HF_KINDS.get(process, str(process))),
+            ("family", f"{mc.get('family', '?')} (model_type {meta.get('hf_model_type') or '?'})"),
+            ("parameters", f"{int(n):,} ({int(n) / 1e6:.2f} M), {meta.get('dtype', '?')} weights" if n else "?")]
+    if shape:
+        arch.append(("layers × heads, width", f"{shape.get('layers', '?')} × {shape.get('heads', '?')}, "
+                                               f"{shape.get('width', '?')}"))
+    arch += [("context", f"{context:,} tokens" if isinstance(context, int) else "?"),
+             ("vocabulary", f"{mc.get('vocab_size', '?'):,} ids" if isinstance(mc.get("vocab_size"), int) else "?")]
+    if process == "uniform":
+        arch.append(("block (canvas_length)", f"{mc.get('canvas_length', '?')} tokens, random tokens at the start"))
+    elif process == "masked":
+        arch.append(("mask id", str(mc.get("mask_id", "?"))))
+    source = [("source", str(meta.get("source", "?"))), ("revision", str(meta.get("revision") or "–")),
+              ("result", "trained elsewhere: no held-out figure or training curves come with it")]
+    sections = {name: source, "Recommended sampler": _recommended(meta), "Architecture": arch}
+    return {title: rows for title, rows in sections.items() if rows}
+
+
 def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
     """Section title -> (label, value) rows of the page (plain strings, escaped when rendered); the
     by-length and recommended-sampler sections only where the metadata has them."""
+    if is_hf(meta):
+        return hf_sections(meta, name)
     corpus = meta.get("corpus") or {}
     chars = (meta.get("tokenizer") or {}).get("chars")
     shown = "".join({"\n": "↵", " ": "␣"}.get(c, c) for c in chars) if isinstance(chars, str) else None

@@ -24,6 +24,7 @@ from ...ui.base import apply_fonts, figure_pane, flex_item, notice, rule, show_n
 from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from ...ui.safe import literal
 from .meta import (
+    is_hf,
     pattern_examples,
     time_embedding,
     curves_frame,
@@ -247,6 +248,9 @@ class CheckpointPage(ModelView):
         # sync the figure's stylesheets back into the pane, which refuses Bokeh's stylesheet objects
         self.time_emb = pn.Column(figure_pane(self.time_figure.figure, "model-time-embedding"),
                                   sizing_mode="stretch_width", visible=False)
+        # a Hugging Face model was trained elsewhere: no curves, schedule or time embedding to draw
+        self.trained = pn.Column(self.curves, self.schedule, self.csv, self.time_emb, sizing_mode="stretch_width",
+                                 styles=flex_item(3, 420))
         self._describe()
         self._draw()  # the figures are in no document yet: drawn here directly
         self.follow_fonts((self.curves_fig, self.lr_fig), (self.summary,))
@@ -271,14 +275,15 @@ class CheckpointPage(ModelView):
 
     def _draw_time_embedding(self) -> None:
         """The time embedding of the model's metadata (Bokeh models: on the UI thread, as _draw)."""
-        self.time_emb.visible = bool(self.state.meta)
-        if self.state.meta:
+        self.time_emb.visible = bool(self.state.meta) and not is_hf(self.state.meta)
+        if self.time_emb.visible:
             self.time_figure.draw(self.state.meta, self.state.session.presentation)
 
     def _draw(self) -> None:
         """The Bokeh parts: stored curves, the stored schedule and the part of it used, titles."""
         meta, name = self.state.meta, self.state.session.model_info.get("name", "")
         self._draw_time_embedding()
+        self.trained.visible = not (meta and is_hf(meta))
         if not meta:
             return
         self.train_src.data, self.val_src.data = stored_curves(meta)
@@ -290,11 +295,9 @@ class CheckpointPage(ModelView):
                                   else f"{name}: no learning-rate schedule stored")
 
     def __panel__(self):
-        right = pn.Column(self.curves, self.schedule, self.csv, self.time_emb, sizing_mode="stretch_width",
-                          styles=flex_item(3, 420))
         left = pn.Column(self.summary, styles=flex_item(2, 360))
-        projector_layout(self.state.session, figures=right, tables=left)
-        return side_by_side(left, right, css_classes=["model-page"])  # at 1024 px the plots go under the summary
+        projector_layout(self.state.session, figures=self.trained, tables=left)
+        return side_by_side(left, self.trained, css_classes=["model-page"])  # at 1024 px the plots go under the summary
 
 
 def projector_layout(session, figures, tables) -> None:
