@@ -142,6 +142,7 @@ def check_args(args) -> None:
               "`python run.py train --out NAME ...`", file=sys.stderr)
     if not 0 <= args.port <= 65535:
         raise CLIError(f"--port must be in 0..65535, got {args.port}")
+    check_origins(args.allow_websocket_origin)
     if args.precision is None:
         args.precision = os.environ.get("MDLM_EXPLORER_PRECISION", "").strip().lower() or "fp32"
         if args.precision not in PRECISIONS:
@@ -168,6 +169,19 @@ def check_args(args) -> None:
         resolve_device(args.device)
     except ValueError as e:
         raise CLIError(str(e)) from e
+
+
+def check_origins(origins) -> None:
+    """Each --allow-websocket-origin must be HOST or HOST:PORT with a port in 1..65535 (or Bokeh's `*`):
+    Bokeh itself checks them only while the server starts, with a traceback."""
+    for origin in origins or []:
+        if origin == "*":  # Bokeh's "any origin"
+            continue
+        host, colon, port = origin.partition(":")
+        if not host or ":" in port or any(c.isspace() for c in origin):
+            raise CLIError(f"--allow-websocket-origin {origin!r}: expected HOST or HOST:PORT")
+        if colon and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            raise CLIError(f"--allow-websocket-origin {origin!r}: the port must be a number in 1..65535")
 
 
 def check_scrub(args) -> None:
@@ -371,18 +385,19 @@ def main(args) -> int:
     if args.models:
         checkpoints.list_models(args.models, hf_options(args))
     opts = server_options(args)
-    login = " (login required)" if args.basic_auth else ""
-    procs = f" from {args.num_procs} processes" if args.num_procs > 1 else ""
-    print(f"serving the dashboard on http://{args.address}:{args.port}/{procs}{login} (Ctrl-C to stop)",
-          file=sys.stderr)
     forked, parent = args.num_procs > 1, os.getpid()
     try:
-        # served_args: a ?checkpoint= in the URL picks the model, as under `panel serve`
+        # served_args: a ?checkpoint= in the URL picks the model, as under `panel serve`. Not started here:
+        # pn.serve binds the port (or fails) and returns, so the line below is printed only once it listens.
         server = pn.serve({"/": lambda: create_app(**served_args(args.checkpoint, args.device))}, port=args.port,
                           address=args.address, show=not args.no_show and not forked, title=TITLE,
-                          start=not forked, num_procs=args.num_procs, **opts)
+                          start=False, num_procs=args.num_procs, **opts)
         if forked:  # this is one of the forked server processes (the parent waits inside pn.serve)
-            run_forked(server, parent, show="" if args.no_show else ("/login" if args.basic_auth else "/"))
+            run_forked(server, parent, show="" if args.no_show else ("/login" if args.basic_auth else "/"),
+                       listening=lambda: announce(args, server.port))
+        else:
+            announce(args, server.port)
+            run_server(server)
     except OSError as e:  # e.g. the port is taken
         raise CLIError(f"cannot serve on {args.address}:{args.port}: {e}") from e
     except KeyboardInterrupt:
@@ -390,10 +405,29 @@ def main(args) -> int:
     return 0
 
 
-def run_forked(server, parent: int, show: str) -> None:
+def announce(args, port: int) -> None:
+    """The "serving ..." line, with the port actually bound (--port 0 picks a free one): printed only once
+    the server listens, so a taken port or a bad address is the only line, not a claim then an error."""
+    login = " (login required)" if args.basic_auth else ""
+    procs = f" from {args.num_procs} processes" if args.num_procs > 1 else ""
+    print(f"serving the dashboard on http://{args.address}:{port}/{procs}{login} (Ctrl-C to stop)", file=sys.stderr)
+
+
+def run_server(server) -> None:
+    """Serve in this process until Ctrl-C: what pn.serve(start=True) does after binding (its SIGINT
+    handler stops the loop)."""
+    server.start()
+    try:
+        server.io_loop.start()
+    except RuntimeError:  # the loop is already running (as pn.serve, which ignores it too)
+        pass
+
+
+def run_forked(server, parent: int, show: str, listening=None) -> None:
     """Serve in one forked process until Ctrl-C. It dies with the parent: Tornado's parent waits for
     its children and restarts a crashed one, but a `kill` of the parent alone would leave them
-    serving, holding the port. The first process opens the browser (`show`: the path, "" for none).
+    serving, holding the port. The first process opens the browser (`show`: the path, "" for none)
+    and calls `listening` (the port is bound before the fork, and the parent never returns to say so).
 
     No model, device queue or worker thread exists before the fork: the dashboard makes each on a
     process's first session (tests/integration/test_serve_procs.py)."""
@@ -408,6 +442,8 @@ def run_forked(server, parent: int, show: str) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
     if os.getppid() != parent:  # the parent died before prctl took effect
         sys.exit(0)
+    if task_id() == 0 and listening is not None:
+        listening()
     if show and task_id() == 0:
         server.io_loop.add_callback(server.show, show)
     server.start()

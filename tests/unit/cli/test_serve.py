@@ -32,6 +32,11 @@ def checkpoints(tmp_path, monkeypatch):
     (["--allow-training", "--user-checkpoints", "0"], "argument --user-checkpoints: expected an integer"),
     (["--checkpoint", "../tiny"], "no checkpoint named '../tiny' in checkpoints/"),
     (["--data", "missing.txt"], "--data missing.txt: no such readable file"),
+    # Bokeh checks the origins only as the server starts, with a traceback
+    (["--allow-websocket-origin", ""], "--allow-websocket-origin '': expected HOST or HOST:PORT"),
+    (["--allow-websocket-origin", ":5006"], "--allow-websocket-origin ':5006': expected HOST or HOST:PORT"),
+    (["--allow-websocket-origin", "a:1:2"], "--allow-websocket-origin 'a:1:2': expected HOST or HOST:PORT"),
+    (["--allow-websocket-origin", "foo:abc"], "--allow-websocket-origin 'foo:abc': the port must be a number in 1..65535"),
 ])
 def test_serve_refuses_bad_arguments_before_starting(checkpoints, tmp_path, capsys, argv, needle):
     from explorer.cli import main
@@ -42,6 +47,55 @@ def test_serve_refuses_bad_arguments_before_starting(checkpoints, tmp_path, caps
     assert main(["serve", "--no-show", "--port", "0", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+
+
+def test_serve_takes_the_origins_bokeh_takes_with_a_port_a_browser_can_have():
+    """Bokeh itself takes any integer port (foo:0 would start a server no origin can reach)."""
+    from explorer.cli import CLIError
+    from explorer.cli.serve import check_origins
+
+    check_origins(["*", "localhost", "lab.example.org:5006", "*.example.org:80", "10.0.0.*:65535"])
+    check_origins(None)
+    for origin in ("foo:0", "foo:65536", "foo:-1", "foo:", "foo: 80"):
+        with pytest.raises(CLIError, match="the port must be a number in 1..65535|expected HOST or HOST:PORT"):
+            check_origins([origin])
+
+
+def test_serve_says_it_serves_only_once_it_listens(checkpoints, fresh_defaults, capsys):
+    """A port that is taken is one error line, with no "serving ..." line before it."""
+    import socket
+
+    from explorer.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("localhost", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--no-show", "--offline", "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: cannot serve on localhost:{port}: ")
+
+
+def test_serve_names_the_port_it_bound(checkpoints, fresh_defaults, monkeypatch, capsys):
+    """--port 0: the line names the free port the server listens on, not :0."""
+    import signal
+
+    from explorer.cli import main, serve
+
+    bound = []
+
+    def stop_at_once(server):  # instead of serving until Ctrl-C
+        bound.append(server.port)
+        server.stop()
+
+    monkeypatch.setattr(serve, "run_server", stop_at_once)
+    handler = signal.getsignal(signal.SIGINT)  # pn.serve installs its own
+    try:
+        assert main(["serve", "--no-show", "--offline", "--port", "0"]) == 0
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert bound[0] > 0 and err == [f"serving the dashboard on http://localhost:{bound[0]}/ (Ctrl-C to stop)"]
 
 
 def test_cli_serve_is_the_default_command_and_refuses_bad_arguments(checkpoints, capsys):
