@@ -12,6 +12,7 @@ Dask scheduler) or --workers N (a local cluster of N processes) run the sampler 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -299,14 +300,50 @@ def check_plot_args(args, kind: str | None = None, judge=None) -> None:
 
 def check_outputs(args) -> None:
     """Before any sampling: every file the sweep will write can be written, and --plot names a kind of
-    figure there is (a run must not end unable to save what it measured)."""
+    figure there is (a run must not end unable to save what it measured); none of them is a file the
+    run reads, or an existing file of another kind (a mistyped --out must not replace a checkpoint)."""
+    inputs = input_files(args)
     if args.out:
         out = check_writable(args.out, "--out")
-        check_writable(out.with_suffix(".summary.csv"), "--out (its .summary.csv)")
+        summary = check_writable(out.with_suffix(".summary.csv"), "--out (its .summary.csv)")
+        check_replaceable(out, "--out", (".csv",), inputs)
+        check_replaceable(summary, "--out (its .summary.csv)", (".csv",), inputs)
     if args.plot:
         if Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise CLIError(f"--plot {args.plot}: name a .html or .png file (the suffix picks the format)")
-        check_writable(args.plot, "--plot")
+        check_replaceable(check_writable(args.plot, "--plot"), "--plot", PLOT_SUFFIXES, inputs)
+
+
+def input_files(args) -> dict[str, Path]:
+    """{flag: file} of every existing file the run reads: the checkpoints (a name resolved in
+    checkpoints/), --data and --from-csv. A name that resolves to no file is left to the loading
+    to report."""
+    named = {"--checkpoint": args.checkpoint, "--judge": args.judge,
+             "--ar": args.ar if isinstance(args.ar, str) else None}  # (a bare --ar is the judge)
+    files = {"--data": args.data, "--from-csv": args.from_csv}
+    if any(named.values()):  # (torch is imported only for a run that loads a model anyway)
+        from ..checkpoint import CheckpointError, resolve_checkpoint
+
+        for flag, name in named.items():
+            try:
+                files[flag] = resolve_checkpoint(name) if name else None
+            except CheckpointError:  # hf:ORG/NAME, 'none', or a typo that loading the model reports
+                pass
+    files = {flag: Path(f).expanduser() for flag, f in files.items() if f}
+    return {flag: f for flag, f in files.items() if f.is_file()}
+
+
+def check_replaceable(path: Path, flag: str, suffixes: tuple[str, ...], inputs: dict[str, Path]) -> None:
+    """Refuse to write over a file the run reads (by any name: a link, a relative path), or over an existing
+    file whose suffix is not one of `suffixes`. Replacing an earlier sweep's table or figure stays allowed."""
+    if not path.is_file():
+        return
+    for source, file in inputs.items():
+        if os.path.samefile(path, file):
+            raise CLIError(f"{flag} {path}: that is the {source} file this sweep reads; write to another file")
+    if path.suffix.lower() not in suffixes:
+        raise CLIError(f"{flag} {path}: an existing file that is not {' or '.join(suffixes)}; "
+                       "not overwriting it (remove it first, or name another file)")
 
 
 def write_outputs(table, summary, args) -> None:
@@ -346,24 +383,49 @@ def print_sweet_spot(summary, args) -> None:
     print(spot.to_string(index=False))
 
 
+def read_numbers(table, path: Path) -> None:
+    """The numeric columns of a read-back table (number knobs, counts, speeds, metrics) made numbers in place,
+    the whole-number knobs Int64 (read back as floats where a baseline row has none). A hand-edited cell
+    that is not a number (or not a whole one) is a CLIError naming its column, row and value, not a
+    traceback in the summary. Empty cells stay empty (NA)."""
+    import numpy as np
+    import pandas as pd
+
+    from ..experiments import INT_COLUMNS, METRIC_DIRECTION, SPEED_COLUMNS
+    from ..sampling import knobs
+
+    whole = {name for name, knob in knobs.KNOBS.items() if knob.type is int}
+    numeric = whole | {name for name, knob in knobs.KNOBS.items() if knob.type is float}
+    numeric |= {*INT_COLUMNS, *SPEED_COLUMNS, *METRIC_DIRECTION}
+    for name in [c for c in table.columns if c in numeric]:
+        values = pd.to_numeric(table[name], errors="coerce")
+        number = values.astype(float)
+        bad = table[name].notna() & number.isna()
+        if name in whole:  # (Int64 takes no fraction, infinity or number past its 2**63)
+            bad |= number.notna() & ~(np.isfinite(number) & (number == number.round()) & (number.abs() < 2**63))
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            what = "a number" if pd.isna(number.iloc[row]) else "a whole number"
+            raise CLIError(f"--from-csv {path}: column {name!r}, row {row + 1} after the header: "
+                           f"{str(table[name].iloc[row])!r} is not {what}")
+        table[name] = values.astype("Int64") if name in whole else values
+
+
 def report_saved(args) -> int:
     """--from-csv: the summary, the sweet spot and the figures of a saved per-sample table; nothing sampled."""
     import pandas as pd
 
     from ..experiments import aggregate
-    from ..sampling import knobs
 
     path = Path(args.from_csv)
     try:
         table = pd.read_csv(path)
     except (OSError, ValueError) as e:  # a missing file, or one pandas cannot parse
-        raise CLIError(f"--from-csv {path}: {e}") from e
+        raise CLIError(f"--from-csv {path}: {str(e).strip()}") from e  # (pandas ends some messages in a newline)
     if not {"sampler", "steps", "text"} <= set(table.columns):
         raise CLIError(f"--from-csv {path}: not a sweep's per-sample table (the CSV that --out writes)")
     check_outputs(args)
-    for name, knob in knobs.KNOBS.items():  # whole-number knobs read back as floats where a baseline row has none
-        if name in table and knob.type is int:
-            table[name] = table[name].astype("Int64")
+    read_numbers(table, path)
     check_plot_args(args)
     summary = aggregate(table)  # its knobs inferred from the table's columns
     print(format_summary(summary, summary.attrs["knobs"]))

@@ -2,6 +2,8 @@
 summaries and plots written, a saved sweep re-plotted, text sweeps with a judge, errors as one line."""
 from __future__ import annotations
 
+import io
+
 import pandas as pd
 import pytest
 
@@ -129,3 +131,71 @@ def test_cli_error_paths(ckpt_dir, capsys, argv, message):
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--checkpoint", "pat", "--out", "{d}/pat.safetensors"], "that is the --checkpoint file this sweep reads"),
+    (["--checkpoint", "{d}/pat.safetensors", "--out", "{d}/../{n}/pat.safetensors"], "the --checkpoint file"),
+    (["--checkpoint", "txt", "--judge", "ar", "--out", "{d}/ar.safetensors"], "that is the --judge file"),
+    (["--checkpoint", "txt", "--data", "{d}/tiny.txt", "--out", "{d}/tiny.txt"], "that is the --data file"),
+    (["--checkpoint", "txt", "--data", "{d}/corpus.csv", "--out", "{d}/corpus.csv"], "that is the --data file"),
+    (["--checkpoint", "txt", "--data", "{d}/corpus.html", "--plot", "{d}/corpus.html"], "that is the --data file"),
+    (["--checkpoint", "pat", "--out", "{d}/other.txt"], "an existing file that is not .csv; not overwriting it"),
+    (["--from-csv", "{d}/saved.csv", "--out", "{d}/saved.csv"], "that is the --from-csv file this sweep reads"),
+])
+def test_cli_sweep_writes_over_no_file_it_reads_nor_another_kind_of_file(ckpt_dir, capsys, argv, message):
+    """--out / --plot naming the checkpoint, the data, the saved table, or an existing file that is not a
+    table (a figure): one error line, exit 2, before anything is sampled; every file is as it was."""
+    (ckpt_dir / "corpus.csv").write_text("a,b\n1,2\n")
+    (ckpt_dir / "corpus.html").write_text("<p>notes</p>")
+    (ckpt_dir / "saved.csv").write_text(SAVED)
+    before = {p: p.read_bytes() for p in ckpt_dir.iterdir()}
+    argv = [a.format(d=ckpt_dir, n=ckpt_dir.name) for a in argv]
+    assert cli_main(["sweep", "--steps", "1", "--n", "1", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert {p: p.read_bytes() for p in ckpt_dir.iterdir()} == before
+
+
+def test_cli_sweep_replaces_an_earlier_sweeps_table_and_figure(ckpt_dir, capsys):
+    """Writing over the .csv and .html of an earlier sweep stays allowed, as any command's output."""
+    (ckpt_dir / "saved.csv").write_text(SAVED)
+    for name in ("again.csv", "again.summary.csv", "again.html"):
+        (ckpt_dir / name).write_text("an earlier sweep's")
+    assert cli_main(["sweep", "--from-csv", str(ckpt_dir / "saved.csv"), "--out", str(ckpt_dir / "again.csv"),
+                     "--plot", str(ckpt_dir / "again.html"), "--plot-resources", "cdn"]) == 0
+    assert len(pd.read_csv(ckpt_dir / "again.csv")) == 4 and "bokeh" in (ckpt_dir / "again.html").read_text()
+
+
+# a saved sweep's per-sample table (some of the columns --out writes), for --from-csv
+SAVED = """sampler,steps,strategy,seed,sample,nfe,tokens_per_s,text,pattern_quality
+diffusion,1,confidence,0,0,1,100.5,ABAB,0.5
+diffusion,1,confidence,0,1,1,100.5,ABBA,0.25
+diffusion,2,confidence,0,0,2,50.0,AAAA,1.0
+diffusion,2,confidence,0,1,2,50.0,ABAB,0.5
+"""
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("nfe", "x", "column 'nfe', row 3 after the header: 'x' is not a number"),
+    ("tokens_per_s", "fast", "column 'tokens_per_s', row 3 after the header: 'fast' is not a number"),
+    ("pattern_quality", "x", "column 'pattern_quality', row 3 after the header: 'x' is not a number"),
+    ("steps", "x", "column 'steps', row 3 after the header: 'x' is not a number"),
+    ("seed", "x", "column 'seed', row 3 after the header: 'x' is not a number"),
+    ("steps", "1.5", "column 'steps', row 3 after the header: '1.5' is not a whole number"),
+])
+def test_cli_sweep_from_csv_names_a_hand_edited_cell_that_is_not_a_number(ckpt_dir, capsys, column, value, message):
+    table = pd.read_csv(io.StringIO(SAVED)).astype(str)
+    table.loc[2, column] = value
+    table.to_csv(ckpt_dir / "edited.csv", index=False)
+    assert cli_main(["sweep", "--from-csv", str(ckpt_dir / "edited.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --from-csv {ckpt_dir / 'edited.csv'}: {message}"]
+
+
+def test_cli_sweep_from_csv_says_why_pandas_cannot_read_it_in_one_line(ckpt_dir, capsys):
+    """pandas ends its tokenizer's message in a newline, which the error line showed as a literal \\n."""
+    (ckpt_dir / "torn.csv").write_text("sampler,steps,text\ndiffusion,1,a\ndiffusion,1,a,b,c\n")
+    assert cli_main(["sweep", "--from-csv", str(ckpt_dir / "torn.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("Expected 3 fields in line 3, saw 5")
