@@ -23,6 +23,7 @@ import param
 from ....experiments import sample_kind, score_samples
 from ....metrics import looks_collapsed, ref_distance
 from ....sampling import knobs as schema
+from ....sampling.uniform import model_process
 from ...frames import Frames, glyph_table
 from ... import checkpoints
 from ...runtime import cache
@@ -44,6 +45,10 @@ PRESETS = {  # key -> (button label, column overrides)
     "ar": ("diffusion vs AR", ("", "model=ar")),
     "temperature": ("temperature 0.3 vs 1.5", ("temperature=0.3", "temperature=1.5")),
 }
+# The presets that compare what a uniform-state run does not read (it accepts by the entropy bound, in no
+# strategy's order): a uniform-state model opened on one of them shows the temperature preset instead
+MASKED_ONLY_PRESETS = ("strategies", "order")
+PROCESS_WORDS = {"masked": "a masked", "uniform": "a uniform-state"}
 # What a column may set: every sidebar knob of the schema (sampling/knobs.py) but the seed, which all
 # columns share (the comparison is of one draw), and the model
 OVERRIDES = {**{k.name: k.type for k in schema.sidebar_knobs() if k.name != "seed"}, "model": str}
@@ -424,7 +429,12 @@ class CompareState(TabState):
         columns = tuple(Column(column_label(o), o, c) for o, c in zip(parsed, configs))
         judge = checkpoints.find_judge(s.model, s.param.checkpoint.objects)
         canvas = s.canvas()
-        rows = [_column_rows(s.model, column, canvas, s) for column in columns]
+        rows = []
+        for i, column in enumerate(columns):
+            try:
+                rows.append(_column_rows(s.model, column, canvas, s))
+            except ValueError as e:
+                raise ValueError(f"column {i + 1}: {e}") from None
         calls = sum(run_calls(r, c.config.cfg_scale > 0) for r, c in zip(rows, columns))
         name = s.model_info.get("name", "?")
         seconds = calls * call_seconds(s.model_info.get("n_params", 0), canvas.length, rate=cache.SWEEP_RATES.get(name))
@@ -470,10 +480,16 @@ class CompareState(TabState):
         self.stop_run()
 
     def on_model_changed(self) -> None:
-        """Results of another model no longer describe this one."""
+        """Results of another model no longer describe this one. A uniform-state model opened on a preset
+        of masked-only knobs (confidence vs random) would show two identical columns: it shows the
+        temperature preset instead; columns of one's own are kept (and refused, saying why, if they set
+        what its run does not read)."""
         self.task.clear()
         self.session.share.release("compare")
         self.base_info = ""
+        model = self.session.model
+        if model is not None and model_process(model) == "uniform" and self.preset in MASKED_ONLY_PRESETS:
+            self._quietly(preset="temperature", columns=SEP.join(PRESETS["temperature"][1]))
 
     def on_shown(self) -> None:
         """Opening the tab (or a link to it) shows the comparison: run it once if nothing is shown,
@@ -507,7 +523,21 @@ def _column_rows(model, column: Column, canvas, session) -> int:
         model = card
         canvas = start_canvas(card, session.prompt_template(), min(session.length, card.config.block_size),
                               session.seed)
+    check_read(model, column.overrides)
     return run_plan(model, column.config, canvas).max_steps
+
+
+def check_read(model, overrides: dict) -> None:
+    """Refuse a column that sets a knob its diffusion model's process does not read (the schema's
+    `processes`): its run would be the session's, and the comparison would show identical columns as if
+    the knob made no difference. ValueError naming the knob and the process."""
+    process = model_process(model)
+    unread = [k for k in overrides if k in schema.KNOBS and process not in schema.KNOBS[k].processes]
+    if unread:
+        knobs = format_overrides({k: overrides[k] for k in unread})
+        raise ValueError(f"{knobs}: {PROCESS_WORDS[process]} run does not read "
+                         f"{'it' if len(unread) == 1 else 'them'}; compare what it does (temperature, steps"
+                         f"{', entropy_bound' if process == 'uniform' else ', strategy'})")
 
 
 def _same_alphabet(a, b) -> bool:

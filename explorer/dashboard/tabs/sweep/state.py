@@ -28,7 +28,9 @@ from ....experiments import (
     sweep,
     sweep_cells,
 )
+from ....sampling import knobs as schema
 from ....sampling.config import SCHEDULES, STRATEGIES
+from ....sampling.uniform import model_process
 from ... import checkpoints
 from ...runtime import cache
 from ...runtime.limits import (  # expected_cost, measured_rate: Explore's quality sweep estimates with them too
@@ -77,6 +79,16 @@ def parse_list(text: str, kind, name: str, *, allow_none: bool = False, knob=Non
             raise ValueError(f"{name}: {item!r} is not a finite number")
         out.append(value)
     return list(dict.fromkeys(out))  # duplicates would only repeat a cell
+
+
+def read_axes(vary: dict, model) -> dict:
+    """The sweep's axes less the knobs the model's process does not read (the schema's `processes`): a
+    uniform-state run accepts by the entropy bound, in no strategy's order or schedule, so its confidence
+    and random curves were one curve drawn twice, at twice the model calls."""
+    if model is None:
+        return vary
+    process = model_process(model)
+    return {k: v for k, v in vary.items() if k not in schema.KNOBS or process in schema.KNOBS[k].processes}
 
 
 @dataclass(frozen=True)
@@ -289,9 +301,9 @@ class SweepTabState(TabState):
                 "temperature": temps}
         if thresholds:  # None too: the scheduled curves stay, the thresholds join them
             vary["threshold"] = [None, *thresholds]
-        return self._plan(vary, self.samples, self._base(), "sweep", self.include_ar)
+        return self._plan(read_axes(vary, self.session.model), self.samples, self._base(), "sweep", self.include_ar)
 
-    def grid_plan(self) -> Plan:
+    def grid_plan(self) -> Plan:  # (its one strategy is the base's: a uniform-state run ignores it)
         steps = parse_list(self.grid_steps, int, "Grid steps", knob=self.session.param.steps)
         if not steps:
             raise ValueError("Grid steps: give at least one step count, e.g. 1,3,5,10,20")

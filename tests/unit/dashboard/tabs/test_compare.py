@@ -414,3 +414,26 @@ def test_a_finished_columns_heatmap_is_sent_once(compare):
     view._results()  # shown again, as when another column finishes: nothing new to send
     for calls, result in zip(drawn, tab.results):
         assert [f for f in calls if f is not None] == [result["frames"]]
+
+
+def test_a_uniform_state_model_compares_what_its_run_reads(checkpoints):
+    """A uniform-state run accepts by the entropy bound, in no strategy's order: opened on the default
+    preset (confidence vs random) it showed two identical columns, as if the strategy made no difference.
+    It opens on the temperature preset; a column setting a masked-only knob is refused, saying why."""
+    save_twins(checkpoints)
+    state = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    tab, _ = build_tab("Compare", state)
+    assert tab.preset == "strategies"  # before the load: nothing known of the model
+    state.load(wait=True)
+    assert tab.preset == "temperature" and tab.columns == SEP.join(PRESETS["temperature"][1])
+    assert tab.start(wait=True) and all(r["error"] == "" for r in tab.results)
+    first, second = (r["traj"].final for r in tab.results)
+    assert not np.array_equal(first, second)  # the temperature does change a uniform-state run
+    assert tab.apply_preset("strategies") is False
+    assert tab.error == ("column 1: strategy=confidence: a uniform-state run does not read it; compare what it "
+                         "does (temperature, steps, entropy_bound)")
+    # and the other way: a masked model's column setting a uniform-state knob
+    state.load("tiny", wait=True)
+    assert tab.set_columns("stop_entropy=0.1" + SEP + "steps=4") and not tab.start()
+    assert "stop_entropy=0.1: a masked run does not read it" in tab.error
+    state.close()

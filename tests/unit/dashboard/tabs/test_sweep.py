@@ -281,3 +281,24 @@ def test_off_screen_the_estimates_wait_for_the_tab(tab, monkeypatch):
     tab.session.steps = 8
     tab.session.steps = 7  # on screen: at once, each change
     assert len(planned) == before + 6 and (tab.grid.estimate, tab.temps.estimate) == hidden_then_shown
+
+
+def test_a_uniform_state_sweep_has_a_curve_per_knob_its_run_reads(checkpoints):
+    """A uniform-state run reads no strategy, schedule or threshold: its confidence and random curves were
+    the same runs drawn twice, at twice the model calls. Its curves are one per temperature."""
+    from tests.support.dashboard import save_twins
+
+    save_twins(checkpoints)
+    state = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Sweep", state)
+    state.load(wait=True)
+    tab.param.update(steps_grid="2,4", samples=2, temperatures="0.5, 1.5", thresholds="0.9", include_ar=False)
+    assert tab.strategies == ["confidence", "random"]
+    plan = tab.sweep_plan()
+    assert sorted({tuple(sorted(c)) for c in plan.cells}) == [("steps", "temperature")] and len(plan.cells) == 4
+    assert tab.start_sweep(wait=True) and tab.main.error == ""
+    _, summary = tab.main.result
+    curves = {label for label in drawn(view.quality_plot) if not label.startswith("sweet spot")}
+    assert curves == {"temperature=0.5", "temperature=1.5"} and len(summary) == 4
+    tab.close()
+    state.close()
