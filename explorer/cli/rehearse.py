@@ -572,7 +572,7 @@ def main(args) -> int:
         return 0
     out, began = out_dir(args), time.monotonic()
     try:
-        return rehearse(args, chosen, out, began)
+        return rehearse_all(args, chosen, out, began)
     finally:
         drop_if_empty(out, default=not args.out)
 
@@ -587,7 +587,7 @@ def drop_if_empty(out: Path, default: bool) -> None:
             out.parent.rmdir()  # rehearsal/ itself, when this was its only folder
 
 
-def rehearse(args, chosen: list, out: Path, began: float) -> int:
+def rehearse_all(args, chosen: list, out: Path, began: float) -> int:
     """Open every chosen figure's link as main() describes; returns the exit status (1 if any failed)."""
     command = "python run.py rehearse " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     rows = []
