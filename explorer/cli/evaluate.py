@@ -31,8 +31,10 @@ def add_arguments(p: argparse.ArgumentParser):
 def sampler_config(args, model):
     """The knobs given over the checkpoint's recommended ones (sampling.config.recommended)."""
     from ..sampling.config import config_for
+    from .sample import check_read
 
     knobs = {k: getattr(args, k) for k in ("steps", "strategy", "temperature") if getattr(args, k) is not None}
+    check_read(model, knobs)  # --steps on the AR baseline would be ignored
     try:
         return config_for(model, **knobs)
     except ValueError as e:

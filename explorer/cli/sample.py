@@ -60,7 +60,25 @@ def _config(args, model):
     from ..sampling.config import config_for
 
     knobs = {name: getattr(args, name) for name in schema.KNOBS if getattr(args, name) is not None}
+    check_read(model, knobs)
     return config_for(model, **knobs)
+
+
+def check_read(model, knobs: dict) -> None:
+    """Refuse a knob given on the command line that the model's sampler does not read (--strategy on the AR
+    baseline, --stop-entropy on a masked model): the run would be the one without it, as if it made no
+    difference."""
+    from ..sampling import knobs as schema
+    from ..sampling.uniform import model_process
+
+    kind = getattr(model.config, "kind", "diffusion")
+    process = model_process(model)
+    unread = schema.unread_by(kind, process, knobs)
+    if unread:
+        what = {"ar": "an autoregressive", "uniform": "a uniform-state", "masked": "a masked"}
+        flags = ", ".join(f"{schema.KNOBS[n].flag} {knobs[n]}" for n in unread)
+        raise CLIError(f"{flags}: {what['ar' if kind == 'ar' else process]} model's sampler does not read "
+                       f"{'it' if len(unread) == 1 else 'them'}; leave {'it' if len(unread) == 1 else 'them'} out")
 
 
 ANSWER_TOKENS = 128  # a subword model's answer after a plain prompt, by default (LLaDA's gen_length)

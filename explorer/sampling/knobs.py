@@ -186,6 +186,17 @@ class Knob:
         return f" ({'none' if shown is None else _shown(shown)} = {self.off_means})"
 
 
+def unread_by(kind: str, process: str, names) -> list[str]:
+    """The knobs among `names` that a model's sampler does not read: one whose `kinds` leave out the model's
+    kind ("diffusion", "ar"), or a diffusion model's process ("masked", "uniform") its `processes`. A run
+    given one would be the run without it, so callers refuse it rather than ignore it.
+
+    Args: kind and process of the model (sampling.uniform.model_process); names, knob names (others pass).
+    Returns the unread names, in the order given."""
+    return [n for n in names if n in KNOBS and (kind not in KNOBS[n].kinds
+                                                or (kind == "diffusion" and process not in KNOBS[n].processes))]
+
+
 def is_int(value) -> bool:
     # bool is an int subclass, but True as a step count or top-k is a mistake, not a number
     return isinstance(value, int) and not isinstance(value, bool)

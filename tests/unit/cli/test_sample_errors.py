@@ -52,3 +52,24 @@ def cli(*argv) -> int:
         return main(["sample", *argv])
     except SystemExit as e:
         return e.code
+
+
+@pytest.mark.parametrize("argv, needle", [
+    # the AR baseline reads the proposal knobs (temperature, top-k, top-p, seed), not a diffusion schedule
+    (["--checkpoint", "tiny-ar", "--steps", "3", "--strategy", "margin", "--remask", "0.5"],
+     "--steps 3, --strategy margin, --remask 0.5: an autoregressive model's sampler does not read them"),
+    (["--checkpoint", "tiny-uniform", "--strategy", "margin"],
+     "--strategy margin: a uniform-state model's sampler does not read it"),
+    (["--checkpoint", "tiny", "--stop-entropy", "0.1"], "--stop-entropy 0.1: a masked model's sampler does not read it"),
+])
+def test_a_knob_the_models_sampler_does_not_read_is_refused_not_ignored(ckpts, capsys, argv, needle):
+    """The run would have been the one without it, printed as if the knob had been applied."""
+    from tests.support.dashboard import save_twins
+
+    save_twins(ckpts, names=("tiny-masked", "tiny-uniform"))
+    assert cli(*argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1 and needle in lines[0], err
+    # what it does read still runs
+    assert cli("--checkpoint", argv[1], "--temperature", "0.5", "--seed", "2", "--json") == 0

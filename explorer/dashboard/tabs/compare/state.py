@@ -532,7 +532,7 @@ def check_read(model, overrides: dict) -> None:
     `processes`): its run would be the session's, and the comparison would show identical columns as if
     the knob made no difference. ValueError naming the knob and the process."""
     process = model_process(model)
-    unread = [k for k in overrides if k in schema.KNOBS and process not in schema.KNOBS[k].processes]
+    unread = schema.unread_by("diffusion", process, overrides)
     if unread:
         knobs = format_overrides({k: overrides[k] for k in unread})
         raise ValueError(f"{knobs}: {PROCESS_WORDS[process]} run does not read "
