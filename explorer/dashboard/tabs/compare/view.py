@@ -16,6 +16,7 @@ import param
 from bokeh.models import Range1d
 
 from ....experiments import METRIC_DIRECTION, RANKED_BY
+from ....sampling.uniform import model_process
 from ...downloads import download_button, trajectory_csv, trajectory_json
 from ...runtime.limits import WAITING
 from ...ui.base import figure_first, figure_pane, notice, show_notice, side_by_side, watch_presentation
@@ -327,9 +328,12 @@ class CompareView(pn.viewable.Viewer):
         frames = [r["frames"] for r in results if r and not r.get("error")]
         if frames:
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
-            key = legends_html([getattr(f, "process", "masked") for f in frames]) + LEGEND_TEXTS  # each process's cells
-            if self.legend.object != key:
-                self.legend.object = key
+            processes = [getattr(f, "process", "masked") for f in frames]  # each process's cells
+        else:  # nothing run yet (a refused or waiting comparison): the loaded model's cells, not [MASK]'s
+            processes = [model_process(tab.session.model)] if tab.session.model is not None else ["masked"]
+        key = legends_html(processes) + LEGEND_TEXTS
+        if self.legend.object != key:
+            self.legend.object = key
 
     def __panel__(self):
         # side by side, each a 1/n share (column_styles); wrapped only where a column would be under 150 px

@@ -422,10 +422,12 @@ def test_a_uniform_state_model_compares_what_its_run_reads(checkpoints):
     It opens on the temperature preset; a column setting a masked-only knob is refused, saying why."""
     save_twins(checkpoints)
     state = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
-    tab, _ = build_tab("Compare", state)
+    tab, view = build_tab("Compare", state)
     assert tab.preset == "strategies"  # before the load: nothing known of the model
     state.load(wait=True)
     assert tab.preset == "temperature" and tab.columns == SEP.join(PRESETS["temperature"][1])
+    view._results()  # nothing run yet: the key is of the loaded model's cells, not [MASK]'s
+    assert "random token (re-noised)" in view.legend.object and "still masked" not in view.legend.object
     assert tab.start(wait=True) and all(r["error"] == "" for r in tab.results)
     first, second = (r["traj"].final for r in tab.results)
     assert not np.array_equal(first, second)  # the temperature does change a uniform-state run
