@@ -114,16 +114,29 @@ def add_limit_arguments(p: argparse.ArgumentParser) -> None:
                         f"before a request starts. Default {d.result_mb} ({ENV['result_mb']})")
 
 
-def _check_models(specs) -> None:
-    """Each --models entry must name a hub model or a model directory (nothing is downloaded here)."""
+def _check_models(specs, options=None) -> None:
+    """Each --models entry must name a hub model or a model directory whose config.json can be read (from
+    the directory or the local Hugging Face cache; from the hub when it is reachable, config.json alone),
+    of a family the loader knows, and running only with remote code it was allowed: otherwise every
+    session that picked it would fail, on a server that said nothing at start. No weights are read here.
+
+    Args: specs, the --models entries; options, the operator's HFOptions (remote code, family override)."""
     from ..errors import CheckpointError
     from ..hf import parse_source
+    from ..hf.source import check_sizes, detect_family, needs_remote_code, read_config
 
     for spec in specs:
         try:
-            parse_source(spec)
+            source = parse_source(spec)
+            cfg, _ = read_config(source)
+            check_sizes(cfg, source)
+            if options is None or options.family is None:
+                detect_family(cfg, source)
         except CheckpointError as e:
             raise CLIError(f"--models: {e}") from e
+        if needs_remote_code(cfg) and not (options is not None and options.trust_remote_code):
+            raise CLIError(f"--models {spec}: its model runs code shipped with it; serve with "
+                           f"--trust-remote-code to allow that, or leave it out")
 
 
 def check_args(args) -> None:
@@ -134,7 +147,7 @@ def check_args(args) -> None:
     if args.basic_auth is None:  # pn.serve reads no PANEL_BASIC_AUTH (only `panel serve` does)
         args.basic_auth = os.environ.get("PANEL_BASIC_AUTH")
     names = list_checkpoints() + list(args.models)
-    _check_models(args.models)
+    _check_models(args.models, hf_options(args))
     if args.checkpoint is not None and args.checkpoint not in names:
         raise CLIError(f"no checkpoint named {args.checkpoint!r} in checkpoints/; available: {names or 'none'}")
     if not names:

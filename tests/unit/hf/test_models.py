@@ -153,6 +153,25 @@ def test_serve_refuses_a_malformed_models_entry(capsys):
     assert rc == 2 and "--models" in err and "hf:ORG/NAME" in err
 
 
+def test_serve_reads_each_listed_models_config_before_it_starts(tmp_path, capsys, monkeypatch):
+    """A listed model that no session could open (not cached on an offline server, an unreadable config,
+    remote code not allowed) is one error line at start: the server used to start, and every student who
+    picked it got a failed load."""
+    from tests.support.hf import remote_code_dir
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "garbled").mkdir()
+    (tmp_path / "garbled" / "config.json").write_text("not json")
+    llada = remote_code_dir(tmp_path / "llada")
+    capsys.readouterr()  # (transformers' progress bar while writing it)
+    for models, needle in (("hf:org/not-cached", "not in the local Hugging Face cache"),
+                           (str(tmp_path / "garbled"), "unreadable config.json"),
+                           (str(llada), "its model runs code shipped with it; serve with --trust-remote-code")):
+        assert cli_main(["serve", "--models", models, "--no-show", "--port", "0", "--offline"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --models") and needle in err[0], err
+
+
 def test_sweep_scores_tokens_under_a_causal_judge_the_user_names(bert, tmp_path, capsys):
     from tests.support.hf import gpt2_dir
 
