@@ -143,6 +143,10 @@ def load_models(args):
         judge_name = args.judge
         if judge_name is None and sample_kind(model) == "text" and DEFAULT_JUDGE in list_checkpoints():
             judge_name = DEFAULT_JUDGE
+        if sample_kind(model) == "patterns" and args.judge is not None and args.judge.lower() != "none":
+            # a judge named for it would be ignored: pattern quality scores it
+            raise CLIError(f"--judge {judge_name}: a patterns checkpoint is scored by pattern quality, not by a "
+                           f"judge; leave --judge out")
         if judge_name is None or judge_name.lower() == "none" or sample_kind(model) == "patterns":
             return model, None, device
         judge = load_checkpoint(judge_name, device, hf=hf_options(args, for_judge=True))

@@ -199,3 +199,14 @@ def test_cli_sweep_from_csv_says_why_pandas_cannot_read_it_in_one_line(ckpt_dir,
     assert cli_main(["sweep", "--from-csv", str(ckpt_dir / "torn.csv")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("Expected 3 fields in line 3, saw 5")
+
+
+@pytest.mark.parametrize("command", ["sweep", "evaluate"])
+def test_a_judge_named_for_a_patterns_checkpoint_is_refused_not_ignored(ckpt_dir, capsys, command):
+    """Pattern quality scores a patterns checkpoint: a --judge (even a missing one) was silently ignored."""
+    extra = ["--steps", "2", "-n", "2"] if command == "sweep" else ["--steps", "2"]
+    for judge in ("nonexist", "ar"):
+        assert cli_main([command, "--checkpoint", "pat", "--judge", judge, *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0] == (f"error: --judge {judge}: a patterns checkpoint is scored by pattern "
+                                            "quality, not by a judge; leave --judge out"), err
