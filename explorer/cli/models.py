@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import boolean, int_in
+from . import CLIError, boolean, int_in
 from ..names import HF_DTYPES, HF_FAMILIES
 
 CHECKPOINT_HELP = ("checkpoint name in checkpoints/, a .safetensors path, a Hugging Face model hf:ORG/NAME[@rev], "
@@ -37,3 +37,17 @@ def hf_options(args, allowed=None, for_judge: bool = False):
                      family=getattr(args, "hf_family", None), mask_id=getattr(args, "mask_id", None),
                      shift_logits=getattr(args, "shift_logits", None), dtype=getattr(args, "dtype", None),
                      allowed=allowed)
+
+
+OVERRIDES = (("--hf-family", "hf_family"), ("--mask-id", "mask_id"), ("--shift-logits", "shift_logits"))
+
+
+def check_overrides_apply(args, model) -> None:
+    """--hf-family, --mask-id and --shift-logits describe a Hugging Face model: given for one of this
+    project's checkpoints (whose metadata says all three) they would be ignored, so they are refused.
+
+    Args: args, the parsed command line; model, the loaded --checkpoint. Raises CLIError."""
+    given = [flag for flag, name in OVERRIDES if getattr(args, name, None) is not None]
+    if given and "hf_model_type" not in (getattr(model, "meta", None) or {}):
+        raise CLIError(f"{', '.join(given)}: for Hugging Face models only; {args.checkpoint} is a checkpoint of "
+                       f"this project, which says its own")

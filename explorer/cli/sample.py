@@ -10,7 +10,7 @@ import json
 import sys
 
 from . import CLIError, float_in, int_in, is_out_of_memory
-from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
+from .models import CHECKPOINT_HELP, add_model_arguments, check_overrides_apply, hf_options
 from ..devices import DEVICE_CHOICES
 
 DEFAULT_CHECKPOINT = "shakespeare"
@@ -114,6 +114,7 @@ def _run(args):
 
     try:
         model = load_checkpoint(args.checkpoint, resolve_device(args.device), hf=hf_options(args))
+        check_overrides_apply(args, model)
         config = _config(args, model)
         if args.chat:
             from ..sampling.template import as_chat

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..names import DEVICES
 from . import CLIError, check_writable, float_in, int_in
-from .models import CHECKPOINT_HELP, add_model_arguments, hf_options
+from .models import CHECKPOINT_HELP, add_model_arguments, check_overrides_apply, hf_options
 
 FLOAT = float_in()  # finite, normal numbers; each knob's range is SamplerConfig's
 DEFAULT_JUDGE = "shakespeare-ar"
@@ -140,6 +140,7 @@ def load_models(args):
     try:
         device = resolve_device(args.device)
         model = load_checkpoint(args.checkpoint, device, hf=hf_options(args))
+        check_overrides_apply(args, model)
         judge_name = args.judge
         if judge_name is None and sample_kind(model) == "text" and DEFAULT_JUDGE in list_checkpoints():
             judge_name = DEFAULT_JUDGE

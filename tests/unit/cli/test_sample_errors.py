@@ -73,3 +73,15 @@ def test_a_knob_the_models_sampler_does_not_read_is_refused_not_ignored(ckpts, c
     assert out == "" and len(lines) == 1 and needle in lines[0], err
     # what it does read still runs
     assert cli("--checkpoint", argv[1], "--temperature", "0.5", "--seed", "2", "--json") == 0
+
+
+@pytest.mark.parametrize("command", ["sample", "sweep"])
+def test_hugging_face_overrides_on_a_checkpoint_of_this_project_are_refused(ckpts, capsys, command):
+    """--hf-family, --mask-id and --shift-logits describe a Hugging Face model; this project's checkpoints say
+    their own, so the flags were ignored without a word."""
+    argv = [command, "--checkpoint", "tiny", "--steps", "2", "--hf-family", "llada", "--mask-id", "3"]
+    assert main([*argv, *(["-n", "2"] if command == "sweep" else [])]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == ("error: --hf-family, --mask-id: for Hugging Face models only; tiny is a "
+                                            "checkpoint of this project, which says its own"), err
