@@ -175,9 +175,13 @@ def check_args(args) -> None:
     check_user_checkpoints(args)
     if args.cookie_secret is not None and not args.cookie_secret.strip():
         raise CLIError("--cookie-secret is empty")
-    for path in args.data or []:
-        if not os.path.isfile(path) or not os.access(path, os.R_OK):
-            raise CLIError(f"--data {path}: no such readable file")
+    from ..dashboard.checkpoints import DATA_ENV, data_files
+
+    # the variable's files as the flag's: a typo in either leaves Inspect without its held-out text, unsaid
+    for flag, paths in (("--data", args.data or []), (DATA_ENV, data_files())):
+        for path in paths:
+            if not os.path.isfile(path) or not os.access(path, os.R_OK):
+                raise CLIError(f"{flag} {path}: no such readable file")
     try:
         resolve_device(args.device)
     except ValueError as e:

@@ -49,6 +49,16 @@ def test_serve_refuses_bad_arguments_before_starting(checkpoints, tmp_path, caps
     assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
 
 
+def test_serve_refuses_a_missing_file_in_the_data_variable_as_it_does_the_flag(checkpoints, capsys, monkeypatch):
+    """MDLM_EXPLORER_DATA does what --data does: a typo in it left Inspect without held-out text, unsaid."""
+    from explorer.cli import main
+
+    monkeypatch.setenv("MDLM_EXPLORER_DATA", "missing.txt")
+    assert main(["serve", "--no-show", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: MDLM_EXPLORER_DATA missing.txt: no such readable file"]
+
+
 def test_serve_takes_the_origins_bokeh_takes_with_a_port_a_browser_can_have():
     """Bokeh itself takes any integer port (foo:0 would start a server no origin can reach)."""
     from explorer.cli import CLIError
