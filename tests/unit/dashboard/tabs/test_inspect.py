@@ -122,6 +122,23 @@ def test_an_ar_model_is_explained_and_nothing_is_computed(inspect):
     assert tab.notice == ""
 
 
+def test_a_uniform_state_model_is_explained_and_nothing_is_computed(inspect, checkpoints):
+    """Inspect masks text with [MASK]; a uniform-state model's noise is random tokens and it never saw
+    [MASK]: its predictions there were shown as if they were what the model does (27% right at t = 0.5 on
+    shakespeare-uniform, on an embedding it never trained)."""
+    from tests.support.dashboard import save_twins
+
+    save_twins(checkpoints, names=("tiny-masked", "tiny-uniform"))
+    state, tab, view = inspect
+    state.load("tiny-uniform", wait=True)
+    assert "uniform-state model" in tab.notice and "never sees [MASK]" in tab.notice and view.notice.visible
+    assert tab.predictions is None and tab.accuracy is None and not tab.refresh_predictions()
+    assert view.forward.object == ""
+    state.load("tiny", wait=True)
+    wait_for(lambda: tab.predictions is not None)
+    assert tab.notice == ""
+
+
 def test_nothing_runs_before_the_tab_is_shown(checkpoints):
     state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     tab, view = build_tab("Inspect", state)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import param
 
+from .....sampling.uniform import model_process
 from ...base import TabState
 from ..masking import draw_mask, prepare_text
 from .accuracy import ACC_TS, AccuracyCurve
@@ -166,11 +167,17 @@ class InspectState(TabState):
         if model is None:
             self.notice = ""
             return False
+        name = self.session.model_info.get("name", "this checkpoint")
         if model.config.kind != "diffusion":
-            name = self.session.model_info.get("name", "this checkpoint")
             self.notice = (f"Inspect shows what a masked-diffusion model predicts at masked positions; "
                            f"{name} is a causal (left-to-right) model, which never sees [MASK]. "
                            "Pick a diffusion checkpoint in the sidebar.")
+            return False
+        if model_process(model) == "uniform":  # [MASK] is not its noise: its predictions there would mean nothing
+            self.notice = (f"Inspect shows what a masked-diffusion model predicts at masked positions; "
+                           f"{name} is a uniform-state model: its noise redraws tokens at random, and it never "
+                           "sees [MASK]. Explore and Compare run its own process; pick a masked checkpoint in "
+                           "the sidebar to inspect.")
             return False
         self.notice = ""
         return True
