@@ -43,7 +43,8 @@ KNOBS = ["strategy", "temperature", "steps"]
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", default="shakespeare", help="diffusion checkpoint: a name in checkpoints/ or a path")
-    p.add_argument("--judge", default="shakespeare-ar", help="AR checkpoint that scores gen-PPL")
+    # None: the sweep CLI's default judge (shakespeare-ar, where it is), so that a judge is "given" only when named
+    p.add_argument("--judge", default=None, help="AR checkpoint that scores gen-PPL (default shakespeare-ar)")
     p.add_argument("--data", default=None, help="the training text file, to rebuild the held-out reference")
     p.add_argument("--n", type=int, default=20, help="samples per setting and block (per prompt for completions)")
     p.add_argument("--n-reference", type=int, default=64, help="held-out crops in each reference row")
