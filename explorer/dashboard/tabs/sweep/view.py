@@ -330,7 +330,8 @@ class SweepTabView(pn.viewable.Viewer):
         self._plot_widths()
         self.tab.session.param.watch(lambda *e: self._plot_widths(), ["presentation"])
         main = pn.Column(
-            section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature; "
+            section("### Quality and speed vs steps\nOne curve per strategy × schedule × temperature (for a "
+                    "uniform-state model, which reads no strategy or schedule: per temperature); "
                     "bands ±1 std, ★ the sweet spot (fewest steps reaching 90% of the best of the metric "
                     "plotted). The cells share their model calls while sampling; each cell's speed is one of "
                     "its generations run again by itself, timed alone."),
