@@ -115,28 +115,20 @@ def add_limit_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_models(specs, options=None) -> None:
-    """Each --models entry must name a hub model or a model directory whose config.json can be read (from
-    the directory or the local Hugging Face cache; from the hub when it is reachable, config.json alone),
-    of a family the loader knows, and running only with remote code it was allowed: otherwise every
-    session that picked it would fail, on a server that said nothing at start. No weights are read here.
+    """Each --models entry must pass the checks a load makes before it builds anything (hf/model.py's
+    checked_config: its config.json read from the directory, the local Hugging Face cache or, when
+    reachable, the hub; its sizes, family and remote code): otherwise every session that picked it would
+    fail, on a server that said nothing at start. No weights are read here.
 
     Args: specs, the --models entries; options, the operator's HFOptions (remote code, family override)."""
     from ..errors import CheckpointError
-    from ..hf import parse_source
-    from ..hf.source import check_sizes, detect_family, needs_remote_code, read_config
+    from ..hf.model import checked_config
 
     for spec in specs:
         try:
-            source = parse_source(spec)
-            cfg, _ = read_config(source)
-            check_sizes(cfg, source)
-            if options is None or options.family is None:
-                detect_family(cfg, source)
+            checked_config(spec, options)
         except CheckpointError as e:
             raise CLIError(f"--models: {e}") from e
-        if needs_remote_code(cfg) and not (options is not None and options.trust_remote_code):
-            raise CLIError(f"--models {spec}: its model runs code shipped with it; serve with "
-                           f"--trust-remote-code to allow that, or leave it out")
 
 
 def check_args(args) -> None:

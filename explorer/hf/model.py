@@ -259,15 +259,25 @@ def _vocab_size(net: nn.Module, cfg: dict) -> int:
     return int(cfg.get("vocab_size") or cfg.get("embedding_size"))
 
 
-def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDenoiser:
-    """Rebuild a Hugging Face model as an HFDenoiser in eval mode with .tokenizer, .config, .meta, .path."""
+def checked_config(spec, options: HFOptions | None = None) -> tuple[HFSource, dict, object, str]:
+    """What a load reads and checks before it builds anything (no weights read): the model's source, its
+    config.json (sizes in bounds, remote code allowed, the model listed where options list models), the
+    folder of its files and its family. `serve --models` checks each listed model with it at start.
+
+    Raises CheckpointError (one line) for anything a load would refuse there."""
     options = options or HFOptions()
     source = parse_source(spec)
     _check_allowed(source, options)
     cfg, files = read_config(source)
     check_sizes(cfg, source)
     _check_trust(cfg, source, options)
-    family = options.family or detect_family(cfg, source)
+    return source, cfg, files, options.family or detect_family(cfg, source)
+
+
+def load_hf_model(spec, device="cpu", options: HFOptions | None = None) -> HFDenoiser:
+    """Rebuild a Hugging Face model as an HFDenoiser in eval mode with .tokenizer, .config, .meta, .path."""
+    options = options or HFOptions()
+    source, cfg, files, family = checked_config(spec, options)
     device = torch.device(device)
     dtype = _dtype(options, device)
     tok = _load_tokenizer(source, options)

@@ -166,7 +166,8 @@ def test_serve_reads_each_listed_models_config_before_it_starts(tmp_path, capsys
     capsys.readouterr()  # (transformers' progress bar while writing it)
     for models, needle in (("hf:org/not-cached", "not in the local Hugging Face cache"),
                            (str(tmp_path / "garbled"), "unreadable config.json"),
-                           (str(llada), "its model runs code shipped with it; serve with --trust-remote-code")):
+                           (str(llada), "ships its own modelling code (auto_map in config.json); it runs only if "
+                                        "you pass --trust-remote-code")):
         assert cli_main(["serve", "--models", models, "--no-show", "--port", "0", "--offline"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: --models") and needle in err[0], err
