@@ -47,7 +47,9 @@ def check_overrides_apply(args, model) -> None:
     project's checkpoints (whose metadata says all three) they would be ignored, so they are refused.
 
     Args: args, the parsed command line; model, the loaded --checkpoint. Raises CLIError."""
+    from ..hf import is_hf_meta
+
     given = [flag for flag, name in OVERRIDES if getattr(args, name, None) is not None]
-    if given and "hf_model_type" not in (getattr(model, "meta", None) or {}):
+    if given and not is_hf_meta(getattr(model, "meta", None)):
         raise CLIError(f"{', '.join(given)}: for Hugging Face models only; {args.checkpoint} is a checkpoint of "
                        f"this project, which says its own")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ....hf import is_hf_meta
 from ....train import TrainConfig, lr_at
 
 EMA_ALPHA = 0.05  # smoothing of the per-step train loss (one batch each: noisy)
@@ -154,11 +155,6 @@ def _recommended(meta: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def is_hf(meta: dict) -> bool:
-    """Whether the metadata is a Hugging Face model's (hf/model.py): trained elsewhere, no curves stored."""
-    return "hf_model_type" in meta and "source" in meta
-
-
 HF_KINDS = {"uniform": "uniform-state diffusion (blocks after a cache of what precedes them)",
             "masked": "masked diffusion (bidirectional)", "causal": "causal LM (a judge of gen-PPL)"}
 
@@ -191,7 +187,7 @@ def hf_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
 def summary_sections(meta: dict, name: str) -> dict[str, list[tuple[str, str]]]:
     """Section title -> (label, value) rows of the page (plain strings, escaped when rendered); the
     by-length and recommended-sampler sections only where the metadata has them."""
-    if is_hf(meta):
+    if is_hf_meta(meta):
         return hf_sections(meta, name)
     corpus = meta.get("corpus") or {}
     chars = (meta.get("tokenizer") or {}).get("chars")

@@ -23,8 +23,8 @@ from ...downloads import download_button, table_csv
 from ...ui.base import apply_fonts, figure_pane, flex_item, notice, rule, show_notice, side_by_side, watch_presentation
 from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from ...ui.safe import literal
+from ....hf import is_hf_meta
 from .meta import (
-    is_hf,
     pattern_examples,
     time_embedding,
     curves_frame,
@@ -275,7 +275,7 @@ class CheckpointPage(ModelView):
 
     def _draw_time_embedding(self) -> None:
         """The time embedding of the model's metadata (Bokeh models: on the UI thread, as _draw)."""
-        self.time_emb.visible = bool(self.state.meta) and not is_hf(self.state.meta)
+        self.time_emb.visible = bool(self.state.meta) and not is_hf_meta(self.state.meta)
         if self.time_emb.visible:
             self.time_figure.draw(self.state.meta, self.state.session.presentation)
 
@@ -283,7 +283,7 @@ class CheckpointPage(ModelView):
         """The Bokeh parts: stored curves, the stored schedule and the part of it used, titles."""
         meta, name = self.state.meta, self.state.session.model_info.get("name", "")
         self._draw_time_embedding()
-        self.trained.visible = not (meta and is_hf(meta))
+        self.trained.visible = not (meta and is_hf_meta(meta))
         if not meta:
             return
         self.train_src.data, self.val_src.data = stored_curves(meta)
