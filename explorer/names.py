@@ -8,6 +8,7 @@ WEIGHTINGS = ("uniform", "elbo")  # diffusion loss: mean masked CE, or the 1/t-w
 # diffusion forward process: tokens become [MASK] (MDLM), or are redrawn uniformly from the vocabulary
 # (uniform-state: UDLM, Duo). A checkpoint's metadata names its process; a loader refuses any other name.
 PROCESSES = ("masked", "uniform")
+PROCESS_NAMES = {"masked": "masked", "uniform": "uniform-state"}  # as the pages and messages name them
 LR_SCHEDULES = ("cosine", "linear", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")

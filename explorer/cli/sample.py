@@ -68,6 +68,7 @@ def check_read(model, knobs: dict) -> None:
     """Refuse a knob given on the command line that the model's sampler does not read (--strategy on the AR
     baseline, --stop-entropy on a masked model): the run would be the one without it, as if it made no
     difference."""
+    from ..names import PROCESS_NAMES
     from ..sampling import knobs as schema
     from ..sampling.uniform import model_process
 
@@ -75,9 +76,9 @@ def check_read(model, knobs: dict) -> None:
     process = model_process(model)
     unread = schema.unread_by(kind, process, knobs)
     if unread:
-        what = {"ar": "an autoregressive", "uniform": "a uniform-state", "masked": "a masked"}
+        what = "an autoregressive" if kind == "ar" else f"a {PROCESS_NAMES[process]}"
         flags = ", ".join(f"{schema.KNOBS[n].flag} {knobs[n]}" for n in unread)
-        raise CLIError(f"{flags}: {what['ar' if kind == 'ar' else process]} model's sampler does not read "
+        raise CLIError(f"{flags}: {what} model's sampler does not read "
                        f"{'it' if len(unread) == 1 else 'them'}; leave {'it' if len(unread) == 1 else 'them'} out")
 
 

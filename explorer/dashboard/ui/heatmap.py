@@ -24,6 +24,7 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from ...names import PROCESS_NAMES
 from ..frames import CODE, COMMITTED, STATES, Frames, glyph_table, state_labels
 from .palette import DARK_CONF, EDGE, INK, PAPER, STATE_COLORS, STATE_MARK, confidence_alpha
 
@@ -134,7 +135,6 @@ def legend_html(process: str = "masked", paler: bool = True) -> str:
     return " ".join(items)
 
 
-PROCESS_NAMES = {"masked": "masked", "uniform": "uniform-state"}
 
 
 def legends_html(processes) -> str:

@@ -22,6 +22,7 @@ import param
 
 from ....experiments import sample_kind, score_samples
 from ....metrics import looks_collapsed, ref_distance
+from ....names import PROCESS_NAMES
 from ....sampling import knobs as schema
 from ....sampling.uniform import model_process
 from ...frames import Frames, glyph_table
@@ -48,7 +49,6 @@ PRESETS = {  # key -> (button label, column overrides)
 # The presets that compare what a uniform-state run does not read (it accepts by the entropy bound, in no
 # strategy's order): a uniform-state model opened on one of them shows the temperature preset instead
 MASKED_ONLY_PRESETS = ("strategies", "order")
-PROCESS_WORDS = {"masked": "a masked", "uniform": "a uniform-state"}
 # What a column may set: every sidebar knob of the schema (sampling/knobs.py) but the seed, which all
 # columns share (the comparison is of one draw), and the model
 OVERRIDES = {**{k.name: k.type for k in schema.sidebar_knobs() if k.name != "seed"}, "model": str}
@@ -535,7 +535,7 @@ def check_read(model, overrides: dict) -> None:
     unread = schema.unread_by("diffusion", process, overrides)
     if unread:
         knobs = format_overrides({k: overrides[k] for k in unread})
-        raise ValueError(f"{knobs}: {PROCESS_WORDS[process]} run does not read "
+        raise ValueError(f"{knobs}: a {PROCESS_NAMES[process]} run does not read "
                          f"{'it' if len(unread) == 1 else 'them'}; compare what it does (temperature, steps"
                          f"{', entropy_bound' if process == 'uniform' else ', strategy'})")
 
