@@ -87,8 +87,8 @@ def read_axes(vary: dict, model) -> dict:
     and random curves were one curve drawn twice, at twice the model calls."""
     if model is None:
         return vary
-    process = model_process(model)
-    return {k: v for k, v in vary.items() if k not in schema.KNOBS or process in schema.KNOBS[k].processes}
+    unread = schema.unread_by("diffusion", model_process(model), vary)
+    return {k: v for k, v in vary.items() if k not in unread}
 
 
 @dataclass(frozen=True)
