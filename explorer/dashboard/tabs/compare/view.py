@@ -258,6 +258,8 @@ class CompareView(pn.viewable.Viewer):
         t.param.watch(self._notice, ["error", "base_info"])
         t.task.param.watch(self._notice, ["status", "running", "error"])
         t.task.param.watch(self._results_changed, ["result", "running"])
+        # a model loaded with no run of it yet: its key (a uniform-state model's cells are not [MASK]'s)
+        t.session.param.watch(lambda *events: t.session.dispatch(self._key), "model_info")
         for draw in (self._specs, self._preset, self._notice, self._results):
             draw()
         cols = self.columns
@@ -328,8 +330,16 @@ class CompareView(pn.viewable.Viewer):
         frames = [r["frames"] for r in results if r and not r.get("error")]
         if frames:
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
-            processes = [getattr(f, "process", "masked") for f in frames]  # each process's cells
-        else:  # nothing run yet (a refused or waiting comparison): the loaded model's cells, not [MASK]'s
+        self._key()
+
+    def _key(self):
+        """The colour key of each shown run's process; before any has run (a refused or waiting comparison),
+        of the loaded model's, not [MASK]'s. Drawn with the results and when the session's model changes."""
+        tab = self.tab
+        frames = [r["frames"] for r in tab.results if r and not r.get("error")]
+        if frames:
+            processes = [getattr(f, "process", "masked") for f in frames]
+        else:
             processes = [model_process(tab.session.model)] if tab.session.model is not None else ["masked"]
         key = legends_html(processes) + LEGEND_TEXTS
         if self.legend.object != key:

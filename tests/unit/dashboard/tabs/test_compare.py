@@ -426,7 +426,7 @@ def test_a_uniform_state_model_compares_what_its_run_reads(checkpoints):
     assert tab.preset == "strategies"  # before the load: nothing known of the model
     state.load(wait=True)
     assert tab.preset == "temperature" and tab.columns == SEP.join(PRESETS["temperature"][1])
-    view._results()  # nothing run yet: the key is of the loaded model's cells, not [MASK]'s
+    # nothing run yet: the key is of the loaded model's cells, not [MASK]'s (drawn when the model loads)
     assert "random token (re-noised)" in view.legend.object and "still masked" not in view.legend.object
     assert tab.start(wait=True) and all(r["error"] == "" for r in tab.results)
     first, second = (r["traj"].final for r in tab.results)
