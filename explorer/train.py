@@ -208,7 +208,9 @@ class Trainer:
         self.rewarm_from = self.state["step"] if prior is not None else -1
 
     def _merge_resume(self, cfg: TrainConfig, prior) -> TrainConfig:
-        """Architecture and data come from the checkpoint; the schedule (max_steps, lr...) from cfg."""
+        """Architecture and corpus come from the checkpoint; the schedule (max_steps, lr...) from cfg. The
+        text's path comes from cfg when it names one: the file may have moved since (a shipped checkpoint
+        records a bare file name), and _check_tokenizer still refuses a text of another vocabulary."""
         old = TrainConfig.from_dict(prior.meta.get("train_config") or {})
         state = prior.meta.get("training_state") or {}
         self.state.update({k: state.get(k) for k in ("step", "tokens", "seconds")})
@@ -225,7 +227,8 @@ class Trainer:
         self.carried = {k: prior.meta[k] for k in CARRIED_META if k in prior.meta}
         self.state["curves"] = {"train": [], "val": [], "grad_norm": [], **curves}
         self.state["resumed_at"] = resumed_at + [self.state["step"]]
-        return replace(cfg, **{k: getattr(old, k) for k in RESUMED_FIELDS})
+        kept = {k: getattr(old, k) for k in RESUMED_FIELDS if not (k == "data" and cfg.data)}
+        return replace(cfg, **kept)
 
     def _check_tokenizer(self, prior):
         if prior is not None and prior.tokenizer.chars != self.corpus.tokenizer.chars:

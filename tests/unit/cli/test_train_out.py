@@ -60,3 +60,20 @@ def test_a_resumed_run_goes_on_in_its_own_file_and_refuses_what_it_cannot_change
     # another run's file as --out of a resume is still another file
     assert main(["train", "--out", "tiny", "--resume", "run", "--max-steps", "4"]) == 2
     one_error_line(capsys, "exists: --resume tiny continues that run")
+
+
+def test_a_resumed_run_reads_its_text_where_data_says(env, capsys):
+    """A checkpoint records its text's path as given (a shipped one: the bare file name); a resume run
+    elsewhere, or after the file moved, names the file with --data, which must then be read."""
+    assert main(train("--out", "run")) == 0
+    moved = env / "elsewhere" / "text.txt"
+    moved.parent.mkdir()
+    (env / "tiny.txt").rename(moved)
+    capsys.readouterr()
+    assert main(["train", "--out", "run", "--resume", "run", "--max-steps", "3"]) == 2
+    one_error_line(capsys, "data file not found: tiny.txt")
+    assert main(["train", "--out", "run", "--resume", "run", "--max-steps", "3", "--data", str(moved)]) == 0
+    from explorer.checkpoint import read_metadata
+
+    meta = read_metadata(env / "checkpoints" / "run.safetensors")
+    assert meta["training_state"]["step"] == 3 and meta["train_config"]["data"] == str(moved)
