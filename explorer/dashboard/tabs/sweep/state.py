@@ -29,7 +29,7 @@ from ....experiments import (
     sweep_cells,
 )
 from ....sampling import knobs as schema
-from ....sampling.config import SCHEDULES, STRATEGIES
+from ....sampling.config import SCHEDULES, STRATEGIES, recommended
 from ....sampling.uniform import model_process
 from ... import checkpoints
 from ...runtime import cache
@@ -201,6 +201,20 @@ def _partial(table):
     return (table, aggregate(table, table.attrs.get("knobs"))) if len(table) else None
 
 
+def sweep_temperatures(model, default: str) -> str:
+    """The main sweep's temperatures for `model`. A uniform-state model's curves are one per temperature
+    and at 1.0 its samples are noise (gen-PPL over 1,000 on `shakespeare-uniform`): it is swept at the
+    temperature it recommends. A masked model at `default` (1.0: the strategies compared at the model's
+    own distribution, as the teaching notebook's sweep does)."""
+    if model_process(model) != "uniform":
+        return default
+    try:
+        temperature = recommended(model).get("temperature")
+    except ValueError:  # a bad recommendation: Session.recommended_knobs warns and keeps the defaults
+        temperature = None
+    return default if temperature is None else f"{temperature:g}"
+
+
 class SweepTabState(TabState):
     """The Sweep tab's knobs and its three sweeps (main, grid, temperatures)."""
 
@@ -242,6 +256,9 @@ class SweepTabState(TabState):
         self.grid = SweepTask("quality grid", device, dispatch, self.start_grid, share)
         self.temps = SweepTask("temperature comparison", device, dispatch, self.start_temps, share)
         self._judge = None
+        # the Temperatures the tab chose itself for the loaded model (sweep_temperatures); once someone
+        # (a link, the user) sets another value, a model change keeps theirs
+        self._chosen_temps = self.temperatures
         # off screen, a knob change only marks the estimates stale (worked out when the tab is next shown):
         # the three plans cost about 5 ms a change, and a dragged slider sends 30 changes a second
         self._hidden, self._stale = False, False
@@ -390,6 +407,8 @@ class SweepTabState(TabState):
             self.session.share.release(f"sweep.{tag}")
         model, names = self.session.model, self.session.param.checkpoint.objects
         self._judge = checkpoints.find_judge(model, names) if model is not None else None
+        if model is not None and self.temperatures == self._chosen_temps:
+            self.temperatures = self._chosen_temps = sweep_temperatures(model, self.param.temperatures.default)
         self.refresh_all()
 
     def _note(self) -> str:
@@ -430,6 +449,8 @@ class SweepTabState(TabState):
                  "temp_values": knobs.temperature, "thresholds": knobs.threshold}
         if name in lists:
             parse_list(value, float, self.param[name].label, allow_none=name == "thresholds", knob=lists[name])
+        if name == "temperatures":
+            self._chosen_temps = None  # the link's own temperatures: a model's load keeps them
 
     def close(self) -> None:
         for task in (self.main, self.grid, self.temps):

@@ -302,3 +302,37 @@ def test_a_uniform_state_sweep_has_a_curve_per_knob_its_run_reads(checkpoints):
     assert curves == {"temperature=0.5", "temperature=1.5"} and len(summary) == 4
     tab.close()
     state.close()
+
+
+def test_a_uniform_state_model_is_swept_at_its_own_temperature(checkpoints):
+    """At temperature 1.0 a uniform-state model's samples are noise, and its curves are one per temperature:
+    its sweep opens at the temperature it recommends; a masked model's at 1.0 again. What a link or the
+    user set is kept through a model change."""
+    from explorer.checkpoint import update_metadata
+    from explorer.dashboard.urlstate import UrlState
+    from tests.support.dashboard import save_twins
+
+    save_twins(checkpoints)
+    update_metadata(checkpoints / "tiny-uniform.safetensors", {"sampler_defaults": {"temperature": 0.3}})
+    state = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    tab, _ = build_tab("Sweep", state)
+    assert tab.temperatures == "1.0"  # nothing known of the model before its load
+    state.load(wait=True)
+    assert tab.temperatures == "0.3" and tab.sweep_plan().cells[0]["temperature"] == 0.3
+    state.load("tiny", wait=True)
+    assert tab.temperatures == "1.0"
+    tab.temperatures = "0.9"  # the user's own
+    state.load("tiny-uniform", wait=True)
+    assert tab.temperatures == "0.9"
+    tab.close()
+    state.close()
+    # a link's temperatures, even the masked default, are the link's
+    state = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    tab, _ = build_tab("Sweep", state)
+    url = UrlState(state, list(state.tabs))
+    state.load_hooks.append(url.hook)
+    url.apply({"sweep.temperatures": "1.0"})
+    state.load(wait=True)
+    assert tab.temperatures == "1.0" and url.notice == ""
+    tab.close()
+    state.close()
