@@ -20,7 +20,8 @@ from explorer.dashboard.ui.base import notice, show_notice, watch_presentation
 from explorer.dashboard.ui.connection import watch_connection
 from explorer.dashboard.ui.header import HeaderView
 from explorer.dashboard.ui.internals import (lighter_paints, lighter_property_updates, local_stylesheets,
-                                             page_template, session_document, steady_pane_stylesheets)
+                                             mend_location_query, page_template, session_document,
+                                             steady_pane_stylesheets)
 from explorer.dashboard.ui.lesson import lesson_bar, lessons_menu
 from explorer.dashboard.ui.palette import ACCENT
 from explorer.dashboard.urlstate import UrlState, query_args
@@ -177,6 +178,7 @@ def create_app(checkpoint: str | None = None, device: str = "auto", *, fallback:
     pn.extension(notifications=False)
     steady_pane_stylesheets()  # a pane's text change re-lays out the whole page otherwise (see there)
     lighter_property_updates()  # a property change asked the design for stylesheets it then dropped
+    mend_location_query()  # a link with a second '?' was a 500 error otherwise (see there)
     if served_doc() is not None:  # before any model is made: none may ever point at Panel's CDN
         local_stylesheets(served_doc())
     state = state or Session(checkpoint=checkpoint, device=device, dispatch=_dispatcher(), fallback=fallback)

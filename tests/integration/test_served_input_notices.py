@@ -54,6 +54,17 @@ def test_bad_query_string_is_a_notice_and_the_server_keeps_serving(served):
     check_page(*get(url))  # and the next visitor gets the app
 
 
+def test_a_link_with_a_question_mark_in_a_value_opens(served):
+    """Browsers leave a '?' in a query unencoded, so a shared link with a question in its text carries a
+    second '?': Panel's reading of the address made that page a 500 error (ui.internals.mend_location_query)."""
+    url, states = served
+    status, body = get(f"{url}?checkpoint=tiny&template=AB?A&inspect.texts=ABBA?&tab=Inspect")
+    check_page(status, body)
+    state = states[-1]
+    assert state.template == "AB?A" and state.tabs["Inspect"].texts == "ABBA?"
+    assert get(url + "liveness")[0] == 200
+
+
 def test_bad_input_in_a_served_session_is_a_notice_and_it_keeps_working(served):
     url, states = served
     check_page(*get(url))

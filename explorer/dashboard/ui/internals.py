@@ -376,3 +376,25 @@ def page_template():
                 return super().server_doc(doc, title, location)
 
     return PageTemplate
+
+
+def mend_location_query() -> None:
+    """Let a link whose query holds a second '?' open. Panel reads the page's address from the request
+    (panel.io.location._get_location_params) with `uri.split('?')`, which expects exactly one; a shared
+    link such as `...&inspect.texts=What light through yonder window breaks?` (browsers leave a '?' in
+    the query unencoded) made the page a 500 error before any of the dashboard ran. The query is
+    everything after the first '?' (RFC 3986), so the later ones are sent on encoded, as %3F, which is
+    what Tornado's query arguments already decode them from. Idempotent."""
+    from panel.io import location
+
+    if getattr(location._get_location_params, "mended", False):
+        return
+    original = location._get_location_params
+
+    def get_location_params(protocol, host, uri):
+        if uri and uri.count("?") > 1:
+            path, _, query = uri.partition("?")
+            uri = f"{path}?{query.replace('?', '%3F')}"
+        return original(protocol, host, uri)
+    get_location_params.mended = True
+    location._get_location_params = get_location_params
