@@ -24,7 +24,7 @@ import torch
 from .data.corpus import WORD_RE
 from .data.tokenizer import UnknownCharacterError
 from .devices import model_device
-from .diffusion import forward_mask
+from .diffusion import forward_mask, forward_uniform, uniform_posterior_logits
 
 PATTERN_PERIODS = range(2, 7)  # the notebook's pattern quality checks pattern lengths 2..6
 ACCURACY_TS = tuple(round(0.1 * k, 1) for k in range(1, 10))  # t = 0.1 .. 0.9
@@ -310,34 +310,74 @@ def _as_tokens(tokens) -> torch.Tensor:
     return x.long().cpu()
 
 
-def masked_fraction_vs_t(ts: Sequence[float], length: int = 256, n: int = 256, seed: int = 0) -> pd.DataFrame:
+def masked_fraction_vs_t(ts: Sequence[float], length: int = 256, n: int = 256, seed: int = 0,
+                         n_tokens: int | None = None) -> pd.DataFrame:
     """Forward-process check: the fraction of positions masked at each t (expected: y = t).
 
-    Returns t, masked_fraction (mean over n rows of `length`), its std across rows, and expected (= t).
+    n_tokens: the uniform-state process over that many tokens instead, where the fraction counted is of
+    the positions the noise changed: a redrawn token keeps its value with probability 1/n_tokens, so
+    expected = t (n_tokens - 1) / n_tokens.
+    Returns t, masked_fraction (mean over n rows of `length`), its std across rows, and expected.
     """
     rows = []
     for t in ts:
         g = torch.Generator().manual_seed(seed)
-        _, masked = forward_mask(torch.zeros(n, length, dtype=torch.long), float(t), mask_id=1, generator=g)
-        per_row = masked.float().mean(dim=1)  # (n,)
+        x0 = torch.zeros(n, length, dtype=torch.long)
+        if n_tokens is None:
+            _, hit = forward_mask(x0, float(t), mask_id=1, generator=g)
+            expected = float(t)
+        else:
+            xt, _ = forward_uniform(x0, float(t), n_tokens, generator=g)
+            hit, expected = xt != x0, float(t) * (n_tokens - 1) / n_tokens
+        per_row = hit.float().mean(dim=1)  # (n,)
         rows.append({"t": float(t), "masked_fraction": per_row.mean().item(),
-                     "std": per_row.std().item() if n > 1 else 0.0, "expected": float(t)})
+                     "std": per_row.std().item() if n > 1 else 0.0, "expected": expected})
     return pd.DataFrame(rows)
+
+
+def is_uniform(model) -> bool:
+    """Whether `model` denoises the uniform-state process (its noise redraws tokens; it never sees [MASK])."""
+    from .sampling.uniform import model_process  # the sampler reads the same field; imported late: no cycle
+
+    return model_process(model) == "uniform"
+
+
+def noised_view(model, x0: torch.Tensor, t: float, redrawn: torch.Tensor, noise: torch.Tensor | None = None):
+    """x0 (B, L) as the model sees it at noise level t with `redrawn` (B, L) bool positions hit by the
+    noise, and what the model predicts for the clean text there.
+
+    A masked model's noise writes [MASK] (`noise` unused); a uniform-state model's writes the tokens of
+    `noise` (B, L), ids below its [MASK] id. Returns x_t (B, L), the positions the model is asked about
+    (B, L) bool (masked; for a uniform-state model those whose token the noise changed: it is not told
+    which) and p(x0 | x_t) (B, L, V) on the CPU, [MASK]'s probability 0 (never a prediction).
+    """
+    tt = torch.full((x0.shape[0],), float(t))
+    device = model_device(model)
+    if is_uniform(model):
+        xt = torch.where(redrawn, noise, x0)
+        logits = model(xt.to(device), tt.to(device))
+        logp = uniform_posterior_logits(logits, xt.to(device), tt.to(device)).float().cpu()  # (B, L, N)
+        probs = torch.nn.functional.pad(logp.exp(), (0, model.config.vocab_size - logp.shape[-1]))
+        return xt, xt != x0, probs
+    xt = x0.masked_fill(redrawn, model.config.mask_id)
+    logits = model(xt.to(device), tt.to(device)).float().cpu()  # (B, L, V)
+    logits[..., model.config.mask_id] = float("-inf")
+    return xt, redrawn, torch.softmax(logits, dim=-1)
 
 
 @torch.no_grad()
 def _masked_predictions(model, x0: torch.Tensor, t: float, g: torch.Generator):
-    """Mask x0 (B, L) at ratio t and run the denoiser once.
+    """Mask x0 (B, L) at ratio t (a uniform-state model: redraw its tokens) and run the denoiser once.
 
-    Returns masked (B, L) bool, argmax (B, L), max-prob (B, L) and p(true token) (B, L), all on CPU.
-    The [MASK] logit is excluded: it is never a prediction (as in diffusion.masked_ce).
+    Returns masked (B, L) bool (a uniform-state model: the positions the noise changed), argmax (B, L),
+    max-prob (B, L) and p(true token) (B, L), all on CPU. The [MASK] logit is excluded: it is never a
+    prediction (as in diffusion.masked_ce).
     """
-    xt, masked = forward_mask(x0, t, model.config.mask_id, generator=g)  # (B, L) each
-    tt = torch.full((x0.shape[0],), float(t))
-    device = model_device(model)
-    logits = model(xt.to(device), tt.to(device)).float().cpu()  # (B, L, V)
-    logits[..., model.config.mask_id] = float("-inf")
-    probs = torch.softmax(logits, dim=-1)
+    if is_uniform(model):  # forward_uniform's draws: the positions, then their tokens
+        noise, redrawn = forward_uniform(torch.zeros_like(x0), t, model.config.mask_id, generator=g)
+    else:
+        noise, (_, redrawn) = None, forward_mask(x0, t, model.config.mask_id, generator=g)
+    _, masked, probs = noised_view(model, x0, t, redrawn, noise)  # (B, L), (B, L, V)
     conf, pred = probs.max(dim=-1)  # (B, L) each
     p_true = probs.gather(-1, x0[..., None]).squeeze(-1)  # (B, L)
     return masked, pred, conf, p_true
@@ -435,15 +475,26 @@ def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k
     p1..pk, p_true and correct (top-1 == true). Deterministic for a given seed.
     """
     x = _given_ids(model, text_or_ids)  # (1, L)
-    masked = _given_mask(mask, t, x.shape[1], seed)  # (1, L)
-    xt = x.masked_fill(masked, model.config.mask_id)
-    tt = torch.tensor([masked.float().mean().item() if t is None else float(t)])  # t the model is told
-    device = model_device(model)
-    logits = model(xt.to(device), tt.to(device))[0].float().cpu()  # (L, V)
-    logits[:, model.config.mask_id] = float("-inf")
-    probs = torch.softmax(logits, dim=-1)
+    redrawn = _given_mask(mask, t, x.shape[1], seed)  # (1, L)
+    tt = redrawn.float().mean().item() if t is None else float(t)  # t the model is told
+    noise = uniform_noise_tokens(x.shape[1], seed, model.config.mask_id) if is_uniform(model) else None
+    xt, asked, probs = noised_view(model, x, tt, redrawn, noise)
+    probs = probs[0]  # (L, V)
     top_p, top_i = probs.topk(min(k, model.config.vocab_size - 1), dim=-1)  # (L, k): never [MASK]
-    return _topk_result(model, x[0], xt[0], masked[0], probs, top_p, top_i)
+    out = _topk_result(model, x[0], xt[0], asked[0], probs, top_p, top_i)
+    out["mask"] = redrawn[0].numpy()  # the positions the noise hit (for a uniform-state model, more than it changed)
+    if noise is not None:  # the model is not told which positions changed: it may "correct" a clean one
+        out["changed"] = asked[0].numpy()
+        out["miscorrected"] = int(((top_i[:, 0] != x[0]) & ~asked[0]).sum())
+    return out
+
+
+def uniform_noise_tokens(length: int, seed: int, n_tokens: int) -> torch.Tensor:
+    """(1, length) the tokens a uniform-state forward process with generator seed `seed` writes where it
+    redraws: forward_uniform's second draw, after the positions' uniforms, so with a mask drawn from the
+    same seed (forward_mask's one draw) the pair is forward_uniform's draw at every t."""
+    g = torch.Generator().manual_seed(int(seed))
+    return forward_uniform(torch.zeros(1, length, dtype=torch.long), 1.0, n_tokens, generator=g)[0]
 
 
 NUCLEUS_HEAD = 64  # most likely tokens kept per masked position, for the top-p view (not all V: LLaDA has 126k)
@@ -504,4 +555,5 @@ def _topk_result(model, x, xt, masked, probs, top_p, top_i) -> dict:
            "head_names": np.array([[name(i) for i in row] for row in head.indices.tolist()], dtype=object)}
     if tok is not None:
         out["masked_text"], out["predicted_text"] = tok.decode(xt.tolist()), tok.decode(filled.tolist())
+        out["seen"] = np.array([name(i) for i in xt.tolist()], dtype=object)  # per position, what the model is shown
     return out

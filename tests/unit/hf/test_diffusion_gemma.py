@@ -178,3 +178,24 @@ def test_run_py_sample_runs_it_block_by_block(gemma, capsys):
 def test_a_cached_model_continues_a_prompt_only(gemma):
     with pytest.raises(ValueError, match="continue"):
         plan_run(gemma, SamplerConfig(steps=4), template="██ b d ██")
+
+
+def test_inspect_says_a_block_cached_model_has_no_whole_text_view(tmp_path, monkeypatch):
+    """Inspect shows a model a whole noised text; a DiffusionGemma denoises one block over a cache: the tab
+    says so (in the page's notice) and computes nothing, rather than calling it a way it was never run."""
+    from explorer.dashboard import checkpoints as dashboard_checkpoints
+    from explorer.dashboard.runtime.cache import LISTED_MODELS
+    from explorer.dashboard.tabs import build_tab
+    from explorer.dashboard.tabs.explore import open_session
+
+    path = str(diffusion_gemma_dir(tmp_path / "dg", canvas_length=CANVAS))
+    monkeypatch.setitem(LISTED_MODELS, "options", None)
+    dashboard_checkpoints.list_models([path])  # a listed model, as `serve --models` lists it
+    state = open_session(checkpoint=path, device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Inspect", state)
+    state.load(wait=True)
+    assert model_process(state.model) == "uniform"
+    tab.on_shown()
+    assert "one block at a time over a cache" in tab.notice and view.notice.visible
+    assert tab.predictions is None and not tab.refresh_predictions() and view.forward.object == ""
+    state.close()

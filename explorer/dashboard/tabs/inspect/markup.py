@@ -1,14 +1,17 @@
 """Inspect's text views as HTML: the masked text at t, the top-k candidates under each masked
-character (coloured correct / wrong), their legend and the candidates as a table."""
+character (coloured correct / wrong), their legend and the candidates as a table. A uniform-state
+model's text is noised, not masked: its changed characters are shown as the noise left them, on the
+heatmap's noise tint and underlined (not hue alone), where a masked one shows █."""
 from __future__ import annotations
 
 import numpy as np
 
 from ....metrics import single_loss
-from ...ui.palette import CORRECT, MASKED_BG, MIN_ALPHA, WRONG
+from ...ui.palette import CORRECT, MASKED_BG, MIN_ALPHA, STATE_COLORS, WRONG
 from ...ui.safe import literal
 
 SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # whitespace made visible where a candidate is shown
+NOISED_BG = STATE_COLORS["noise"]  # a character the uniform-state noise changed (as the heatmap draws noise)
 
 
 def _shown(c: str) -> str:
@@ -31,6 +34,15 @@ def forward_html(text, mask: np.ndarray) -> str:
     return '<div class="fwd">' + "".join(parts) + "</div>"
 
 
+def noised_html(seen, changed: np.ndarray) -> str:
+    """A uniform-state model's text at t (the forward process): each position as the noise left it, the
+    characters it changed on the noise tint (whitespace made visible there: a space the noise wrote)."""
+    parts = []
+    for c, m in zip(seen, changed):
+        parts.append(f'<span class="nz">{_shown(c)}</span>' if m else "↵\n" if c == "\n" else literal(c))
+    return '<div class="fwd">' + "".join(parts) + "</div>"
+
+
 def _candidate(ch: str, p: float, ok: bool, top: bool) -> str:
     """One candidate: blue with a solid outline when right, vermillion dashed when wrong (not hue
     alone); the more probable, the more intense."""
@@ -42,13 +54,16 @@ def _candidate(ch: str, p: float, ok: bool, top: bool) -> str:
             f'{alpha:.2f});color:{ink}">{_shown(ch)}</span>')
 
 
-def _column(row, k: int) -> str:
-    """One masked position: █, then its k candidates (top first) with probability as intensity."""
+def _column(row, k: int, seen: str | None = None) -> str:
+    """One masked position: █ (a uniform-state model's: the character the noise put there, `seen`),
+    then its k candidates (top first) with probability as intensity."""
     cands = [(row[f"top{r}"], row[f"p{r}"]) for r in range(1, k + 1) if f"top{r}" in row]
-    tip = (f"position {row['position']}: true {SHOWN_AS.get(row['true'], row['true'])!r}, "
+    shown = "" if seen is None else f"sees {SHOWN_AS.get(seen, seen)!r}, "
+    tip = (f"position {row['position']}: {shown}true {SHOWN_AS.get(row['true'], row['true'])!r}, "
            f"p(true) = {row['p_true']:.2f}; " + ", ".join(f"{SHOWN_AS.get(c, c)!r} {p:.2f}" for c, p in cands))
     body = "".join(_candidate(c, p, c == row["true"], r == 0) for r, (c, p) in enumerate(cands))
-    return f'<span class="col" title="{literal(tip)}"><span class="mk">█</span>{body}</span>'
+    head = '<span class="mk">█</span>' if seen is None else f'<span class="nz">{_shown(seen)}</span>'
+    return f'<span class="col" title="{literal(tip)}">{head}{body}</span>'
 
 
 def predictions_html(text, result: dict, k: int) -> str:
@@ -56,9 +71,10 @@ def predictions_html(text, result: dict, k: int) -> str:
     Columns are grouped into words (a word never breaks across lines); a newline is a column of its own
     (↵), not a line break: Shakespeare's short lines would otherwise make the grid very tall."""
     rows = {int(r["position"]): r for r in result["table"].to_dict("records")}
+    seen = result.get("seen") if "changed" in result else None  # a uniform-state model's noised text
     words, word = [], []
     for i, c in enumerate(text):
-        word.append(_column(rows[i], k) if i in rows else f'<span class="col"><span class="ch">{_plain(c)}</span></span>')
+        word.append(_column(rows[i], k, None if seen is None else seen[i]) if i in rows else f'<span class="col"><span class="ch">{_plain(c)}</span></span>')
         if c in " \n":
             words.append('<span class="w">' + "".join(word) + "</span>")
             word = []
@@ -85,6 +101,7 @@ def style(size: dict) -> str:
 .fwd {{ font: calc(1.3 * {size['text']})/1.5 ui-monospace, 'DejaVu Sans Mono', monospace; white-space: pre-wrap;
         word-break: break-all; margin: 0; }}
 .fwd .mk {{ color: {MASKED_BG}; }}
+.nz {{ background: {NOISED_BG}; text-decoration: underline wavy {MASKED_BG}; text-underline-offset: 0.15em; }}
 .grid {{ display: flex; flex-wrap: wrap; align-items: flex-start; row-gap: 0.5em;
          font: calc(1.3 * {size['text']})/1.25 ui-monospace, 'DejaVu Sans Mono', monospace; }}
 .grid .w {{ display: inline-flex; align-items: flex-start; }}
@@ -99,9 +116,12 @@ def style(size: dict) -> str:
 </style>"""
 
 
-def legend_html(size: dict) -> str:
-    """How to read the candidates: the two colours and outlines, and that paler means less probable."""
-    return (style(size) + '<p class="cap">Under each masked character (█) '
+def legend_html(size: dict, noised: bool = False) -> str:
+    """How to read the candidates: the two colours and outlines, and that paler means less probable.
+    `noised`: a uniform-state model's, whose candidates stand under the characters the noise changed."""
+    under = ('Under each character the noise changed (<span class="nz">as it left it</span>; the model is not '
+             'told which) ' if noised else 'Under each masked character (█) ')
+    return (style(size) + f'<p class="cap">{under}'
             'the model\'s candidates, most likely first: '
             f'<span class="key" style="background:{CORRECT};color:#fff;outline:2px solid {CORRECT}">correct</span> '
             f'<span class="key" style="background:{WRONG};color:#fff;outline:1px dashed {WRONG}">wrong</span> '
@@ -115,16 +135,33 @@ def forward_caption(t: float, n: int, length: int, seed: int, unit: str = "chara
             f"({100 * n / length:.1f}%; expected {100 * t:.0f}%), mask seed {seed}</p>")
 
 
+def noised_caption(t: float, redrawn: int, changed: int, length: int, seed: int, n_tokens: int,
+                   unit: str = "characters") -> str:
+    """What a uniform-state model's noised text shows: how many positions the noise redrew at t, and how
+    many of them it changed (a redrawn token keeps its value one time in n_tokens), against the expected share."""
+    expected = 100 * t * (n_tokens - 1) / n_tokens
+    return (f'<p class="cap"><b>t = {t:.2f}</b>: the noise redrew {redrawn} of {length} {unit} at random and '
+            f"changed {changed} ({100 * changed / max(length, 1):.1f}%; expected {expected:.1f}%), seed {seed}; the "
+            "model is not told which</p>")
+
+
 def predictions_caption(result: dict, unit: str = "characters") -> str:
-    """How many masked characters the model got right at t, and its mean top-1 probability."""
+    """How many masked characters the model got right at t, and its mean top-1 probability (a uniform-state
+    model's: the characters the noise changed, and how many it left alone the model would change)."""
     table = result["table"]
     n, hits = len(table), int(table["correct"].sum()) if len(table) else 0
+    noised = "changed" in result
+    where = "the changed positions" if noised else "the masked positions"
     mean_conf = float(table["p1"].mean()) if n else float("nan")
     mean, total, _ = single_loss(table)
-    loss = (f"; loss of this example (cross-entropy at the masked positions) <b>{mean:.3f}</b> nats on average, "
+    loss = (f"; loss of this example (cross-entropy at {where}) <b>{mean:.3f}</b> nats on average, "
             f"{total:.2f} summed" if n else "")
-    return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} masked {unit} '
-            f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}{loss}</p>")
+    kept = len(result["changed"]) - n if noised else 0
+    wrongly = (f"; of the {kept} {unit} the noise left alone its top-1 would change {result['miscorrected']}"
+               if noised else "")
+    return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} '
+            f'{"changed" if noised else "masked"} {unit} '
+            f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}{loss}{wrongly}</p>")
 
 
 # ---------------------------------------------------------------- several texts and t (state/several.py)
@@ -151,9 +188,13 @@ def _wrapped(cells: list[str], words: list[range]) -> str:
     return "".join('<span class="w">' + "".join(cells[i] for i in word) + "</span>" for word in words)
 
 
-def _seen_row(shown, mask: np.ndarray, words: list[range]) -> str:
-    """The text as the model sees it at t: █ where masked."""
-    return _wrapped(['<span class="mk">█</span>' if m else _running(c) for c, m in zip(shown, mask)], words)
+def _seen_row(shown, row: dict, words: list[range]) -> str:
+    """The text as the model sees it at t: █ where masked (a uniform-state model's: the noise's
+    characters where it changed them)."""
+    if "changed" in row:
+        return _wrapped([f'<span class="nz">{_shown(c)}</span>' if m else _running(c)
+                         for c, m in zip(row["seen"], row["changed"])], words)
+    return _wrapped(['<span class="mk">█</span>' if m else _running(c) for c, m in zip(shown, row["mask"])], words)
 
 
 def _predicted_row(shown, result: dict, words: list[range]) -> str:
@@ -181,10 +222,11 @@ def several_html(result: dict, pieces_of, unit: str = "characters") -> str:
                 f'{_wrapped([_running(c) for c in shown], words)}</td></tr>']
         for row in rows:
             n, hits = len(row["table"]), int(row["table"]["correct"].sum()) if len(row["table"]) else 0
-            right = f"{hits} of {n} right ({100 * hits / n:.0f}%)" if n else f"no {unit} masked"
-            short = f"{hits} of {n} right" if n else "none masked"  # the share in the tooltip
+            hit = "changed" if "changed" in row else "masked"
+            right = f"{hits} of {n} right ({100 * hits / n:.0f}%)" if n else f"no {unit} {hit}"
+            short = f"{hits} of {n} right" if n else f"none {hit}"  # the share in the tooltip
             body.append(f'<tr class="t0"><th>t = {row["t"]:.2f}</th><td class="lab">sees</td>'
-                        f'<td class="txt">{_seen_row(shown, row["mask"], words)}</td></tr>'
+                        f'<td class="txt">{_seen_row(shown, row, words)}</td></tr>'
                         f'<tr><th class="acc" title="{literal(right)}">{literal(short)}</th><td class="lab">predicts</td>'
                         f'<td class="txt">{_predicted_row(shown, row, words)}</td></tr>')
         groups.append('<table class="sev">' + "".join(body) + "</table>")
@@ -205,6 +247,7 @@ def several_style(size: dict, presentation: bool = False) -> str:
 .sev .txt {{ font: {size['text']}/{line} ui-monospace, 'DejaVu Sans Mono', monospace; white-space: normal; width: 100%; }}
 .sev .w {{ display: inline-block; max-width: 100%; white-space: break-spaces; word-break: break-all; }}
 .sev .mk {{ color: {MASKED_BG}; }}
+.sev .nz {{ background: {NOISED_BG}; text-decoration: underline wavy {MASKED_BG}; }}
 .sev .cd.ok {{ outline: 2px solid {CORRECT}; }}
 .sev .cd.no {{ outline: 1px dashed {WRONG}; }}
 </style>"""

@@ -7,7 +7,7 @@ import torch
 
 from ....data.tokenizer import is_subword
 from ....diffusion import forward_mask
-from ....metrics import masked_fraction_vs_t
+from ....metrics import is_uniform, masked_fraction_vs_t, uniform_noise_tokens
 from ...runtime.cache import INSPECT
 
 FRACTION_TS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -57,7 +57,25 @@ def draw_mask(length: int, t: float, seed: int) -> np.ndarray:
     return forward_mask(torch.zeros(1, length, dtype=torch.long), float(t), mask_id=1, generator=g)[1][0].numpy()
 
 
-def fraction_check(length: int, seed: int):
-    """metrics.masked_fraction_vs_t over FRACTION_DRAWS rows per t (cached: it depends on no model)."""
-    return INSPECT.get_or_make(("fraction", length, seed),
-                               lambda: masked_fraction_vs_t(FRACTION_TS, length=length, n=FRACTION_DRAWS, seed=seed))
+def noise_tokens(model) -> int | None:
+    """How many tokens a uniform-state model's noise draws from (the ids below [MASK]); None: masked."""
+    return model.config.mask_id if model is not None and is_uniform(model) else None
+
+
+def fraction_check(length: int, seed: int, n_tokens: int | None = None):
+    """metrics.masked_fraction_vs_t over FRACTION_DRAWS rows per t (cached: it depends on no model, only
+    on the process: n_tokens for a uniform-state one, whose fraction is of the tokens the noise changed)."""
+    return INSPECT.get_or_make(("fraction", length, seed, n_tokens),
+                               lambda: masked_fraction_vs_t(FRACTION_TS, length=length, n=FRACTION_DRAWS, seed=seed,
+                                                            n_tokens=n_tokens))
+
+
+def draw_noised(model, text: str, t: float, seed: int) -> tuple[list[str], np.ndarray]:
+    """A uniform-state model's view of `text` at t: (what each position shows, which of them the noise
+    changed), drawn as metrics.topk_predictions draws it from the same seed (the positions of draw_mask,
+    their tokens from metrics.uniform_noise_tokens): the forward view and the predictions agree."""
+    tok = model.tokenizer
+    ids = torch.tensor(tok.encode(text), dtype=torch.long)
+    redrawn = torch.from_numpy(draw_mask(len(ids), t, seed))
+    xt = torch.where(redrawn, uniform_noise_tokens(len(ids), seed, model.config.mask_id)[0], ids)
+    return [tok.decode([i]) for i in xt.tolist()], (xt != ids).numpy()

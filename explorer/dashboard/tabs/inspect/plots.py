@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from bokeh.core.property.vectorization import value
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d, Span
 from bokeh.plotting import figure
 
@@ -62,7 +63,9 @@ class FractionPlot(_Plot):
                                   "fraction masked", x_range=Range1d(-0.02, 1.02), y_range=Range1d(-0.02, 1.02))
         self.draws = ColumnDataSource({"t": [], "mean": [], "low": [], "high": []})
         self.actual = ColumnDataSource({"t": [], "fraction": []})
-        p.line([0, 1], [0, 1], color="#777", line_dash="dashed", legend_label="expected (y = t)")
+        self.expected = ColumnDataSource({"t": [0.0, 1.0], "expected": [0.0, 1.0]})
+        p.line("t", "expected", source=self.expected, color="#777", line_dash="dashed",
+               legend_label="expected (y = t)")
         p.line("t", "mean", source=self.draws, color=CORRECT, line_width=2,
                legend_label=f"mean of {FRACTION_DRAWS} draws")
         p.segment("t", "low", "t", "high", source=self.draws, color=CORRECT)
@@ -79,11 +82,23 @@ class FractionPlot(_Plot):
         if table is not self._table:
             mean, std = table["masked_fraction"].to_numpy(float), table["std"].to_numpy(float)
             self.draws.data = {"t": table["t"].to_numpy(float), "mean": mean, "low": mean - std, "high": mean + std}
+            if "expected" in table:  # a uniform-state process changes t (N - 1) / N of the positions, not t
+                self.expected.data = {"t": table["t"].to_numpy(float), "expected": table["expected"].to_numpy(float)}
             self._table = table
         # no text: a point at NaN, drawn nowhere (an empty source would leave its legend entry without a marker)
         self.actual.data = {"t": [float(t)], "fraction": [float(actual) if actual is not None else np.nan]}
         self.t_mark.location = float(t)
         return self
+
+
+    def words(self, noised: bool) -> None:
+        """The title and labels of a masked process, or (`noised`) of a uniform-state one: the share of
+        positions its noise changed."""
+        what = "changed" if noised else "masked"
+        self.figure.title.text = f"Forward process: fraction {what} vs t"
+        self.figure.yaxis.axis_label = f"fraction {what}"
+        self.figure.xaxis.axis_label = "noise level t" if noised else "masking ratio t"
+        self.figure.legend.items[0].label = value("expected (t × (N − 1) / N)" if noised else "expected (y = t)")
 
 
 class AccuracyPlot(_Plot):
@@ -123,6 +138,15 @@ class AccuracyPlot(_Plot):
     def move(self, t: float) -> None:
         self.t_mark.location = float(t)
 
+    def words(self, noised: bool) -> None:
+        """A masked process's words, or (`noised`) a uniform-state one's: accuracy where the noise changed
+        a character."""
+        self.figure.title.text = ("Accuracy at changed characters vs noise level (validation)" if noised
+                                  else "Accuracy vs masking ratio (validation)")
+        self.figure.xaxis.axis_label = "noise level t" if noised else "masking ratio t"
+        # its accuracy is low at every t (a changed character is not flagged): the top right is clear
+        self.figure.legend.location = "top_right" if noised else "bottom_left"
+
 
 class PositionsPlot(_Plot):
     """As in "Training with the ELBO": the mean max-probability at each position when it is masked, at
@@ -139,6 +163,10 @@ class PositionsPlot(_Plot):
                                                           ("confidence", "@confidence{0.000}")]))
         p.xgrid.visible = False
         self.fonts()
+
+    def words(self, noised: bool) -> None:
+        """The y label: at the positions masked, or (`noised`) changed by a uniform-state model's noise."""
+        self.figure.yaxis.axis_label = "mean max-probability" + (" where changed" if noised else "")
 
     def draw(self, table, t: float, missing: bool = False) -> PositionsPlot:
         """`table`: the mean-confidence table at t (the t it was measured at, when it says; None: not yet);
@@ -230,14 +258,18 @@ class NucleusPlot(_Plot):
 # ---------------------------------------------------------------- standalone figures (downloads, tests)
 
 
-def fraction_plot(table, t: float, actual: float | None, presentation: bool = False):
-    """FractionPlot's figure, drawn once."""
-    return FractionPlot(presentation).draw(table, t, actual).figure
+def fraction_plot(table, t: float, actual: float | None, presentation: bool = False, noised: bool = False):
+    """FractionPlot's figure, drawn once (`noised`: a uniform-state model's words)."""
+    plot = FractionPlot(presentation)
+    plot.words(noised)
+    return plot.draw(table, t, actual).figure
 
 
-def accuracy_plot(table, t: float, presentation: bool = False):
-    """AccuracyPlot's figure, drawn once."""
-    return AccuracyPlot(presentation).draw(table, t).figure
+def accuracy_plot(table, t: float, presentation: bool = False, noised: bool = False):
+    """AccuracyPlot's figure, drawn once (`noised`: a uniform-state model's words)."""
+    plot = AccuracyPlot(presentation)
+    plot.words(noised)
+    return plot.draw(table, t).figure
 
 
 def positions_plot(table, t: float, presentation: bool = False, missing: bool = False):

@@ -23,7 +23,8 @@ def predict(model, text: str, t: float, mask_seed: int, k: int) -> dict:
     and k added, cached; a model call unless cached."""
     def make() -> dict:
         mask = draw_mask(positions(model, text), t, mask_seed)  # the mask the forward view draws
-        result = topk_predictions(model, text, float(t), mask=mask, k=k)
+        # the seed draws a uniform-state model's noise tokens too (masking.draw_noised: the forward view's)
+        result = topk_predictions(model, text, float(t), mask=mask, k=k, seed=mask_seed)
         result["text"], result["t"], result["k"] = text, float(t), k
         return result
     return INSPECT.get_or_make(prediction_key(model, text, t, mask_seed, k), make)

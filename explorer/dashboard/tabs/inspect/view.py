@@ -13,6 +13,8 @@ from .markup import (
     forward_caption,
     forward_html,
     legend_html,
+    noised_caption,
+    noised_html,
     predictions_caption,
     predictions_html,
     predictions_table,
@@ -20,7 +22,7 @@ from .markup import (
     several_style,
     style,
 )
-from .masking import fraction_check, pieces, positions
+from .masking import draw_noised, fraction_check, noise_tokens, pieces, positions
 from .plots import AccuracyPlot, FractionPlot, NucleusPlot, PositionsPlot, RatiosPlot, accuracy_plot, fraction_plot
 from .state import InspectState, ratios_table
 from ...ui.base import TABLE_CSS, figure_first, figure_pane, heading, notice, push, show_notice, watch_presentation
@@ -50,6 +52,8 @@ class InspectView(pn.viewable.Viewer):
                                        sizing_mode="stretch_width", css_classes=["inspect-table"],
                                        stylesheets=[TABLE_CSS, ":host { overflow-y: auto; }"])
         self.busy = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.said = heading(self._said_text())
+        self.stats = heading(self._stats_text())
         # the figures, made once and drawn again in place (plots.py says why)
         presentation = self.tab.session.presentation
         self.fraction_plot, self.accuracy_plot = FractionPlot(presentation), AccuracyPlot(presentation)
@@ -71,6 +75,7 @@ class InspectView(pn.viewable.Viewer):
         self._predictions()
         self._nucleus()
         self._ratios()
+        self._process()
 
     def _controls(self) -> None:
         p = self.tab.param
@@ -121,6 +126,13 @@ class InspectView(pn.viewable.Viewer):
             return
         shown = pieces(tab.model, text)  # characters, or a Hugging Face model's tokens
         mask = tab.mask(len(shown))
+        n_tokens = noise_tokens(tab.model)
+        if n_tokens is not None:  # uniform-state noise: the characters it wrote, not █
+            seen, changed = draw_noised(tab.model, text, tab.t, tab.mask_seed)
+            caption = noised_caption(tab.t, int(mask.sum()), int(changed.sum()), len(shown), tab.mask_seed,
+                                     n_tokens, self._unit())
+            self.forward.object = style(self._size()) + caption + noised_html(seen, changed)
+            return
         caption = forward_caption(tab.t, int(mask.sum()), len(shown), tab.mask_seed, self._unit())
         self.forward.object = style(self._size()) + caption + forward_html(shown, mask)
 
@@ -160,6 +172,30 @@ class InspectView(pn.viewable.Viewer):
         self.ratios_plot.draw(ratios_table(length))
         push(self.ratios)
 
+    def _said_text(self) -> str:
+        noised = noise_tokens(self.tab.model) is not None
+        return ("Predictions at t: the model's candidates for each "
+                + ("character the noise changed" if noised else "█"))
+
+    def _stats_text(self) -> str:
+        noised = noise_tokens(self.tab.model) is not None
+        return f"{'Noise' if noised else 'Masking'} statistics and accuracy on validation data"
+
+    @param.depends("tab.session.model_info", watch=True)
+    def _process(self):
+        """The headings and the validation figures' words follow the loaded model's process."""
+        self.said.object = f"<h3>{self._said_text()}</h3>"
+        self.stats.object = f"<h3>{self._stats_text()}</h3>"
+        noised = noise_tokens(self.tab.model) is not None
+        p = self.tab.param  # the knobs' labels: a uniform-state model's noise redraws, it does not mask
+        self.t.name = "Noise level t" if noised else p.t.label
+        self.seed.name = "Noise seed" if noised else p.mask_seed.label
+        self.redraw.name = "Re-draw noise" if noised else p.redraw.label
+        for plot in (self.fraction_plot, self.accuracy_plot, self.positions_plot):
+            plot.words(noised)
+        self._fraction()
+        push(self.plots, self.positions)
+
     def _unit(self) -> str:
         return "tokens" if is_subword(getattr(self.tab.model, "tokenizer", None)) else "characters"
 
@@ -174,7 +210,7 @@ class InspectView(pn.viewable.Viewer):
         self._grid_html = predictions_caption(result, self._unit()) + predictions_html(
             pieces(model, result["text"]), result, result["k"])
         self._mark_stale()
-        self.legend.object = legend_html(size)
+        self.legend.object = legend_html(size, noised="changed" in result)
         self.table.object = predictions_table(result, result["k"])
         self.table.styles = {"font-size": size["base"]}  # its table follows it (ui.base.TABLE_CSS)
 
@@ -227,12 +263,18 @@ class InspectView(pn.viewable.Viewer):
         text = tab.shown_text(update=False) if tab.model is not None else ""
         n = positions(tab.model, text) if text else 0
         length = n or tab.context_length()
-        actual = float(tab.mask(n).mean()) if text else None
-        return fraction_check(length, tab.mask_seed), tab.t, actual
+        n_tokens = noise_tokens(tab.model)
+        if not text:
+            actual = None
+        elif n_tokens is None:
+            actual = float(tab.mask(n).mean())
+        else:  # the share the noise changed, as the draws count it
+            actual = float(draw_noised(tab.model, text, tab.t, tab.mask_seed)[1].mean())
+        return fraction_check(length, tab.mask_seed, n_tokens), tab.t, actual
 
     def fraction_figure(self, presentation: bool = False):
         """A standalone mask-fraction figure for the current knobs (the PNG download's)."""
-        return fraction_plot(*self._fraction_data(), presentation)
+        return fraction_plot(*self._fraction_data(), presentation, noised=noise_tokens(self.tab.model) is not None)
 
     # ---------------------------------------------------------------- downloads
 
@@ -243,7 +285,7 @@ class InspectView(pn.viewable.Viewer):
             return None if tab.predictions is None else table_csv(predictions_table(tab.predictions, tab.predictions["k"]))
 
         def acc_figure():
-            return accuracy_plot(tab.accuracy, tab.t)
+            return accuracy_plot(tab.accuracy, tab.t, noised=noise_tokens(tab.model) is not None)
 
         def accuracy_csv():
             return None if tab.accuracy is None else table_csv(tab.accuracy)
@@ -267,12 +309,11 @@ class InspectView(pn.viewable.Viewer):
             self.text, sizing_mode="stretch_width")
         several = pn.Accordion(("Several texts and t in one figure", pn.Column(self.ts, self.texts, sizing_mode="stretch_width")),
                                active=[0] if self.tab.several_on() else [], sizing_mode="stretch_width")
-        stats = heading("Masking statistics and accuracy on validation data")
+        stats = self.stats
         # projector mode: the several texts and t a link asked for, then the notice and the masking
         # statistics first; the t slider follows them
         # (or, where the link names it, this text's predictions: the lessons' figures on one example)
-        seen, said = heading("Forward process: the text the model sees at t"), heading(
-            "Predictions at t: the model's candidates for each █")
+        seen, said = heading("Forward process: the text the model sees at t"), self.said
         table = pn.Accordion(("Candidates as a table", self.table), sizing_mode="stretch_width")
         # a link's own texts and t above the tab's notice: what that says (no held-out text on this
         # server, say) concerns the validation figures, and above the rows it pushed them off a projector

@@ -122,21 +122,50 @@ def test_an_ar_model_is_explained_and_nothing_is_computed(inspect):
     assert tab.notice == ""
 
 
-def test_a_uniform_state_model_is_explained_and_nothing_is_computed(inspect, checkpoints):
-    """Inspect masks text with [MASK]; a uniform-state model's noise is random tokens and it never saw
-    [MASK]: its predictions there were shown as if they were what the model does (27% right at t = 0.5 on
-    shakespeare-uniform, on an embedding it never trained)."""
+def test_a_uniform_state_model_is_shown_its_own_noise(inspect, checkpoints):
+    """A uniform-state model never sees [MASK]: Inspect shows it the text with characters redrawn at
+    random (the forward view, the predictions and the validation figures from the same draws as the
+    training loss's forward_uniform) and asks what it predicts where the noise changed a character."""
+    import torch
+
+    from explorer.diffusion import forward_uniform, uniform_accuracy, uniform_posterior_logits
     from tests.support.dashboard import save_twins
 
     save_twins(checkpoints, names=("tiny-masked", "tiny-uniform"))
     state, tab, view = inspect
     state.load("tiny-uniform", wait=True)
-    assert "uniform-state model" in tab.notice and "never sees [MASK]" in tab.notice and view.notice.visible
-    assert tab.predictions is None and tab.accuracy is None and not tab.refresh_predictions()
-    assert view.forward.object == ""
+    wait_for(lambda: tab.predictions is not None and tab.accuracy is not None and len(tab.accuracy) == len(ACC_TS))
+    assert tab.notice == ""
+    model, result, n = state.model, tab.predictions, state.model.config.mask_id
+    ids = torch.tensor(model.tokenizer.encode(result["text"]))[None]
+    xt, redrawn = forward_uniform(ids, tab.t, n, generator=torch.Generator().manual_seed(tab.mask_seed))
+    changed = (xt != ids)[0]
+    assert (result["x_t"] == xt[0].numpy()).all() and (result["mask"] == redrawn[0].numpy()).all()
+    assert 0 < changed.sum() < redrawn.sum() + 1 and list(result["table"]["position"]) == changed.nonzero()[:, 0].tolist()
+    with torch.no_grad():
+        tt = torch.tensor([tab.t])
+        post = uniform_posterior_logits(model(xt, tt), xt, tt)[0]  # (L, N)
+    assert list(result["table"]["top1"]) == [model.tokenizer.decode([i]) for i in post.argmax(-1)[changed].tolist()]
+    assert result["table"]["p1"].to_numpy() == pytest.approx(post.exp().max(-1).values[changed].numpy(), abs=1e-5)
+    assert result["miscorrected"] == int(((post.argmax(-1) != ids[0]) & ~changed).sum())
+    # the forward view: the noise's characters where it changed one, and its count in the caption
+    assert view.forward.object.count('class="nz"') == int(changed.sum())
+    assert f"changed {int(changed.sum())} (" in view.forward.object and "█" not in view.forward.object
+    assert "character the noise changed" in view.said.object and "noise changed" in view.legend.object
+    assert f"of {int(changed.sum())} changed characters right" in view.grid.object
+    # accuracy vs t: at the changed positions, the held-out figure `run.py evaluate` reports
+    for _, row in tab.accuracy.iterrows():
+        expected = uniform_accuracy(model, torch.as_tensor(tab.tokens), row["t"])["changed"]
+        assert row["accuracy"] == pytest.approx(expected)
+    assert view.accuracy_plot.figure.title.text.startswith("Accuracy at changed characters")
+    # the fraction check counts changed characters: t (N - 1) / N expected
+    table = fraction_check(LENGTH, tab.mask_seed, n)
+    assert table["expected"].to_numpy() == pytest.approx(table["t"].to_numpy() * (n - 1) / n)
+    assert np.allclose(table["masked_fraction"], table["expected"], atol=0.04)
+    assert view.fraction_plot.expected.data["expected"][-1] == pytest.approx((n - 1) / n)
     state.load("tiny", wait=True)
     wait_for(lambda: tab.predictions is not None)
-    assert tab.notice == ""
+    assert tab.notice == "" and "changed" not in tab.predictions and "█" in view.said.object
 
 
 def test_nothing_runs_before_the_tab_is_shown(checkpoints):

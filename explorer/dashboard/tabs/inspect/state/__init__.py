@@ -173,11 +173,12 @@ class InspectState(TabState):
                            f"{name} is a causal (left-to-right) model, which never sees [MASK]. "
                            "Pick a diffusion checkpoint in the sidebar.")
             return False
-        if model_process(model) == "uniform":  # [MASK] is not its noise: its predictions there would mean nothing
-            self.notice = (f"Inspect shows what a masked-diffusion model predicts at masked positions; "
-                           f"{name} is a uniform-state model: its noise redraws tokens at random, and it never "
-                           "sees [MASK]. Explore and Compare run its own process; pick a masked checkpoint in "
-                           "the sidebar to inspect.")
+        if model_process(model) == "uniform" and getattr(model.config, "cached", False):
+            # a DiffusionGemma-style model denoises one block over a cache of what precedes it: it has no
+            # call that shows it a whole noised text
+            self.notice = (f"Inspect shows what a model predicts for the whole of a noised text; {name} "
+                           "denoises one block at a time over a cache of the text before it. Explore and "
+                           "Compare run its own process.")
             return False
         self.notice = ""
         return True
