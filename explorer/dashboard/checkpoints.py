@@ -124,7 +124,9 @@ def describe(model, name: str) -> dict:
             "corpus": (meta.get("corpus") or {}).get("name", "?"), "context": model.config.block_size,
             "step": (meta.get("training_state") or {}).get("step"), "process": model_process(model),
             "kv_cache": takes_cache(model),  # the sidebar's `cache` knob needs it (Knob.needs)
-            "cache_modes": list(cache_modes(model))}  # and offers these (a model may take prefix only)
+            "cache_modes": list(cache_modes(model)),  # and offers these (a model may take prefix only)
+            # suppress_eos needs end-of-sequence tokens (Knob.needs): a character tokenizer has none
+            "eos": bool(getattr(getattr(model, "tokenizer", None), "eos_ids", None))}
     if "family" in meta:  # a Hugging Face model: its family, weights' dtype and memory
         info.update(family=meta["family"], dtype=meta.get("dtype"), corpus=meta["family"],
                     memory_gb=sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9)

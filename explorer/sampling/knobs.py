@@ -279,7 +279,7 @@ KNOBS: dict[str, Knob] = registry(
          processes=MASKED),
     Knob("suppress_eos", str, "off", "End-of-sequence / end-of-turn tokens: never proposed (logits), committed "
          "last (confidence), or both. Needs a tokenizer with EOS tokens", choices=SUPPRESS_EOS, off="off",
-         label="Suppress EOS", widget="select", real_model=True, processes=MASKED),
+         label="Suppress EOS", widget="select", real_model=True, processes=MASKED, needs="eos"),
     Knob("alg_temp", float, 0.0, "Dream: draw which positions to commit from softmax(score / this) instead of "
          "taking the best ones", lo=0, hi=100, off=0.0, label="Position temperature (Dream alg_temp)",
          ui_range=(0.0, 5.0), step=0.05, real_model=True, processes=MASKED),

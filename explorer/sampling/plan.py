@@ -178,6 +178,7 @@ def plan_run(model, config: SamplerConfig, *, length: int | None = None, templat
         return RunPlan(kind, config, canvas, blocks, (n,), n + 1, True, n, start_token=canvas.template is None)
     if model_process(model) == "uniform":
         return _uniform_plan(model, config, canvas)
+    _check_eos(model, config)
     blocks = plan_blocks(canvas.fixed, config.block_length)
     if config.adaptive:
         n = canvas.n_generate
@@ -208,6 +209,14 @@ def _uniform_plan(model, config: SamplerConfig, canvas: Canvas) -> RunPlan:
     rows = most + 1 if exact else min(most, GUESSED_STEPS) + 1
     return RunPlan("diffusion", config, canvas, blocks, (config.steps,) * n_blocks, rows, exact, most,
                    process="uniform")
+
+
+def _check_eos(model, config: SamplerConfig) -> None:
+    """suppress_eos acts on the tokenizer's end-of-sequence tokens: a model without any (every character
+    model) would run as if it were off, so it is refused, not ignored."""
+    if config.suppress_eos != "off" and not getattr(getattr(model, "tokenizer", None), "eos_ids", None):
+        raise ValueError(f"suppress_eos={config.suppress_eos} acts on end-of-sequence tokens, and this model's "
+                         "tokenizer has none: leave it off")
 
 
 def _check_canvas(model, canvas, kind: str) -> None:

@@ -112,6 +112,18 @@ def test_a_linked_cache_the_model_cannot_take_is_switched_off_with_a_notice(good
     assert explore(s).start_run(wait=True) and s.error == ""
 
 
+def test_eos_suppression_on_a_character_model_is_disabled_and_a_link_s_switched_off(state, good_checkpoints):
+    """A character tokenizer has no end-of-sequence token: the sidebar disables Suppress EOS, and a link
+    asking for it gets it switched off with a notice instead of runs that would ignore it."""
+    controls = ControlsView(state=explore(state))
+    assert state.model_info["eos"] is False and controls.widgets["suppress_eos"].disabled
+    s = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False, suppress_eos="both", steps=4)
+    s.load(wait=True)
+    assert s.suppress_eos == "off" and "cannot take it: suppress_eos=both" in s.error
+    assert explore(s).start_run(wait=True) and s.error == ""
+    s.close()
+
+
 def test_block_length_that_does_not_divide_the_length_works(state):
     """Accepted by design; the knob's help says the last block may be shorter."""
     state.param.update(block_length=5, steps=10)

@@ -68,6 +68,15 @@ def test_eos_never_proposed_with_logit_suppression():
     assert not (off.final == 3).any()
 
 
+@pytest.mark.parametrize("mode", ["logits", "confidence", "both"])
+def test_eos_suppression_is_refused_where_the_tokenizer_has_no_eos(mode):
+    """A character model has no end-of-sequence token: its run would be the run without the knob."""
+    model = MockDenoiser(table_from_probs(PROBS), tokenizer=CharTokenizer("abc"))
+    with pytest.raises(ValueError, match=f"suppress_eos={mode} acts on end-of-sequence tokens"):
+        sample(model, SamplerConfig(steps=3, suppress_eos=mode))
+    assert sample(model, SamplerConfig(steps=3)).final.shape == (1, len(PROBS))
+
+
 def test_eos_committed_last_with_confidence_suppression():
     probs = [list(p) for p in PROBS]
     probs[2] = [0.05, 0.05, 0.0, 0.9]  # position 2 proposes EOS with the highest confidence of all
