@@ -3,7 +3,7 @@ link's Explore page, opened once as BokehJS paints it and once with the patch, d
 confidence plot, pixel for pixel, in a real headless Chromium."""
 from __future__ import annotations
 
-from tests.support.browser import open_page, wait_finished
+from tests.support.browser import wait_finished
 
 PLOTS = (".heatmap-view", ".confidence-view")  # axes, grids and titles: the visuals the patch answers for
 # BokehJS's own read needs a plot's element (it throws on the bare prototype); the patch's answers ""

@@ -8,7 +8,7 @@ its browser (`chromium`) and `pip install playwright`
 """
 from __future__ import annotations
 
-from explorer.cli.rehearse import CHROMIUM_ARGS
+from explorer.cli.rehearse import CHROMIUM_ARGS  # noqa: F401  (re-exported: conftest launches with it)
 from explorer.plots import chromium_path
 from tests.support.dashboard import explore, wait_for
 

@@ -11,7 +11,7 @@ import torch
 from explorer.sampling import SamplerConfig, plan_run, sample
 from explorer.sampling.uniform import entropy_bound_accept, own_model_logits, token_entropy
 
-from tests.support.models import MASK, TOK, gen, random_mock
+from tests.support.models import MASK, gen, random_mock
 
 
 def uniform_mock(L=12, seed=0):

@@ -21,7 +21,7 @@ from bokeh.plotting import figure
 from ....names import LR_SCHEDULES
 from ...downloads import download_button, table_csv
 from ...ui.base import apply_fonts, figure_pane, flex_item, notice, rule, show_notice, side_by_side, watch_presentation
-from ...ui.palette import EARLIER_COLORS, FONT, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
+from ...ui.palette import EARLIER_COLORS, LR_COLOR, PLAN_COLOR, TRAIN_COLOR, VAL_COLOR
 from ...ui.safe import literal
 from ....hf import is_hf_meta
 from .meta import (

@@ -587,7 +587,7 @@ def test_the_text_caption_gives_the_runs_step_count_while_it_runs(state):
     e.param.watch(lambda event: seen.append(html.unescape(view.div.text)) if e.running else None, "n_rows")
     state.steps = 8
     assert e.start_run(wait=True)
-    assert seen and all(f"</b> of 8:" in text for text in seen), seen[:2]
+    assert seen and all("</b> of 8:" in text for text in seen), seen[:2]
     assert "step 8</b> of 8:" in html.unescape(view.div.text)  # the end
     seen.clear()
     state.threshold = 0.9
