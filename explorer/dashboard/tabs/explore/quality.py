@@ -77,9 +77,12 @@ class QualityView(StateView):
         self._compared()
         self.on(self.state.session, "strategy", self._compared)
         self.on(self.state, "sweep_strategies", self._compared)
+        self.on(self.state.session, "temperature", self._compared)
+        self.on(self.state.session, "model_info", self._compared)
 
     def _compared(self):
         self.compared.object = f"<i>{literal(self.state.strategy_note())}</i>"
+        self.strategies.disabled = not self.state.reads_strategy()  # a uniform-state run reads none
 
     def _progress(self):
         task = self.state.quality

@@ -75,8 +75,11 @@ def test_diffusion_only_knobs_are_disabled_while_an_ar_model_is_loaded(state):
     from explorer.dashboard.tabs.explore.controls import DIFFUSION_ONLY, ControlsView
     from explorer.sampling import knobs as schema
 
-    # the masked model's knobs; the uniform-state process's own (its stop) stay disabled for it
-    masked = [k for k in DIFFUSION_ONLY if "masked" in schema.KNOBS[k].processes]
+    # the masked model's knobs; the uniform-state process's own (its stop) stay disabled for it, and so do
+    # those needing what a character model lacks (end-of-sequence tokens)
+    masked = [k for k in DIFFUSION_ONLY if "masked" in schema.KNOBS[k].processes
+              and not schema.KNOBS[k].unmet(state.model_info)]
+    assert "suppress_eos" not in masked
     uniform_only = [k for k in DIFFUSION_ONLY if k not in masked]
     controls = ControlsView(state=explore(state))
     assert not any(controls.widgets[k].disabled for k in masked)
@@ -399,6 +402,33 @@ def test_the_quality_panel_says_whether_it_compares_the_sidebars_strategy(state)
     assert "the sidebar's strategy, margin, is not among them" in shown()
     e.sweep_strategies = ["margin"]
     assert "margin (the sidebar's)" in shown()
+
+
+def test_a_uniform_state_models_quality_sweep_is_one_curve(checkpoints):
+    """A uniform-state run reads no strategy: its confidence and random curves were the same runs drawn
+    twice, at twice the model calls, under "Compares confidence (the sidebar's), random"."""
+    import html
+
+    from explorer.dashboard.tabs.explore.quality import QualityView
+    from tests.support.dashboard import save_twins
+
+    save_twins(checkpoints)
+    s = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    s.load(wait=True)
+    e = explore(s)
+    e.param.update(sweep_strategies=["confidence", "random"], sweep_samples=2)
+    view = QualityView(state=e)
+    assert "One curve, at the sidebar's temperature 1" in html.unescape(view.compared.object)
+    assert view.strategies.disabled
+    assert e.start_sweep(wait=True) and e.quality.error == ""
+    table, summary = e.quality.result
+    assert summary.attrs["knobs"] == ["steps"] and len(summary[summary["sampler"] == "diffusion"]) == len(
+        set(summary["steps"].dropna()))
+    e.sweep_strategies = ["margin"]  # nothing it reads changed: the same sweep, from the cache
+    assert e.start_sweep(wait=True) and e.quality.status == "from cache"
+    s.load("tiny", wait=True)  # a masked model compares strategies again
+    assert not view.strategies.disabled and "margin" in html.unescape(view.compared.object)
+    s.close()
 
 
 def test_the_scrubber_follows_a_live_run(state):

@@ -7,12 +7,15 @@ text and adds the left-to-right baseline.
 """
 from __future__ import annotations
 
+import itertools
 import os
 
 import param
 
 from .....experiments import QUALITY_METRICS
 from .....names import STRATEGIES
+from .....sampling import knobs as schema
+from .....sampling.uniform import model_process
 from .... import checkpoints
 from ....runtime.cache import SWEEP_RATES, SWEEPS
 from ....runtime.limits import expected_cost, measured_rate, sweep_size, sweep_tokens_in_flight, table_bytes, took
@@ -75,6 +78,22 @@ class QualityState(TabState):
         self.quality = Task("quality sweep", session.device, session.dispatch, session.share)
         self._judge_name = None
 
+    def reads_strategy(self) -> bool:
+        """Whether the loaded model's run reads the strategies compared: a uniform-state run accepts by the
+        entropy bound, in no strategy's order, so its curves per strategy would be one curve drawn again."""
+        model = self.session.model
+        return model is None or not schema.unread_by(model.config.kind, model_process(model), ["strategy"])
+
+    def axes(self, n_generate: int) -> dict:
+        """The sweep's axes: steps up to the canvas, and the strategies compared where the run reads them."""
+        vary = {"steps": sweep_grid(n_generate)}
+        if self.reads_strategy():
+            vary["strategy"] = list(self.sweep_strategies)
+        return vary
+
+    def _nothing_compared(self) -> bool:
+        return self.reads_strategy() and not self.sweep_strategies
+
     def reset_quality(self) -> None:
         """A new model: find its AR judge, and forget the last model's sweep."""
         s = self.session
@@ -91,7 +110,8 @@ class QualityState(TabState):
         run's time per call times every sample's calls, as if none were batched: a few calls timed under
         whatever else the server was doing put similar runs' estimates anywhere from 17 s to 139 s."""
         s = self.session
-        cells = [{"steps": n, "strategy": name} for n in sweep_grid(canvas.n_generate) for name in self.sweep_strategies]
+        vary = self.axes(canvas.n_generate)
+        cells = [dict(zip(vary, values)) for values in itertools.product(*vary.values())]
         judge = self._judge_name is not None
         return expected_cost(s.model_info.get("n_params", 0), cells, self.sweep_samples, canvas.length,
                              judge and template is None, judge, SWEEP_RATES.get(s.model_info.get("name")))
@@ -106,7 +126,7 @@ class QualityState(TabState):
             calls, estimate = self.sweep_cost(s.canvas(), s.prompt_template() or None)
         except ValueError:  # start_sweep says why
             cached, calls, estimate = False, 0, 0.0
-        if cached or estimate <= AUTO_SWEEP_SECONDS or not self.sweep_strategies:
+        if cached or estimate <= AUTO_SWEEP_SECONDS or self._nothing_compared():
             self.start_sweep(by_itself=True)
             return
         self.quality.clear()
@@ -117,6 +137,9 @@ class QualityState(TabState):
     def strategy_note(self) -> str:
         """Which strategies the plot compares, and whether the sidebar's is one of them: the plot keeps
         its own list when the sidebar's strategy changes, and said nothing of it."""
+        if not self.reads_strategy():
+            return (f"One curve, at the sidebar's temperature {float(self.session.temperature):g}: a uniform-state "
+                    "run accepts by the entropy bound, in no strategy's order.")
         mine, compared = self.session.strategy, list(self.sweep_strategies)
         listed = ", ".join(f"{name} (the sidebar's)" if name == mine else name for name in compared) or "none"
         if mine in compared:
@@ -134,15 +157,16 @@ class QualityState(TabState):
             cfg.pop(varied)
         path = getattr(s.model, "path", None)
         mtime = path.stat().st_mtime_ns if path is not None and path.exists() else None
+        compared = tuple(self.sweep_strategies) if self.reads_strategy() else ()
         return (s.model_info.get("name"), mtime, tuple(sorted(cfg.items())), s.length, s.template, s.chat,
-                tuple(self.sweep_strategies), self.sweep_samples, self._judge_name)
+                compared, self.sweep_samples, self._judge_name)
 
     def start_sweep(self, *, wait: bool = False, by_itself: bool = False) -> bool:
         """Show the cached sweep for these knobs, or compute it in the background. Refused, with a
         notice, over the server's limits (limits.py). by_itself: not a click on Compute (after a run,
         a knob of the sweep changed): a sweep over the auto-start limit says so and waits for Compute."""
         s = self.session
-        if s.model is None or not self.sweep_strategies:
+        if s.model is None or self._nothing_compared():
             return False
         if s.model.config.kind != "diffusion":
             self.quality.status = "quality vs steps compares diffusion samplers: pick a diffusion model"
@@ -159,7 +183,7 @@ class QualityState(TabState):
         except ValueError as e:  # LimitExceeded too
             self.quality.error = str(e)
             return False
-        args = (s.model, config, canvas, template, list(self.sweep_strategies), self.sweep_samples, s.seed, key)
+        args = (s.model, config, canvas, template, self.axes(canvas.n_generate), self.sweep_samples, s.seed, key)
         return self.quality.start(lambda job, report: self._sweep(job, report, *args), status="computing …",
                                   wait=wait) is not None
 
@@ -168,8 +192,7 @@ class QualityState(TabState):
         the estimate as the panel's status, when it is too large to start `by_itself`."""
         share, n = self.session.share, self.sweep_samples
         with_ar = self._judge_name is not None and template is None  # as _sweep samples it
-        vary = {"steps": sweep_grid(canvas.n_generate), "strategy": list(self.sweep_strategies)}
-        calls, samples = sweep_size(vary, n, canvas.length, config, ar=with_ar)
+        calls, samples = sweep_size(self.axes(canvas.n_generate), n, canvas.length, config, ar=with_ar)
         share.limits.check_calls("this quality sweep", calls)
         if by_itself:
             seconds = self.sweep_cost(canvas, template)[1]
@@ -180,18 +203,17 @@ class QualityState(TabState):
         share.reserve("explore.quality", table_bytes(samples + 16, canvas.length), "this quality sweep")  # + reference
         return True
 
-    def _sweep(self, job, report, model, config, canvas, template, strategies, n_samples, seed, key):
-        """The Task's work (on its worker): experiments.sweep over steps x strategies, then cached."""
+    def _sweep(self, job, report, model, config, canvas, template, vary, n_samples, seed, key):
+        """The Task's work (on its worker): experiments.sweep over `vary` (steps x strategies), then cached."""
         from .....experiments import (  # the sweep code loads only when one runs
             SweepCancelled,
             sweep,
         )
 
-        grid = sweep_grid(canvas.n_generate)
         judge = checkpoints.load(self._judge_name, self.session.device) if self._judge_name else None
         reference = held_out_reference(model, judge, canvas.length, template)
         try:
-            result = sweep(model, config, {"steps": grid, "strategy": strategies}, n_samples=n_samples,
+            result = sweep(model, config, vary, n_samples=n_samples,
                            seed=seed, length=canvas.length, template=template, judge=judge, reference=reference,
                            progress=lambda done, total: report(done, total, f"{done} of {total} samples"),
                            cancel=lambda: job.cancelled, include_ar=judge is not None and template is None,
