@@ -10,6 +10,7 @@ from bokeh.models import ColumnDataSource, CustomJSHover, HoverTool, Range1d
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
+from ....sampling.uniform import model_process
 from ...ui.base import StateView, apply_fonts, notice, show_notice, watch_presentation
 from ...ui.heatmap import sync_glyphs
 from ...ui.palette import BAR_COMMITTED, BAR_MEAN, BAR_PROPOSED, INK
@@ -117,7 +118,10 @@ class ConfidenceView(StateView):
         if mean:
             table = self.state.confidence.result
             data = mean_bars(table) if table is not None else _empty()
-            p.title.text = (f"Validation mean, t = {self.state.confidence_t:.2f}"
+            # a uniform-state model's: at the characters its noise changed (metrics.noised_view)
+            model = self.state.session.model
+            where = " (changed)" if model is not None and model_process(model) == "uniform" else ""
+            p.title.text = (f"Validation mean, t = {self.state.confidence_t:.2f}{where}"
                             if table is not None else "Computing the validation mean …")
             p.yaxis.axis_label = self._axis("mean max-probability", "mean max-prob.")
         elif view == CONFIDENCE_VIEWS[0]:
