@@ -342,6 +342,7 @@ def is_uniform(model) -> bool:
     return model_process(model) == "uniform"
 
 
+@torch.no_grad()
 def noised_view(model, x0: torch.Tensor, t: float, redrawn: torch.Tensor, noise: torch.Tensor | None = None):
     """x0 (B, L) as the model sees it at noise level t with `redrawn` (B, L) bool positions hit by the
     noise, and what the model predicts for the clean text there.
@@ -354,6 +355,9 @@ def noised_view(model, x0: torch.Tensor, t: float, redrawn: torch.Tensor, noise:
     tt = torch.full((x0.shape[0],), float(t))
     device = model_device(model)
     if is_uniform(model):
+        if getattr(model.config, "cached", False):  # DiffusionGemma: one block over a cache, no such call
+            raise ValueError("this model denoises one block at a time over a cache of the text before it: "
+                             "it has no call that sees a whole noised text")
         xt = torch.where(redrawn, noise, x0)
         logits = model(xt.to(device), tt.to(device))
         logp = uniform_posterior_logits(logits, xt.to(device), tt.to(device)).float().cpu()  # (B, L, N)
@@ -470,9 +474,12 @@ def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k
     """Top-k predictions with probabilities at each masked position of one text (the "Training with the
     ELBO" notebook, §4.6; the "The Forward Process" notebook, TODO 2: predict masked tokens).
 
-    Returns numpy ids (L,), x_t (L,), mask (L,) bool, the masked and argmax-filled texts (when the
-    model has a tokenizer), `accuracy`, and `table`: one row per masked position with true, top1..k,
-    p1..pk, p_true and correct (top-1 == true). Deterministic for a given seed.
+    Returns numpy ids (L,), x_t (L,), mask (L,) bool, the masked and argmax-filled texts and `seen` (each
+    position as the model is shown it) when the model has a tokenizer, `accuracy`, and `table`: one row
+    per masked position with true, top1..k, p1..pk, p_true and correct (top-1 == true). Deterministic
+    for a given seed. A uniform-state model is shown its own noise instead (noised_view): the mask's
+    positions redrawn with uniform_noise_tokens(seed), `table` at the positions that changed, and
+    `changed` (L,) bool and `miscorrected` (unchanged positions whose top-1 is another token) added.
     """
     x = _given_ids(model, text_or_ids)  # (1, L)
     redrawn = _given_mask(mask, t, x.shape[1], seed)  # (1, L)

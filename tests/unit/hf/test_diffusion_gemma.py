@@ -198,4 +198,8 @@ def test_inspect_says_a_block_cached_model_has_no_whole_text_view(tmp_path, monk
     tab.on_shown()
     assert "one block at a time over a cache" in tab.notice and view.notice.visible
     assert tab.predictions is None and not tab.refresh_predictions() and view.forward.object == ""
+    from explorer.metrics import topk_predictions
+
+    with pytest.raises(ValueError, match="one block at a time"):  # and the metric says so too
+        topk_predictions(state.model, [1, 2, 3], t=0.5)
     state.close()
