@@ -260,6 +260,8 @@ class CompareView(pn.viewable.Viewer):
         t.task.param.watch(self._results_changed, ["result", "running"])
         # a model loaded with no run of it yet: its key (a uniform-state model's cells are not [MASK]'s)
         t.session.param.watch(lambda *events: t.session.dispatch(self._key), "model_info")
+        # and, with nothing run, empty heatmaps as wide as the canvas a run would fill (not 256 positions)
+        t.session.param.watch(lambda *events: t.session.dispatch(self._empty_range), ["length", "model_info"])
         for draw in (self._specs, self._preset, self._notice, self._results):
             draw()
         cols = self.columns
@@ -330,7 +332,14 @@ class CompareView(pn.viewable.Viewer):
         frames = [r["frames"] for r in results if r and not r.get("error")]
         if frames:
             self.x_range.update(start=-0.5, end=max(f.length for f in frames) - 0.5)
+        else:
+            self._empty_range()
         self._key()
+
+    def _empty_range(self):
+        """Before any column has run (refused, or waiting for Run): the positions of the session's canvas."""
+        if not any(r and not r.get("error") for r in self.tab.results):
+            self.x_range.update(start=-0.5, end=max(int(self.tab.session.length), 1) - 0.5)
 
     def _key(self):
         """The colour key of each shown run's process; before any has run (a refused or waiting comparison),

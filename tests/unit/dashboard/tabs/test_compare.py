@@ -439,3 +439,17 @@ def test_a_uniform_state_model_compares_what_its_run_reads(checkpoints):
     assert tab.set_columns("stop_entropy=0.1" + SEP + "steps=4") and not tab.start()
     assert "stop_entropy=0.1: a masked run does not read it" in tab.error
     state.close()
+
+
+def test_heatmaps_with_nothing_run_are_as_wide_as_the_canvas(checkpoints):
+    """A refused or waiting comparison drew its empty heatmaps over 256 positions whatever the length."""
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False, length=10)
+    tab, view = build_tab("Compare", state)
+    state.load(wait=True)
+    assert not tab.set_columns("steps=0" + SEP + "steps=4") or not tab.start()  # refused: nothing runs
+    assert (view.x_range.start, view.x_range.end) == (-0.5, 9.5)
+    state.length = 16
+    assert view.x_range.end == 15.5
+    assert tab.set_columns("steps=2" + SEP + "steps=4") and tab.start(wait=True)
+    assert view.x_range.end == 15.5 and all(r["frames"].length == 16 for r in tab.results)
+    state.close()
