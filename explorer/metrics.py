@@ -479,7 +479,8 @@ def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k
     per masked position with true, top1..k, p1..pk, p_true and correct (top-1 == true). Deterministic
     for a given seed. A uniform-state model is shown its own noise instead (noised_view): the mask's
     positions redrawn with uniform_noise_tokens(seed), `table` at the positions that changed, and
-    `changed` (L,) bool and `miscorrected` (unchanged positions whose top-1 is another token) added.
+    `changed` (L,) bool, `miscorrected` (unchanged positions whose top-1 is another token) and `top1`,
+    `top1_p` (L,) (the top-1 and its probability at every position: the model's denoised text) added.
     """
     x = _given_ids(model, text_or_ids)  # (1, L)
     redrawn = _given_mask(mask, t, x.shape[1], seed)  # (1, L)
@@ -493,6 +494,9 @@ def topk_predictions(model, text_or_ids, t: float | None = None, *, mask=None, k
     if noise is not None:  # the model is not told which positions changed: it may "correct" a clean one
         out["changed"] = asked[0].numpy()
         out["miscorrected"] = int(((top_i[:, 0] != x[0]) & ~asked[0]).sum())
+        name = _namer(model)  # its denoised text is its top-1 everywhere, those "corrections" included
+        out["top1"] = np.array([name(i) for i in top_i[:, 0].tolist()], dtype=object)
+        out["top1_p"] = top_p[:, 0].numpy()
     return out
 
 
@@ -538,14 +542,20 @@ def training_ratios(length: int = 256, n: int = 2000, seed: int = 0, bert_rate: 
                                                             diffusion.float().mean(dim=1).numpy()])})
 
 
+def _namer(model):
+    """id -> what a view shows of it: a token's display string (' the', not decode's), a character, or
+    the id itself without a tokenizer."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is not None and hasattr(tok, "token_strings"):
+        return lambda i: tok.token_strings([i])[0]
+    if tok is not None:
+        return lambda i: tok.decode([i])
+    return lambda i: int(i)
+
+
 def _topk_result(model, x, xt, masked, probs, top_p, top_i) -> dict:
     tok = getattr(model, "tokenizer", None)
-    if tok is not None and hasattr(tok, "token_strings"):  # a token's display string (' the'), not decode's
-        name = lambda i: tok.token_strings([i])[0]  # noqa: E731
-    elif tok is not None:
-        name = lambda i: tok.decode([i])  # noqa: E731
-    else:
-        name = lambda i: int(i)  # noqa: E731
+    name = _namer(model)
     rows = []
     for pos in torch.nonzero(masked).flatten().tolist():
         row = {"position": pos, "true": name(x[pos].item()), "true_id": int(x[pos]),

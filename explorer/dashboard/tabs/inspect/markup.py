@@ -66,6 +66,14 @@ def _column(row, k: int, seen: str | None = None) -> str:
     return f'<span class="col" title="{literal(tip)}">{head}{body}</span>'
 
 
+def _rewrite_column(position: int, c: str, top1: str, p: float) -> str:
+    """A position the uniform-state noise left alone whose top-1 is another character: the character,
+    and under it that wrong guess (the model is not told which positions changed)."""
+    tip = f"position {position}: unchanged {SHOWN_AS.get(c, c)!r}; the model would write {SHOWN_AS.get(top1, top1)!r} {p:.2f}"
+    return (f'<span class="col" title="{literal(tip)}"><span class="ch">{_plain(c)}</span>'
+            f'{_candidate(top1, p, False, True)}</span>')
+
+
 def predictions_html(text, result: dict, k: int) -> str:
     """The figure of "The Forward Process" for text: each position a column, masked ones with their top-k candidates.
     Columns are grouped into words (a word never breaks across lines); a newline is a column of its own
@@ -74,7 +82,11 @@ def predictions_html(text, result: dict, k: int) -> str:
     seen = result.get("seen") if "changed" in result else None  # a uniform-state model's noised text
     words, word = [], []
     for i, c in enumerate(text):
-        word.append(_column(rows[i], k, None if seen is None else seen[i]) if i in rows else f'<span class="col"><span class="ch">{_plain(c)}</span></span>')
+        if seen is not None and i not in rows and result["top1"][i] != c:  # it would rewrite an untouched one
+            word.append(_rewrite_column(i, c, result["top1"][i], float(result["top1_p"][i])))
+        else:
+            word.append(_column(rows[i], k, None if seen is None else seen[i]) if i in rows
+                        else f'<span class="col"><span class="ch">{_plain(c)}</span></span>')
         if c in " \n":
             words.append('<span class="w">' + "".join(word) + "</span>")
             word = []
@@ -201,10 +213,18 @@ def _predicted_row(shown, result: dict, words: list[range]) -> str:
     """The text as the model fills it in: its top-1 guess at each masked position, blue when right and
     vermillion when wrong (solid / dashed outline: not hue alone), paler the less probable."""
     guesses = {int(r["position"]): r for r in result["table"].to_dict("records")}
+    # a uniform-state model predicts every position, not told which changed: where it would rewrite a
+    # character the noise left alone, that is a wrong guess too
+    rewrites = result.get("top1") if "changed" in result else None
     parts = []
     for i, c in enumerate(shown):
         row = guesses.get(i)
-        parts.append(_running(c) if row is None else _candidate(row["top1"], row["p1"], bool(row["correct"]), False))
+        if row is not None:
+            parts.append(_candidate(row["top1"], row["p1"], bool(row["correct"]), False))
+        elif rewrites is not None and rewrites[i] != c:
+            parts.append(_candidate(rewrites[i], float(result["top1_p"][i]), False, False))
+        else:
+            parts.append(_running(c))
     return _wrapped(parts, words)
 
 

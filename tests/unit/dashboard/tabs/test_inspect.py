@@ -147,7 +147,10 @@ def test_a_uniform_state_model_is_shown_its_own_noise(inspect, checkpoints):
         post = uniform_posterior_logits(model(xt, tt), xt, tt)[0]  # (L, N)
     assert list(result["table"]["top1"]) == [model.tokenizer.decode([i]) for i in post.argmax(-1)[changed].tolist()]
     assert result["table"]["p1"].to_numpy() == pytest.approx(post.exp().max(-1).values[changed].numpy(), abs=1e-5)
-    assert result["miscorrected"] == int(((post.argmax(-1) != ids[0]) & ~changed).sum())
+    rewritten = (post.argmax(-1) != ids[0]) & ~changed
+    assert result["miscorrected"] == int(rewritten.sum())
+    assert list(result["top1"]) == [model.tokenizer.decode([i]) for i in post.argmax(-1).tolist()]
+    assert view.grid.object.count("the model would write") == int(rewritten.sum())
     # the forward view: the noise's characters where it changed one, and its count in the caption
     assert view.forward.object.count('class="nz"') == int(changed.sum())
     assert f"changed {int(changed.sum())} (" in view.forward.object and "█" not in view.forward.object
@@ -166,6 +169,28 @@ def test_a_uniform_state_model_is_shown_its_own_noise(inspect, checkpoints):
     state.load("tiny", wait=True)
     wait_for(lambda: tab.predictions is not None)
     assert tab.notice == "" and "changed" not in tab.predictions and "█" in view.said.object
+
+
+def test_a_uniform_state_models_rewrites_of_untouched_characters_are_drawn_as_wrong_guesses():
+    """Not told which characters the noise changed, a uniform-state model may rewrite one it left alone:
+    the grid and the several-rows figure show that guess (vermillion, dashed) under the character."""
+    from explorer.dashboard.tabs.inspect.markup import several_html
+
+    table = pd.DataFrame([{"position": 1, "true": "b", "true_id": 1, "p_true": 0.6, "correct": True,
+                           "top1": "b", "p1": 0.6}])
+    result = {"text": "abc", "t": 0.5, "k": 1, "table": table, "mask": np.array([False, True, False]),
+              "changed": np.array([False, True, False]), "seen": np.array(["a", "x", "c"], dtype=object),
+              "top1": np.array(["a", "b", "q"], dtype=object), "top1_p": np.array([0.9, 0.6, 0.7]),
+              "miscorrected": 1}
+    import html
+
+    grid = predictions_html("abc", result, 1)
+    assert grid.count("the model would write") == 1
+    assert "unchanged 'c'; the model would write 'q' 0.70" in html.unescape(grid)
+    assert grid.count('class="cd no') == 1 and grid.count('class="cd ok') == 1 and 'class="nz">x<' in grid
+    rows = several_html({"texts": ["abc"], "ts": [0.5], "rows": [result]}, list)
+    predicts = rows.split("predicts")[1]
+    assert predicts.count('class="cd no') == 1 and ">q<" in predicts and predicts.count('class="cd ok') == 1
 
 
 def test_nothing_runs_before_the_tab_is_shown(checkpoints):
