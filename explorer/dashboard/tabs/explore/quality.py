@@ -37,9 +37,11 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     # type two: three ran past a 1366-pixel page's column ("sweet sp").
     plot = quality_speed_plot(summary, metric, x=x, height=620 if presentation else 380, title="")  # width=None: responsive
     plot = plot.map(lambda el: el.opts(tools=["hover"]), [hv.Curve, hv.Scatter])
-    if presentation:  # the rule in words ran past the column's edge at projector type: the stars' short name
-        plot = plot.map(lambda el: el.relabel(SHORT_SWEET_SPOT) if str(el.label).startswith("sweet spot") else el,
-                        [hv.Scatter])
+    # the stars' short name at every type size: the rule in words ran past the column's edge at projector
+    # type, and at normal type too whenever it fell in the legend's second column (a uniform-state model's
+    # one curve: "sweet spot: fewest steps reaching 90" at 1366 pixels)
+    plot = plot.map(lambda el: el.relabel(SHORT_SWEET_SPOT) if str(el.label).startswith("sweet spot") else el,
+                    [hv.Scatter])
     return plot.opts(
         legend_position="bottom", legend_cols=1 if presentation else 2,
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],

@@ -171,6 +171,9 @@ def predictions_caption(result: dict, unit: str = "characters") -> str:
     kept = len(result["changed"]) - n if noised else 0
     wrongly = (f"; of the {kept} {unit} the noise left alone its top-1 would change {result['miscorrected']}"
                if noised else "")
+    if not n:  # t = 0, or a draw that hit nothing: no mean of nothing ("nan")
+        return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: no {unit} '
+                f'{"changed" if noised else "masked"} at this t, so nothing to predict{wrongly}</p>')
     return (f'<p class="cap"><b>Predictions at t = {result["t"]:.2f}</b>: {hits} of {n} '
             f'{"changed" if noised else "masked"} {unit} '
             f"right ({100 * hits / max(n, 1):.0f}%), mean top-1 probability {mean_conf:.2f}{loss}{wrongly}</p>")

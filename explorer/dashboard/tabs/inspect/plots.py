@@ -141,7 +141,8 @@ class AccuracyPlot(_Plot):
     def words(self, noised: bool) -> None:
         """A masked process's words, or (`noised`) a uniform-state one's: accuracy where the noise changed
         a character."""
-        self.figure.title.text = ("Accuracy at changed characters vs noise level (validation)" if noised
+        # short: at projector type a longer title ran past a 1366-pixel page's half ("(validation")
+        self.figure.title.text = ("Accuracy at changed characters (validation)" if noised
                                   else "Accuracy vs masking ratio (validation)")
         self.figure.xaxis.axis_label = "noise level t" if noised else "masking ratio t"
         # its accuracy is low at every t (a changed character is not flagged): the top right is clear
@@ -234,7 +235,8 @@ class NucleusPlot(_Plot):
         from ....metrics import nucleus
 
         if result is None or position is None or not len(result["table"]):
-            self.figure.title.text = "Top-p: no masked position yet"
+            what = "changed" if result is not None and "changed" in result else "masked"  # uniform-state noise
+            self.figure.title.text = f"Top-p: no {what} position yet"
             self.source.data = {"token": [], "p": [], "renormalised": [], "fate": [], "color": []}
             self.figure.x_range.factors = []
             return self

@@ -193,6 +193,21 @@ def test_a_uniform_state_models_rewrites_of_untouched_characters_are_drawn_as_wr
     assert predicts.count('class="cd no') == 1 and ">q<" in predicts and predicts.count('class="cd ok') == 1
 
 
+def test_a_draw_with_nothing_masked_says_so_rather_than_nan():
+    """At t = 0 the caption averaged nothing: "mean top-1 probability nan"."""
+    from explorer.dashboard.tabs.inspect.markup import predictions_caption
+    from explorer.dashboard.tabs.inspect.plots import NucleusPlot
+
+    empty = pd.DataFrame(columns=["position", "true", "true_id", "p_true", "correct"])
+    masked = {"t": 0.0, "table": empty}
+    noised = {**masked, "changed": np.zeros(5, dtype=bool), "miscorrected": 1}
+    assert "no characters masked at this t, so nothing to predict" in predictions_caption(masked)
+    caption = predictions_caption(noised)
+    assert "no characters changed at this t" in caption and "left alone its top-1 would change 1" in caption
+    assert "nan" not in predictions_caption(masked) + caption
+    assert NucleusPlot().draw(noised, None, 0.9).figure.title.text == "Top-p: no changed position yet"
+
+
 def test_nothing_runs_before_the_tab_is_shown(checkpoints):
     state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
     tab, view = build_tab("Inspect", state)
@@ -234,7 +249,7 @@ def test_figures_and_downloads(inspect):
 def test_the_ends_of_the_slider(inspect):
     state, tab, view = inspect
     tab.t = 0.0  # nothing masked: no candidates, no error
-    wait_for(lambda: tab.predictions["t"] == 0.0 and view.grid.object.count("0 of 0") == 1)
+    wait_for(lambda: tab.predictions["t"] == 0.0 and view.grid.object.count("nothing to predict") == 1)
     assert len(tab.predictions["table"]) == 0 and view.forward.object.count("█") == 0
     tab.t = 1.0  # everything masked
     wait_for(lambda: tab.predictions["t"] == 1.0)
