@@ -87,7 +87,9 @@ def add_arguments(p: argparse.ArgumentParser):
     for knob in swept_knobs():
         note = f"; none = {knob.off_means}" if knob.none else knob.off_note(ui=False)
         default = f" (default {knob.sweep_default})" if knob.sweep_default else ""
-        p.add_argument(knob.flag, default=knob.sweep_default, metavar="LIST",
+        # None when not given (vary_from_args applies the default list): a default axis the model's
+        # sampler does not read is dropped, a given one refused (read_axes)
+        p.add_argument(knob.flag, default=None, metavar="LIST",
                        help=f"{knob.help}{note}. Comma-separated values to sweep{default}")
     p.add_argument("--ar", nargs="?", const=True, default=None, metavar="CHECKPOINT",
                    help="add the AR baseline row: the judge, or the AR checkpoint named here")
@@ -122,9 +124,31 @@ def vary_from_args(args) -> dict:
     vary = {}
     for knob in swept_knobs():
         text = getattr(args, knob.name)
+        text = knob.sweep_default if text is None else text
         if text is not None:
             vary[knob.name] = parse_list(text, item_parser(knob), knob.flag)
     return vary
+
+
+def read_axes(vary: dict, model, args) -> dict:
+    """`vary` less the knobs the model's sampler does not read (a uniform-state model reads no strategy or
+    schedule): a default list of one is dropped, since its cells would repeat one run; one given on the
+    command line is refused, as `sample` refuses it, rather than swept as if it made a difference."""
+    from ..names import PROCESS_NAMES
+    from ..sampling import knobs as schema
+    from ..sampling.uniform import model_process
+
+    kind = getattr(model.config, "kind", "diffusion")
+    if kind != "diffusion":  # the sweep itself says it needs a diffusion model
+        return vary
+    process = model_process(model)
+    unread = schema.unread_by(kind, process, vary)
+    given = [n for n in unread if getattr(args, n, None) is not None]
+    if given:
+        flags = ", ".join(f"{schema.KNOBS[n].flag} {getattr(args, n)}" for n in given)
+        raise CLIError(f"{flags}: a {PROCESS_NAMES[process]} model's sampler does not read "
+                       f"{'it' if len(given) == 1 else 'them'}; leave {'it' if len(given) == 1 else 'them'} out")
+    return {k: v for k, v in vary.items() if k not in unread}
 
 
 def load_models(args):
@@ -475,6 +499,7 @@ def sweep_and_report(args, vary, client) -> int:
     from ..experiments import canvas_length, sample_kind
 
     model, judge, _ = load_models(args)
+    vary = read_axes(vary, model, args)
     check_plot_args(args, sample_kind(model), judge)
     ar = load_ar(args.ar, judge, model_device(model))
     try:

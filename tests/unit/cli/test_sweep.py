@@ -210,3 +210,26 @@ def test_a_judge_named_for_a_patterns_checkpoint_is_refused_not_ignored(ckpt_dir
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0] == (f"error: --judge {judge}: a patterns checkpoint is scored by pattern "
                                             "quality, not by a judge; leave --judge out"), err
+
+
+def test_a_uniform_state_sweep_drops_the_default_strategies_and_refuses_given_ones(ckpt_dir, capsys):
+    """A uniform-state model reads no strategy: the default confidence,random axis swept it twice, in identical
+    rows at twice the model calls; given on the command line it is refused, as `sample` refuses it."""
+    from tests.support.dashboard import save_twins
+
+    save_twins(ckpt_dir)
+    out = ckpt_dir / "u.csv"
+    assert cli_main(["sweep", "--checkpoint", "tiny-uniform", "--steps", "1,2", "--temperature", "0.5,1",
+                     "--n", "2", "--no-reference", "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert len(table) == 2 * 2 * 2 and "strategy" not in pd.read_csv(ckpt_dir / "u.summary.csv")
+    capsys.readouterr()
+    assert cli_main(["sweep", "--checkpoint", "tiny-uniform", "--steps", "1,2", "--strategy", "margin,random",
+                     "--n", "2", "--no-reference"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("error: --strategy margin,random: a uniform-state model's sampler does not read it; "
+                           "leave it out")
+    # a masked model keeps its default strategies
+    assert cli_main(["sweep", "--checkpoint", "tiny", "--steps", "1", "--n", "1", "--no-reference",
+                     "--out", str(ckpt_dir / "m.csv")]) == 0
+    assert set(pd.read_csv(ckpt_dir / "m.csv")["strategy"]) == {"confidence", "random"}
