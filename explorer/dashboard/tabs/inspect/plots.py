@@ -230,8 +230,9 @@ class NucleusPlot(_Plot):
         p.xgrid.visible = False
         self.fonts()
 
-    def draw(self, result: dict | None, position: int | None, p: float) -> NucleusPlot:
-        """`result`: Inspect's predictions (None: none yet); `position`: the masked position shown; `p`: top-p."""
+    def draw(self, result: dict | None, position: int | None, p: float, asked: int = -1) -> NucleusPlot:
+        """`result`: Inspect's predictions (None: none yet); `position`: the masked position shown; `p`: top-p;
+        `asked`: the position the knob asked for (-1: the first masked one), named when it is not shown."""
         from ....metrics import nucleus
 
         if result is None or position is None or not len(result["table"]):
@@ -252,8 +253,11 @@ class NucleusPlot(_Plot):
                             "color": [CORRECT if f == "kept" else CUT for f in fate]}
         self.figure.x_range.factors = names
         more = f" (+{int(kept.sum()) - shown} more kept)" if kept.sum() > shown else ""
-        self.figure.title.text = (f"Top-p = {p:.2f} at position {position}: {int(kept.sum())} token(s) kept, "
-                                  f"mass {float(head_p[kept].sum()):.3f}{more}")
+        what = "changed" if "changed" in result else "masked"
+        # a position the text does not mask at this t: said, not silently replaced by the first
+        instead = f" ({asked} is not {what} here)" if asked not in (-1, position) else ""
+        self.figure.title.text = (f"Top-p = {p:.2f} at position {position}{instead}: {int(kept.sum())} token(s) "
+                                  f"kept, mass {float(head_p[kept].sum()):.3f}{more}")
         return self
 
 

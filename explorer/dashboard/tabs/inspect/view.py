@@ -157,7 +157,7 @@ class InspectView(pn.viewable.Viewer):
         """The top-p exercise of "Generation: Iterative Unmasking" at one masked position (from the
         predictions: no model call)."""
         tab = self.tab
-        self.nucleus_plot.draw(tab.predictions, tab.nucleus_position(), float(tab.nucleus_p))
+        self.nucleus_plot.draw(tab.predictions, tab.nucleus_position(), float(tab.nucleus_p), tab.nucleus_at)
         push(self.nucleus)
 
     @param.depends("tab.session.model_info", watch=True)

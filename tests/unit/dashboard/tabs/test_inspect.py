@@ -408,8 +408,11 @@ def test_top_p_figure_keeps_what_the_sampler_keeps(inspect):
     assert list(view.nucleus_plot.figure.x_range.factors) == list(bars["token"])
     assert set(result["head_ids"][1][: len(survivors)].tolist()) == survivors
     assert kept["renormalised"].sum() == pytest.approx(1.0)
-    tab.nucleus_at = 10_000  # not a masked position: the first masked one instead
-    assert tab.nucleus_position() == int(result["table"]["position"].iloc[0])
+    assert "is not masked" not in view.nucleus_plot.figure.title.text
+    tab.nucleus_at = 10_000  # not a masked position: the first masked one instead, and the title says so
+    first = int(result["table"]["position"].iloc[0])
+    assert tab.nucleus_position() == first
+    assert f"at position {first} (10000 is not masked here):" in view.nucleus_plot.figure.title.text
 
 
 def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
