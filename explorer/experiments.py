@@ -26,7 +26,8 @@ from .data.corpus import checkpoint_corpus
 from .data.tokenizer import is_subword
 from .sampling import SamplerConfig, SamplingCancelled, parse_template, sample, sample_ar, sample_many
 from .sampling.config import default_length
-from .sampling.knobs import KNOBS
+from .sampling.knobs import KNOBS, unread_by
+from .sampling.uniform import model_process
 
 # +1: higher is better, -1: lower is better, 0: no better direction (entropy is judged against the reference)
 METRIC_DIRECTION = {"pattern_quality": 1, "pattern_quality_p2": 1, "distinct_symbols": 0, "collapsed": -1,
@@ -70,6 +71,19 @@ def _check_knob(name: str, knobs: set) -> None:
         raise ValueError("'seed' cannot be varied: samples already use seed, seed+1, ... per batch")
     if name not in knobs:
         raise ValueError(f"unknown sampler knob {name!r}; valid: {', '.join(sorted(knobs - {'seed'}))}")
+
+
+def read_axes(vary: dict, model) -> dict:
+    """A diffusion sweep's axes less the knobs `model`'s process does not read (the schema's `processes`):
+    a uniform-state run accepts by the entropy bound, in no strategy's order or schedule, so its curves
+    per strategy were one curve drawn again, at as many times the model calls.
+
+    Args: vary, {knob: [values]}; model, the model swept (None: not loaded yet, every axis kept).
+    Returns the axes it reads, in their order."""
+    if model is None:
+        return vary
+    unread = unread_by("diffusion", model_process(model), vary)
+    return {k: v for k, v in vary.items() if k not in unread}
 
 
 def sweep_cells(base_config: SamplerConfig, vary) -> list[dict]:

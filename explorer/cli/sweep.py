@@ -131,24 +131,18 @@ def vary_from_args(args) -> dict:
 
 
 def read_axes(vary: dict, model, args) -> dict:
-    """`vary` less the knobs the model's sampler does not read (a uniform-state model reads no strategy or
-    schedule): a default list of one is dropped, since its cells would repeat one run; one given on the
-    command line is refused, as `sample` refuses it, rather than swept as if it made a difference."""
-    from ..names import PROCESS_NAMES
-    from ..sampling import knobs as schema
-    from ..sampling.uniform import model_process
+    """`vary` less the knobs the model's sampler does not read (experiments.read_axes: a uniform-state model
+    reads no strategy or schedule): a default list of one is dropped, since its cells would repeat one run;
+    one given on the command line is refused, in sample's words (check_read), rather than swept as if it
+    made a difference."""
+    from ..experiments import read_axes as axes_read
+    from .sample import check_read
 
-    kind = getattr(model.config, "kind", "diffusion")
-    if kind != "diffusion":  # the sweep itself says it needs a diffusion model
+    if getattr(model.config, "kind", "diffusion") != "diffusion":  # the sweep itself says it needs one
         return vary
-    process = model_process(model)
-    unread = schema.unread_by(kind, process, vary)
-    given = [n for n in unread if getattr(args, n, None) is not None]
-    if given:
-        flags = ", ".join(f"{schema.KNOBS[n].flag} {getattr(args, n)}" for n in given)
-        raise CLIError(f"{flags}: a {PROCESS_NAMES[process]} model's sampler does not read "
-                       f"{'it' if len(given) == 1 else 'them'}; leave {'it' if len(given) == 1 else 'them'} out")
-    return {k: v for k, v in vary.items() if k not in unread}
+    kept = axes_read(vary, model)
+    check_read(model, {n: getattr(args, n) for n in vary if n not in kept and getattr(args, n, None) is not None})
+    return kept
 
 
 def load_models(args):

@@ -8,6 +8,7 @@ import torch
 from ....data.tokenizer import is_subword
 from ....diffusion import forward_mask
 from ....metrics import is_uniform, masked_fraction_vs_t, uniform_noise_tokens
+from ....sampling.uniform import noise_ids
 from ...runtime.cache import INSPECT
 
 FRACTION_TS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -58,8 +59,9 @@ def draw_mask(length: int, t: float, seed: int) -> np.ndarray:
 
 
 def noise_tokens(model) -> int | None:
-    """How many tokens a uniform-state model's noise draws from (the ids below [MASK]); None: masked."""
-    return model.config.mask_id if model is not None and is_uniform(model) else None
+    """How many tokens a uniform-state model's noise draws from (its sampler's noise_ids: our own models'
+    ids below [MASK]); None for a masked model."""
+    return noise_ids(model) if model is not None and is_uniform(model) else None
 
 
 def fraction_check(length: int, seed: int, n_tokens: int | None = None):

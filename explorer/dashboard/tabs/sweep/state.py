@@ -24,11 +24,11 @@ from ....experiments import (
     SweepCancelled,
     aggregate,
     cells_from_vary,
+    read_axes,
     sample_kind,
     sweep,
     sweep_cells,
 )
-from ....sampling import knobs as schema
 from ....sampling.config import SCHEDULES, STRATEGIES, recommended
 from ....sampling.uniform import model_process
 from ... import checkpoints
@@ -79,16 +79,6 @@ def parse_list(text: str, kind, name: str, *, allow_none: bool = False, knob=Non
             raise ValueError(f"{name}: {item!r} is not a finite number")
         out.append(value)
     return list(dict.fromkeys(out))  # duplicates would only repeat a cell
-
-
-def read_axes(vary: dict, model) -> dict:
-    """The sweep's axes less the knobs the model's process does not read (the schema's `processes`): a
-    uniform-state run accepts by the entropy bound, in no strategy's order or schedule, so its confidence
-    and random curves were one curve drawn twice, at twice the model calls."""
-    if model is None:
-        return vary
-    unread = schema.unread_by("diffusion", model_process(model), vary)
-    return {k: v for k, v in vary.items() if k not in unread}
 
 
 @dataclass(frozen=True)

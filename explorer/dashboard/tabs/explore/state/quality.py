@@ -12,10 +12,8 @@ import os
 
 import param
 
-from .....experiments import QUALITY_METRICS
+from .....experiments import QUALITY_METRICS, read_axes
 from .....names import STRATEGIES
-from .....sampling import knobs as schema
-from .....sampling.uniform import model_process
 from .... import checkpoints
 from ....runtime.cache import SWEEP_RATES, SWEEPS
 from ....runtime.limits import expected_cost, measured_rate, sweep_size, sweep_tokens_in_flight, table_bytes, took
@@ -79,17 +77,14 @@ class QualityState(TabState):
         self._judge_name = None
 
     def reads_strategy(self) -> bool:
-        """Whether the loaded model's run reads the strategies compared: a uniform-state run accepts by the
-        entropy bound, in no strategy's order, so its curves per strategy would be one curve drawn again."""
-        model = self.session.model
-        return model is None or not schema.unread_by(model.config.kind, model_process(model), ["strategy"])
+        """Whether the loaded model's run reads the strategies compared (experiments.read_axes: a
+        uniform-state run accepts by the entropy bound, in no strategy's order)."""
+        return "strategy" in read_axes({"strategy": []}, self.session.model)
 
     def axes(self, n_generate: int) -> dict:
         """The sweep's axes: steps up to the canvas, and the strategies compared where the run reads them."""
-        vary = {"steps": sweep_grid(n_generate)}
-        if self.reads_strategy():
-            vary["strategy"] = list(self.sweep_strategies)
-        return vary
+        return read_axes({"steps": sweep_grid(n_generate), "strategy": list(self.sweep_strategies)},
+                         self.session.model)
 
     def _nothing_compared(self) -> bool:
         return self.reads_strategy() and not self.sweep_strategies
