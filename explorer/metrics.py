@@ -528,18 +528,30 @@ def single_loss(table: pd.DataFrame) -> tuple[float, float, int]:
     return float(nll.mean()), float(nll.sum()), len(nll)
 
 
-def training_ratios(length: int = 256, n: int = 2000, seed: int = 0, bert_rate: float = 0.15) -> pd.DataFrame:
+def training_ratios(length: int = 256, n: int = 2000, seed: int = 0, bert_rate: float = 0.15,
+                    n_tokens: int | None = None) -> pd.DataFrame:
     """The BERT-vs-diffusion comparison (the "The Forward Process" notebook, §4.4) from real draws: the
-    masked fraction of `n` training rows of `length` under BERT's fixed rate and under diffusion's
-    t ~ U(0, 1) (diffusion.draw_noise, the training loop's own draw). Columns: scheme, masked_fraction."""
-    from .diffusion import draw_noise
+    corrupted fraction of `n` training rows of `length` under BERT's fixed masking rate and under
+    diffusion's t ~ U(0, 1), drawn by the training loop's own draw: diffusion.draw_noise (the share
+    masked) or, with `n_tokens` (a uniform-state model's noise ids), draw_uniform_noise (the share its
+    noise changed, t (N - 1) / N on average).
+
+    Returns columns scheme and fraction, BERT's n rows first."""
+    from .diffusion import draw_noise, draw_uniform_noise
 
     g = torch.Generator().manual_seed(seed)
-    _, bert = forward_mask(torch.zeros(n, length, dtype=torch.long), bert_rate, mask_id=1, generator=g)
-    _, _, diffusion = draw_noise(torch.zeros(n, length, dtype=torch.long), mask_id=1, generator=g)
-    return pd.DataFrame({"scheme": [f"BERT ({bert_rate:.0%} fixed)"] * n + ["diffusion (t ~ U(0, 1))"] * n,
-                         "masked_fraction": np.concatenate([bert.float().mean(dim=1).numpy(),
-                                                            diffusion.float().mean(dim=1).numpy()])})
+    x0 = torch.zeros(n, length, dtype=torch.long)
+    _, bert = forward_mask(x0, bert_rate, mask_id=1, generator=g)
+    if n_tokens is None:
+        _, _, corrupted = draw_noise(x0, mask_id=1, generator=g)
+        scheme = "diffusion (t ~ U(0, 1))"
+    else:
+        _, xt, _ = draw_uniform_noise(x0, n_tokens, generator=g)
+        corrupted = xt != x0  # a redraw that lands on the original changes nothing the model must undo
+        scheme = "uniform-state diffusion (t ~ U(0, 1))"
+    return pd.DataFrame({"scheme": [f"BERT ({bert_rate:.0%} masked)"] * n + [scheme] * n,
+                         "fraction": np.concatenate([bert.float().mean(dim=1).numpy(),
+                                                     corrupted.float().mean(dim=1).numpy()])})
 
 
 def _namer(model):

@@ -183,8 +183,10 @@ class PositionsPlot(_Plot):
 
 
 class RatiosPlot(_Plot):
-    """"The Forward Process" §4.4: how often each masking ratio is trained on, BERT's fixed 15% against
-    diffusion's t ~ U(0, 1), as histograms of real draws (metrics.training_ratios); one source per scheme."""
+    """"The Forward Process" §4.4: how often each corruption ratio is trained on, BERT's fixed 15% against
+    diffusion's t ~ U(0, 1), as histograms of real draws (metrics.training_ratios): the share masked, or
+    for a uniform-state model the share its noise changed. `sources` holds one source per scheme drawn;
+    a model of the other process redraws the second histogram in place and renames it."""
 
     EDGES = np.linspace(0, 1, 41)
 
@@ -196,18 +198,30 @@ class RatiosPlot(_Plot):
         self.fonts()
 
     def draw(self, table) -> RatiosPlot:
-        """`table`: metrics.training_ratios's (scheme, masked_fraction) rows."""
-        for (scheme, rows), color in zip(table.groupby("scheme", sort=False), (WRONG, CORRECT)):
-            counts, _ = np.histogram(rows["masked_fraction"], bins=self.EDGES)
+        """`table`: metrics.training_ratios's (scheme, fraction) rows, BERT's first."""
+        schemes = list(dict.fromkeys(table["scheme"]))
+        noised = schemes[-1].startswith("uniform")
+        for slot, (scheme, color) in enumerate(zip(schemes, (WRONG, CORRECT))):
+            rows = table.loc[table["scheme"] == scheme, "fraction"]
+            counts, _ = np.histogram(rows, bins=self.EDGES)
             data = {"left": self.EDGES[:-1], "right": self.EDGES[1:], "share": counts / max(len(rows), 1)}
-            if scheme in self.sources:
-                self.sources[scheme].data = data
+            if slot < len(self.sources):  # drawn before: the same renderer, its label the new scheme's
+                old = list(self.sources)[slot]
+                source = self.sources.pop(old) if old != scheme else self.sources[old]
+                source.data = data
+                self.sources[scheme] = source
+                self.figure.legend.items[slot].label = value(scheme)
                 continue
             self.sources[scheme] = source = ColumnDataSource(data)
             self.figure.quad(left="left", right="right", top="share", bottom=0, source=source, fill_color=color,
                              fill_alpha=0.6, line_color=None, legend_label=scheme)
             self.figure.legend.location = "top_right"
             self.fonts()  # the new legend entry at the figure's type size
+        self.sources = {scheme: self.sources[scheme] for scheme in schemes}  # BERT first, as the legend
+        self.figure.title.text = ("Corruption trained on: BERT vs uniform-state" if noised
+                                  else "Masking ratios trained on: BERT vs diffusion")
+        self.figure.xaxis.axis_label = ("share of a training row masked / changed" if noised
+                                        else "masking ratio of a training row")
         return self
 
 

@@ -65,7 +65,7 @@ class InspectView(pn.viewable.Viewer):
         self.nucleus = figure_pane(self.nucleus_plot.figure, "inspect-nucleus")
         self.ratios = figure_pane(self.ratios_plot.figure, "inspect-ratios")
         self._grid_html = ""  # the candidates grid of the current result (_predictions)
-        self._ratios_drawn = None  # the context length the masking-ratios figure shows (_ratios)
+        self._ratios_drawn = None  # the (context length, noise ids) the masking-ratios figure shows (_ratios)
         self._fraction()
         self._accuracy_rows()
         self._draw_positions()
@@ -162,14 +162,16 @@ class InspectView(pn.viewable.Viewer):
 
     @param.depends("tab.session.model_info", watch=True)
     def _ratios(self):
-        """The BERT-vs-diffusion masking ratios of "The Forward Process" at the model's context (no model
-        involved), drawn again only when that context changed: a page is built with its checkpoint's
-        context (read from its metadata), so the model's load leaves the figure as it is."""
-        length = min(self.tab.context_length(), 256)
-        if length == self._ratios_drawn:  # the same draws: sending them again would cost the page a repaint
+        """The BERT-vs-diffusion training ratios of "The Forward Process" at the model's context and for its
+        process (no model call), drawn again only when either changed: a page is built with its
+        checkpoint's context and process (read from its metadata), so the model's load leaves the figure
+        as it is."""
+        fitted = self.tab.session.knobs_model()
+        drawn = (min(self.tab.context_length(), 256), noise_tokens(fitted))
+        if drawn == self._ratios_drawn:  # the same draws: sending them again would cost the page a repaint
             return
-        self._ratios_drawn = length
-        self.ratios_plot.draw(ratios_table(length))
+        self._ratios_drawn = drawn
+        self.ratios_plot.draw(ratios_table(*drawn))
         push(self.ratios)
 
     def _said_text(self) -> str:

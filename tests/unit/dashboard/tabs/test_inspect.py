@@ -166,9 +166,17 @@ def test_a_uniform_state_model_is_shown_its_own_noise(inspect, checkpoints):
     assert table["expected"].to_numpy() == pytest.approx(table["t"].to_numpy() * (n - 1) / n)
     assert np.allclose(table["masked_fraction"], table["expected"], atol=0.04)
     assert view.fraction_plot.expected.data["expected"][-1] == pytest.approx((n - 1) / n)
+    # the training-ratios figure: the share its noise changed, drawn in the masked figure's renderers
+    ratios = view.ratios_plot
+    assert list(ratios.sources)[1].startswith("uniform-state") and len(ratios.figure.renderers) == 2
+    assert ratios.figure.legend.items[1].label.value == list(ratios.sources)[1]
+    assert "uniform-state" in ratios.figure.title.text
     state.load("tiny", wait=True)
     wait_for(lambda: tab.predictions is not None)
     assert tab.notice == "" and "changed" not in tab.predictions and "█" in view.said.object
+    assert list(ratios.sources)[1].startswith("diffusion") and len(ratios.figure.renderers) == 2
+    assert ratios.figure.legend.items[1].label.value == list(ratios.sources)[1]
+    assert ratios.figure.title.text.startswith("Masking ratios")
 
 
 def test_a_uniform_state_models_rewrites_of_untouched_characters_are_drawn_as_wrong_guesses():
@@ -420,13 +428,17 @@ def test_bert_masks_15_percent_diffusion_every_ratio(inspect):
     from explorer.metrics import training_ratios
 
     table = training_ratios(length=128, n=1000)
-    bert = table[table["scheme"].str.startswith("BERT")]["masked_fraction"]
-    diffusion = table[table["scheme"].str.startswith("diffusion")]["masked_fraction"]
+    bert = table[table["scheme"].str.startswith("BERT")]["fraction"]
+    diffusion = table[table["scheme"].str.startswith("diffusion")]["fraction"]
     assert abs(bert.mean() - 0.15) < 0.01 and bert.std() < 0.05
     assert abs(diffusion.mean() - 0.5) < 0.03 and diffusion.std() > 0.25
     assert diffusion.min() < 0.05 and diffusion.max() > 0.95
     _, _, view = inspect
     assert sorted(view.ratios_plot.sources) == sorted(table["scheme"].unique())  # the two histograms drawn
+    # a uniform-state model's noise: the share changed, t (N - 1) / N, from draw_uniform_noise's draws
+    noised = training_ratios(length=128, n=1000, n_tokens=4)["fraction"].to_numpy()
+    assert (noised[:1000] == bert.to_numpy()).all()  # BERT's rows drawn first, the same
+    assert abs(noised[1000:].mean() - 0.5 * 3 / 4) < 0.03 and noised[1000:].max() < 0.9  # never all: a quarter of redraws land on the original
 
 
 def test_the_ratios_figure_draws_once_per_server_what_training_ratios_draws(monkeypatch):
@@ -436,7 +448,8 @@ def test_the_ratios_figure_draws_once_per_server_what_training_ratios_draws(monk
     from explorer.metrics import training_ratios
 
     calls = []
-    monkeypatch.setattr("explorer.metrics.training_ratios", lambda length: calls.append(length) or training_ratios(length))
+    monkeypatch.setattr("explorer.metrics.training_ratios",
+                        lambda length, n_tokens=None: calls.append(length) or training_ratios(length, n_tokens=n_tokens))
     first = inspect_state.ratios_table(37)
     assert inspect_state.ratios_table(37) is first and calls == [37]
     assert first.equals(training_ratios(37))

@@ -26,14 +26,15 @@ from .several import MAX_TEXTS, MAX_TS, TEXT_SEP, SeveralPredictions, parse_text
 from .validation import VAL_ROWS, ValidationText
 
 
-def ratios_table(length: int) -> pd.DataFrame:
-    """metrics.training_ratios at `length`, drawn once per server: the draws are seeded, so every
-    session's figure is the same, and each model a session loaded drew its 2 x 2000 rows again.
-    Read-only: the table is shared."""
+def ratios_table(length: int, n_tokens: int | None = None) -> pd.DataFrame:
+    """metrics.training_ratios at `length` (and `n_tokens`: a uniform-state model's noise), drawn once per
+    server: the draws are seeded, so every session's figure is the same, and each model a session loaded
+    drew its 2 x 2000 rows again. Read-only: the table is shared."""
     from .....metrics import training_ratios
     from ....runtime.cache import INSPECT
 
-    return INSPECT.get_or_make(("training_ratios", int(length)), lambda: training_ratios(length))
+    return INSPECT.get_or_make(("training_ratios", int(length), n_tokens),
+                               lambda: training_ratios(length, n_tokens=n_tokens))
 
 __all__ = ["ACC_TS", "MAX_TEXTS", "MAX_TS", "VAL_ROWS", "InspectState"]
 
