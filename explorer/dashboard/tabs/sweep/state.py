@@ -205,6 +205,11 @@ def sweep_temperatures(model, default: str) -> str:
     return default if temperature is None else f"{temperature:g}"
 
 
+# The main sweep's axis inputs and the knob each sets: those a model's run does not read are dropped from
+# its sweeps (experiments.read_axes) and greyed, so a lecturer does not tick what changes nothing.
+AXIS_INPUTS = {"strategies": "strategy", "schedules": "schedule", "thresholds": "threshold"}
+
+
 class SweepTabState(TabState):
     """The Sweep tab's knobs and its three sweeps (main, grid, temperatures)."""
 
@@ -234,6 +239,7 @@ class SweepTabState(TabState):
                                doc="Denoising steps of every sample")
     temp_samples = param.Integer(3, bounds=(1, 16), label="Samples each")
     note = param.String("", doc="What this model cannot do here (no AR baseline, not a diffusion model)")
+    unread = param.List([], doc="The axis inputs the loaded model's run does not read (greyed in the view)")
 
     URL_PARAMS = ("strategies", "schedules", "temperatures", "thresholds", "include_ar", "steps_grid", "samples",
                   "x", "metric")
@@ -399,6 +405,7 @@ class SweepTabState(TabState):
         self._judge = checkpoints.find_judge(model, names) if model is not None else None
         if model is not None and self.temperatures == self._chosen_temps:
             self.temperatures = self._chosen_temps = sweep_temperatures(model, self.param.temperatures.default)
+        self.unread = [name for name, knob in AXIS_INPUTS.items() if knob not in read_axes({knob: []}, model)]
         self.refresh_all()
 
     def _note(self) -> str:

@@ -292,6 +292,13 @@ class SweepTabView(pn.viewable.Viewer):
              W.RadioButtonGroup.from_param(p.speed_metric)]
         s = self.tab.session
         watch_presentation(s, widgets=w)
+        axes = dict(zip(("strategies", "schedules", "thresholds"), (w[0], w[1], w[4])))
+
+        def grey(*events):  # the inputs the loaded model's run does not read
+            for name, widget in axes.items():
+                widget.disabled = name in self.tab.unread
+        grey()
+        self.tab.param.watch(grey, ["unread"])
         # rows that wrap: at projector type they ran past a 1024-pixel window's edge
         return pn.Column(
             pn.FlexBox(_labelled("Strategies", w[0], s), _labelled("Schedules", w[1], s)),

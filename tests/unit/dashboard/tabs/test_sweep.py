@@ -6,6 +6,7 @@ import functools
 import socket
 
 import pandas as pd
+import panel as pn
 import pytest
 
 from explorer import cluster, experiments
@@ -300,6 +301,11 @@ def test_a_uniform_state_sweep_has_a_curve_per_knob_its_run_reads(checkpoints):
     _, summary = tab.main.result
     curves = {label for label in drawn(view.quality_plot) if not label.startswith("sweet spot")}
     assert curves == {"temperature=0.5", "temperature=1.5"} and len(summary) == 4
+    layout = view.__panel__()  # the page's layout, its inputs greyed by the model's process
+    greyed = lambda: {w.name for w in layout.select(pn.widgets.Widget) if w.disabled and w.name}  # noqa: E731
+    assert {"Strategies", "Schedules", "Thresholds γ"} <= greyed()  # the inputs it does not read are greyed
+    state.load("tiny", wait=True)  # a masked model reads them all
+    assert tab.unread == [] and not {"Strategies", "Schedules", "Thresholds γ"} & greyed()
     tab.close()
     state.close()
 
