@@ -9,6 +9,7 @@ so parameters are only ever set on the UI thread in a served session.
 from __future__ import annotations
 
 import logging
+import math
 import types
 
 import param
@@ -25,6 +26,18 @@ from .runtime.tasks import Worker
 log = logging.getLogger(__name__)
 
 
+class StepNumber(param.Number):
+    """A float knob whose value is kept to 12 significant digits: a slider's arrow keys add its step in
+    the browser's floating point (0.85 + 0.05 = 0.9000000000000001), which the link would carry as such.
+    Kept, not rounded to the step: a typed value off the step stays what was typed. The sampler reads the
+    value as float32, where the two are the same number."""
+
+    def __set__(self, obj, val):
+        if isinstance(val, float) and math.isfinite(val):
+            val = float(f"{val:.12g}")
+        super().__set__(obj, val)
+
+
 def knob_parameters(knobs: dict | None = None) -> dict[str, param.Parameter]:
     """One parameter per sidebar knob of the schema (sampling/knobs.py: schema.sidebar_knobs), with its
     label, help and the UI's bounds, at its default as the UI shows it (threshold's None is 0 = off).
@@ -37,7 +50,7 @@ def knob_parameters(knobs: dict | None = None) -> dict[str, param.Parameter]:
         elif knob.type is int:
             out[knob.name] = param.Integer(default, bounds=knob.ui_bounds, **common)
         else:
-            out[knob.name] = param.Number(default, bounds=knob.ui_bounds, step=knob.step, **common)
+            out[knob.name] = StepNumber(default, bounds=knob.ui_bounds, step=knob.step, **common)
     return out
 
 

@@ -157,6 +157,17 @@ def test_query_holds_only_non_defaults(session):
     fresh.close()
 
 
+def test_a_sliders_floating_point_sum_reaches_the_link_as_the_number_shown(session):
+    """A slider's arrow keys add its step in the browser's floating point (two steps down from 1.0 sent
+    0.9000000000000001, and 1.0 - 0.05 - 0.05 is 0.8999999999999999): the knob keeps 0.9, so the link carries
+    top_p=0.9; a value typed off the step stays."""
+    url = url_for(session)
+    session.top_p = 1.0 - 0.05 - 0.05
+    assert 1.0 - 0.05 - 0.05 != 0.9 and session.top_p == 0.9 and url.query()["top_p"] == "0.9"
+    session.temperature = 0.8125
+    assert url.query()["temperature"] == "0.8125"
+
+
 def test_watch_reports_every_change(session):
     url = url_for(session)
     seen = []
