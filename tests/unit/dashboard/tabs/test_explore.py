@@ -337,8 +337,8 @@ def test_presentation_mode_shortens_the_confidence_title_and_enlarges_the_player
 @pytest.mark.slow
 def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeypatch):
     """After a run the sweep starts only if its estimated model time (limits.expected_cost: the sweep's
-    batched calls at the checkpoint's measured or guessed rate) is under AUTO_SWEEP_SECONDS, which the
-    checkbox names; otherwise the panel says what it would cost and waits for Compute. A cached sweep is
+    batched calls at the checkpoint's measured or guessed rate) is under AUTO_SWEEP_SECONDS or the server's
+    shorter --auto-start-seconds, the bound the checkbox names; otherwise the panel says what it would cost and waits for Compute. A cached sweep is
     always shown."""
     from explorer.dashboard.runtime.cache import SWEEP_RATES
     from explorer.dashboard.runtime.limits import expected_cost
@@ -346,7 +346,9 @@ def test_the_quality_sweep_starts_by_itself_only_when_it_is_cheap(state, monkeyp
 
     e = explore(state)
     e.param.update(sweep_auto=True, sweep_samples=2)
-    assert f"if under {quality.AUTO_SWEEP_SECONDS:g} s" in e.param.sweep_auto.label
+    server = state.share.limits.auto_start_seconds
+    assert server < quality.AUTO_SWEEP_SECONDS  # the defaults: a link's 5 s bounds the panel's 10 s
+    assert e.param.sweep_auto.label.endswith(f"if under {server:g} s")
     assert e.start_run(wait=True)
     grid = [n for n in quality.STEPS_GRID if n <= LENGTH]  # (written out: the test checks sweep_grid too)
     assert quality.sweep_grid(LENGTH) == grid

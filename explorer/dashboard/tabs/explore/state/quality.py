@@ -73,6 +73,10 @@ class QualityState(TabState):
     def __init__(self, session, **params):
         params.setdefault("sweep_auto", auto_sweep_default())  # `serve --no-auto-sweep` turns it off for all
         super().__init__(session, **params)
+        limit = self.auto_limit()  # the label says the bound this server applies, not the panel's own
+        self.param.sweep_auto.label = f"Compute after each run, if under {limit:g} s"
+        self.param.sweep_auto.doc = ("Start the quality-vs-steps sweep when a run finishes, if it is cached or "
+                                     f"estimated under {limit:g} s of model calls; a longer one waits for Compute")
         self.quality = Task("quality sweep", session.device, session.dispatch, session.share)
         self._judge_name = None
 
@@ -111,6 +115,12 @@ class QualityState(TabState):
         return expected_cost(s.model_info.get("n_params", 0), cells, self.sweep_samples, canvas.length,
                              judge and template is None, judge, SWEEP_RATES.get(s.model_info.get("name")))
 
+    def auto_limit(self) -> float:
+        """The seconds a quality sweep may be estimated at to start after a run by itself: the panel's own
+        AUTO_SWEEP_SECONDS, or the server's shorter limit on what starts without a click
+        (--auto-start-seconds), which _admit_sweep applies too."""
+        return min(AUTO_SWEEP_SECONDS, self.session.share.limits.auto_start_seconds)
+
     def auto_sweep(self, traj) -> None:
         """After a run: the sweep if it is cached or cheap (AUTO_SWEEP_SECONDS), else say what it
         would cost and leave it to the Compute button (a 60-sample sweep kept a 2-core laptop busy for
@@ -121,12 +131,13 @@ class QualityState(TabState):
             calls, estimate = self.sweep_cost(s.canvas(), s.prompt_template() or None)
         except ValueError:  # start_sweep says why
             cached, calls, estimate = False, 0, 0.0
-        if cached or estimate <= AUTO_SWEEP_SECONDS or self._nothing_compared():
+        limit = self.auto_limit()
+        if cached or estimate <= limit or self._nothing_compared():
             self.start_sweep(by_itself=True)
             return
         self.quality.clear()
         self.quality.status = (f"not computed after this run: ≈ {calls:,} model calls, {took(estimate)} on this "
-                               f"server, over the {AUTO_SWEEP_SECONDS:g} s a sweep may take to start by itself; "
+                               f"server, over the {limit:g} s a sweep may take to start by itself; "
                                f"press Compute")
 
     def strategy_note(self) -> str:
