@@ -23,6 +23,19 @@ IDLE_HINT = "not computed for these knobs yet: press Compute"
 SHORT_SWEET_SPOT = "sweet spot (90% of the best)"
 
 
+LEGEND_CHARS = 50  # label characters two legend columns hold side by side in the sidebar-width column
+
+
+def legend_columns(labels) -> int:
+    """Two legend columns where their widest labels fit side by side, else one. Bokeh fills the first
+    column, then the second: one strategy's "diffusion (confidence): tokens/s" beside the sweet spot's
+    label ran past a 1366-pixel page's column, where two strategies' shorter labels fit."""
+    shown = list(dict.fromkeys(label for label in labels if label))  # the legend merges repeated labels
+    half = (len(shown) + 1) // 2
+    widest = lambda part: max(map(len, part), default=0)  # noqa: E731
+    return 2 if widest(shown[:half]) + widest(shown[half:]) <= LEGEND_CHARS else 1
+
+
 def quality_figure(summary, metric: str, x: str, presentation: bool):
     """The shared quality-vs-steps figure (sweet spots starred by explorer.plots), styled for the
     dashboard: stretched to the column, legend below, hover on every curve, the presentation fonts."""
@@ -43,7 +56,7 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     plot = plot.map(lambda el: el.relabel(SHORT_SWEET_SPOT) if str(el.label).startswith("sweet spot") else el,
                     [hv.Scatter])
     return plot.opts(
-        legend_position="bottom", legend_cols=1 if presentation else 2,
+        legend_position="bottom", legend_cols=1 if presentation else legend_columns([el.label for el in plot]),
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],
                   "yticks": font["plot"], "legend": font["plot"]})
 

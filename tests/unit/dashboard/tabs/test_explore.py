@@ -683,10 +683,25 @@ def test_the_quality_legend_names_the_stars_briefly():
 
     def legend(presentation):
         fig = hv.render(quality_figure(summary, "pattern_quality", "steps", presentation))
-        return [item.label.value for lg in fig.legend for item in lg.items]
+        return [item.label.value for lg in fig.legend for item in lg.items], fig.legend[0].nrows, fig.legend[0].ncols
 
     for presentation in (False, True):
-        assert SHORT_SWEET_SPOT in legend(presentation) and max(map(len, legend(presentation))) <= 35
+        labels, _, _ = legend(presentation)
+        assert SHORT_SWEET_SPOT in labels and max(map(len, labels)) <= 35
+    # one strategy: "diffusion (confidence): tokens/s" beside the stars ran past the column: one column of them
+    labels, _, cols = legend(False)
+    assert "diffusion (confidence): tokens/s" in labels and cols == 1
+
+
+def test_the_quality_legend_takes_two_columns_where_they_fit():
+    from explorer.dashboard.tabs.explore.quality import legend_columns
+
+    two_strategies = ["confidence", "confidence: tokens/s", "random", "random: tokens/s", "AR baseline",
+                      "AR baseline: tokens/s", "held-out text", "sweet spot (90% of the best)"]
+    assert legend_columns(two_strategies) == 2  # 20 + 28 characters side by side, as a 1366-pixel page shows
+    assert legend_columns(["diffusion (confidence)", "diffusion (confidence): tokens/s", "",
+                           "sweet spot (90% of the best)"]) == 1
+    assert legend_columns(["a", "a", "b"]) == 2  # repeated labels are one entry
 
 
 def test_heatmap_letters_shrink_with_narrow_cells():
