@@ -30,7 +30,7 @@ from ... import checkpoints
 from ...runtime import cache
 from ...runtime.limits import call_seconds, run_bytes, run_calls
 from ...runtime.tasks import Task, TaskCancelled
-from ...session import Session, run_plan, sample_canvas, start_canvas
+from ...session import KNOBS, Session, run_plan, sample_canvas, start_canvas
 from ...urlstate import parse_value
 from ..base import TabState
 
@@ -305,6 +305,7 @@ class CompareState(TabState):
     run_id = param.Integer(0, doc="Bumped when a comparison starts")
     error = param.String("", doc="A readable notice about the columns ('' = none)")
     base_info = param.String("", doc="The session knobs and canvas every column shares")
+    stale = param.String("", doc="What changed since the comparison shown ran ('' = nothing, or none shown)")
 
     def __init__(self, session, **params):
         super().__init__(session, **params)
@@ -312,7 +313,13 @@ class CompareState(TabState):
         self.task = CompareTask("compare", session.device, lambda callback: self.session.dispatch(callback),
                                 session.share)  # its jobs count against the session's limits (limits.py)
         self._quiet = False
+        self._ran = None  # what the comparison shown was run with (_inputs), for `stale`
+        # the preset and columns a uniform-state model was moved off (on_model_changed), for a masked one
+        self._moved_from = None
         self.param.watch(self._columns_set, "columns")
+        self.param.watch(lambda *events: self._check_stale(), "columns")
+        session.param.watch(lambda *events: self._check_stale(), list(KNOBS))
+        self.task.param.watch(lambda *events: self._check_stale(), "result")
         try:
             self.overrides()
         except ValueError as e:  # e.g. a bad ?compare.columns= in a shared link
@@ -369,26 +376,49 @@ class CompareState(TabState):
             return False
         self._quietly(columns=SEP.join(format_overrides(o) for o in parsed), preset=preset)
         self.error = ""
+        self._moved_from = None  # someone chose these columns: a model change keeps them
         return True
 
     def set_column(self, i: int, spec: str) -> bool:
+        """Column i's overrides edited (False, with a notice, for a bad one): the comparison runs again
+        (as a preset's click runs it) where it may start by itself, else `stale` says to press Run."""
         specs = split_columns(self.columns)
         specs[i] = spec
-        return self.set_columns(SEP.join(specs))
+        return self._edited(SEP.join(specs))
 
     def add_column(self) -> bool:
         specs = split_columns(self.columns)
         if len(specs) >= MAX_COLUMNS:
             self.error = f"at most {MAX_COLUMNS} columns"
             return False
-        return self.set_columns(SEP.join([*specs, specs[-1]]))
+        return self._edited(SEP.join([*specs, specs[-1]]))
 
     def remove_column(self, i: int) -> bool:
         specs = split_columns(self.columns)
         if len(specs) <= MIN_COLUMNS:
             self.error = f"compare at least {MIN_COLUMNS} columns"
             return False
-        return self.set_columns(SEP.join(specs[:i] + specs[i + 1:]))
+        return self._edited(SEP.join(specs[:i] + specs[i + 1:]))
+
+    def _edited(self, columns: str) -> bool:
+        if not self.set_columns(columns):
+            return False
+        if self.session.model is not None:
+            self.start(by_itself=True)
+        return True
+
+    def _inputs(self) -> tuple:
+        """What a comparison is run with: the columns and every session knob (the model's name too)."""
+        s = self.session
+        return (self.columns, s.model_info.get("name"), *(getattr(s, k) for k in KNOBS))
+
+    def _check_stale(self) -> None:
+        """`stale`: the comparison shown was run with other columns or knobs than those shown now (its
+        columns' titles and heatmaps, and the line above them, are of the earlier ones)."""
+        shown = self._ran is not None and any(self.results)
+        self.stale = ("" if not shown or self._inputs() == self._ran else
+                      "The columns or the sidebar's knobs changed since this comparison ran: what is drawn is "
+                      "the earlier comparison. Press Run to compare them as they are now.")
 
     def apply_preset(self, key: str, *, start: bool = True) -> bool:
         """One click: that preset's columns, then run them."""
@@ -401,6 +431,8 @@ class CompareState(TabState):
 
     @param.depends("preset", watch=True)
     def _preset_chosen(self):
+        if not self._quiet:
+            self._moved_from = None  # someone chose: a model change keeps their choice
         if not self._quiet and self.preset in PRESETS:
             self.apply_preset(self.preset, start=self.session.model is not None)
 
@@ -408,6 +440,7 @@ class CompareState(TabState):
         """Set from outside (the URL): validated like an edit; a bad value is put back, with a notice."""
         if self._quiet:
             return
+        self._moved_from = None  # columns set from outside: a model change keeps them
         try:
             self.overrides()
         except ValueError as e:
@@ -456,6 +489,7 @@ class CompareState(TabState):
         except ValueError as e:  # LimitExceeded too
             self.error = str(e)
             return False
+        self._ran = self._inputs()
         self.param.update(error="", base_info=self._describe_base(plan), run_id=self.run_id + 1)
         return self.task.begin(plan, wait=wait)
 
@@ -488,8 +522,17 @@ class CompareState(TabState):
         self.session.share.release("compare")
         self.base_info = ""
         model = self.session.model
-        if model is not None and model_process(model) == "uniform" and self.preset in MASKED_ONLY_PRESETS:
+        if model is None:
+            return
+        if model_process(model) == "uniform" and self.preset in MASKED_ONLY_PRESETS:
+            self._moved_from = (self.preset, self.columns)
             self._quietly(preset="temperature", columns=SEP.join(PRESETS["temperature"][1]))
+        elif model_process(model) != "uniform" and self._moved_from is not None:
+            # back on a masked model with the preset the tab chose (no one picked another): the one it left
+            if self.preset == "temperature" and self.columns == SEP.join(PRESETS["temperature"][1]):
+                preset, columns = self._moved_from
+                self._quietly(preset=preset, columns=columns)
+            self._moved_from = None
 
     def on_shown(self) -> None:
         """Opening the tab (or a link to it) shows the comparison: run it once if nothing is shown,

@@ -255,7 +255,7 @@ class CompareView(pn.viewable.Viewer):
                                    sizing_mode="stretch_width", margin=(0, 10))
         t.param.watch(self._specs, "columns")
         t.param.watch(self._preset, "preset")
-        t.param.watch(self._notice, ["error", "base_info"])
+        t.param.watch(self._notice, ["error", "base_info", "stale"])
         t.task.param.watch(self._notice, ["status", "running", "error"])
         t.task.param.watch(self._results_changed, ["result", "running"])
         # a model loaded with no run of it yet: its key (a uniform-state model's cells are not [MASK]'s)
@@ -311,8 +311,10 @@ class CompareView(pn.viewable.Viewer):
         show_notice(self.notice, notice)
         self.status.object = literal(task.status)
         self.stop.disabled = not task.running
-        self.info.object = f"<small>Same seed and template in every column: {literal(t.base_info)}</small>" \
-            if t.base_info else ""
+        info = f"<small>Same seed and template in every column: {literal(t.base_info)}</small>" if t.base_info else ""
+        # above the earlier comparison's line: the line is the run's, the knobs and columns shown are newer
+        stale = f'<div class="compare-stale"><b>{literal(t.stale)}</b></div>' if t.stale else ""
+        self.info.object = stale + info
 
     def _results_changed(self, *events):
         # through the dispatcher: a run starts inside a click's event, which Panel may process without

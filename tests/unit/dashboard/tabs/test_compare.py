@@ -453,3 +453,43 @@ def test_heatmaps_with_nothing_run_are_as_wide_as_the_canvas(checkpoints):
     assert tab.set_columns("steps=2" + SEP + "steps=4") and tab.start(wait=True)
     assert view.x_range.end == 15.5 and all(r["frames"].length == 16 for r in tab.results)
     state.close()
+
+
+def test_an_edited_column_runs_again_and_changed_knobs_mark_the_comparison_shown(compare):
+    """An edited column's title and heatmap stayed the earlier run's, and a new seed left the columns at the
+    old one, with nothing said: an edit runs the comparison again (as a preset's click does), and a
+    sidebar change says that what is drawn is the earlier comparison until Run."""
+    from tests.support.dashboard import wait_for
+
+    tab, view = compare
+    assert tab.start(wait=True) and tab.stale == ""
+    assert tab.set_column(1, "strategy=random, steps=4")
+    wait_for(lambda: not tab.running and len(tab.results) == 2 and all(tab.results))
+    assert tab.results[1]["config"].steps == 4 and tab.results[1]["config"].strategy == "random"
+    assert tab.stale == "" and "compare-stale" not in view.info.object
+    tab.session.seed = 4  # the sidebar's seed: the columns drawn are of seed 3
+    assert "changed since this comparison ran" in tab.stale and "compare-stale" in view.info.object
+    tab.session.seed = 3  # back: what is drawn is what the knobs say again
+    assert tab.stale == ""
+    tab.session.seed = 4
+    assert tab.start(wait=True) and tab.stale == "" and tab.results[0]["traj"].config.seed == 4
+
+
+def test_a_masked_model_after_a_uniform_state_one_gets_back_the_preset_it_was_moved_off(checkpoints):
+    """The temperature preset is what a uniform-state model is shown in place of confidence vs random;
+    back on a masked model, the tab showed the temperature preset still: it shows the one it left. A
+    preset someone picked is kept through a model change."""
+    save_twins(checkpoints)
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, _ = build_tab("Compare", state)
+    state.load(wait=True)
+    assert tab.preset == "strategies"
+    state.load("tiny-uniform", wait=True)
+    assert tab.preset == "temperature"
+    state.load("tiny", wait=True)
+    assert tab.preset == "strategies" and tab.columns == SEP.join(PRESETS["strategies"][1])
+    state.load("tiny-uniform", wait=True)
+    assert tab.apply_preset("temperature", start=False)  # chosen: kept
+    state.load("tiny", wait=True)
+    assert tab.preset == "temperature"
+    state.close()
