@@ -31,6 +31,9 @@ class Figure:
     differs: str = ""  # where this model disagrees with the notebook's claim, said plainly ('' = agrees)
     variants: tuple[tuple[str, str], ...] = ()  # (label, query): more links, e.g. other t values
     label: str = "open"  # the main link's label beside the variants' ("0.2" before "0.6" and "1.0")
+    # the css class of the view the figure names where it is not its tab's main figure (projector.py's
+    # FIGURES): the page scrolls it into view, and `rehearse` checks that one ('' = the tab's)
+    target: str = ""
 
     @property
     def tab(self) -> str:
@@ -50,9 +53,9 @@ class Lesson:
     document: str = ""  # the document's full title
 
 
-def _fig(section, shows, view, query, notice, differs="", *, label="open", variants=()) -> dict:
+def _fig(section, shows, view, query, notice, differs="", *, label="open", variants=(), target="") -> dict:
     return dict(section=section, shows=shows, view=view, query=query, notice=notice, differs=differs,
-                label=label, variants=tuple(variants))
+                label=label, variants=tuple(variants), target=target)
 
 
 def _lesson(slug, title, document, summary, checkpoint_note, rows) -> Lesson:
@@ -125,7 +128,7 @@ FORWARD = _lesson(
      _fig("§4.4", "bar: BERT's fixed 15 % vs diffusion's uniform t",
           'Inspect: "Masking ratios trained on: BERT vs diffusion"', _inspect(_P, "0.5", first="statistics"),
           "BERT trains only around 15 % masked (a coin flip per position); a diffusion LM trains at every ratio "
-          "up to 100 %, which is what lets it start from an all-[MASK] canvas."),
+          "up to 100 %, which is what lets it start from an all-[MASK] canvas.", target=".inspect-ratios"),
      _fig("§4.5", "print: model parameters", "Model: Architecture (0.21 M parameters, 3 layers, d 64, adaLN)",
           _P + "&tab=Model",
           "0.21 M parameters suffice for the pattern task; t reaches every block through adaLN (the notebook "
@@ -156,7 +159,7 @@ FORWARD = _lesson(
      _fig("§7", "plot: accuracy vs masking ratio",
           'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_P, "0.5", first="statistics"),
           "Higher masking, less context, lower accuracy: from 1.00 at t = 0.1 down to 0.44 at t = 0.9 on the 16 "
-          "validation patterns drawn (0.99 and 0.40 on 256), as the notebook says.")])
+          "validation patterns drawn (0.99 and 0.40 on 256), as the notebook says.", target=".inspect-accuracy")])
 
 ELBO = _lesson(
     "training-elbo", "Training with the ELBO", "Training a Diffusion LLM: The ELBO and Beyond",
@@ -190,7 +193,8 @@ ELBO = _lesson(
           "6,000 steps, no overfitting."),
      _fig("§4.5", "plot: accuracy vs masking ratio",
           'Inspect: "Accuracy vs masking ratio (validation)", t = 0.1 … 0.9', _inspect(_S, "0.5", first="statistics"),
-          "Low masking, high accuracy: on held-out text 78 % at t = 0.1, 50 % at 0.5, 20 % at 0.9."),
+          "Low masking, high accuracy: on held-out text 78 % at t = 0.1, 50 % at 0.5, 20 % at 0.9.",
+          target=".inspect-accuracy"),
      _fig("§4.6", "print: predictions on 3 quotes at t = 0.5 (original / masked / predicted / accuracy)",
           'Inspect with those texts, one row each: masked text, top-k candidates, "n of m right"',
           _S + "&tab=Inspect&inspect.t=0.5&inspect.texts=" + _QUOTES_T05,
@@ -367,7 +371,7 @@ STRATEGIES = _lesson(
           _P + "&steps=10&schedule=remaining&strategy=confidence&temperature=1.0&sweep_strategies=confidence"
           "&sweep_samples=30&sweep_metric=pattern_quality",
           "Read the two axes together: past the sweet spot each doubling of steps halves the speed and buys "
-          "little quality."),
+          "little quality.", target=".quality-plot"),
      _fig("§7", "imshow: unmasking trajectories, confidence vs random, 12 steps",
           "Compare: the two trajectory heatmaps side by side, with final texts and pattern quality",
           _P + "&steps=12&schedule=remaining&temperature=1.0&tab=Compare&compare.preset=strategies",

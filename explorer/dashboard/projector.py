@@ -26,10 +26,13 @@ SAMPLES = ".explore-samples"  # Explore's texts of several seeds or prompts: fir
 
 
 def figure_selector(query: str) -> str:
-    """The css selector of the main figure that a link's `query` (without '?') opens: the tab's, or the
-    figure the link puts first (several samples or prompts in Explore; several texts and t, or the
-    text's predictions or top-p figure in Inspect)."""
+    """The css selector of the main figure that a link's `query` (without '?') opens: the view its lesson
+    figure names (lesson_target), else the tab's, or the figure the link puts first (several samples or
+    prompts in Explore; several texts and t, or the text's predictions or top-p figure in Inspect)."""
     q = dict(parse_qsl(query))
+    target = lesson_target(q)
+    if target:
+        return target
     tab = q.get("tab", "Explore")
     if tab == "Inspect" and ("inspect.ts" in q or "inspect.texts" in q):
         return SEVERAL
@@ -38,6 +41,18 @@ def figure_selector(query: str) -> str:
     if tab == "Explore" and ("samples" in q or "prompts" in q):
         return SAMPLES
     return FIGURES.get(tab, FIGURES["Explore"])
+
+
+def lesson_target(q: dict) -> str:
+    """The view a lesson figure's link names (lessons.Figure.target), from the link's `lesson` and `figure`
+    keys; '' when it names none, or names its tab's main figure."""
+    from .lessons import LESSONS
+
+    slug, index = q.get("lesson"), q.get("figure", "")
+    for item in LESSONS:
+        if item.slug == slug and index.isdigit() and 1 <= int(index) <= len(item.figures):
+            return item.figures[int(index) - 1].target
+    return ""
 
 
 def demand(fig) -> tuple[int, int, int]:
@@ -64,6 +79,31 @@ _PARTS_JS = """(sel) => { const all = []; const walk = root => { root.querySelec
     const c = (e.shadowRoot && canvas(e.shadowRoot)) || canvas(e);
     if (c) parts.push([e, c]); else if ((e.shadowRoot || e).textContent.trim()) parts.push([e, e]); }
   return parts; }"""
+
+# A lesson link's page brings its figure into view once drawn (ui/lesson.py puts it in the lesson bar, with
+# SELECTOR the figure's): where the figure lies below the first screen (Explore's quality plot, Inspect's
+# training ratios), the lesson's reader saw another view and had to find it. It scrolls as little as brings
+# the whole figure in, again while the views above it are still filling in (for 6 s from when it is first
+# drawn), and never once the reader scrolled, clicked or pressed a key.
+SCROLL_JS = f"""<script>(function () {{
+  const sel = SELECTOR, parts = {_PARTS_JS};
+  const start = Date.now(); let touched = false, drawn = 0;
+  const stop = () => {{ touched = true; }};
+  for (const ev of ["wheel", "touchmove", "keydown", "mousedown"])
+    window.addEventListener(ev, stop, {{once: true, passive: true, capture: true}});
+  const tick = () => {{
+    if (touched || Date.now() - start > 60000) return;
+    const found = parts(sel);
+    if (found.length) {{
+      const [box, fig] = found[0], r = fig.getBoundingClientRect();
+      if (r.top < 0 || r.bottom > innerHeight) box.scrollIntoView({{block: "nearest"}});
+      drawn = drawn || Date.now();
+      if (Date.now() - drawn > 6000) return;
+    }}
+    setTimeout(tick, 400);
+  }};
+  setTimeout(tick, 400);
+}})();</script>"""
 
 # Whether the figure for a selector is drawn yet (page.wait_for_function(DRAWN_JS, arg=selector)).
 DRAWN_JS = f"(sel) => ({_PARTS_JS})(sel).length > 0"

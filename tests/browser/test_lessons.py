@@ -109,6 +109,25 @@ def test_on_a_projector_the_bar_leaves_the_figure_in_the_first_screen(browser, s
     assert problems == []
 
 
+def test_a_figure_below_the_first_screen_is_brought_into_view(browser, served):
+    """§4.4's training-ratios histogram lies under the masking statistics, two screens down at 1366x768:
+    the lesson's reader saw another view. The page scrolls it whole into view once it is drawn."""
+    url, _ = served
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    problems = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(link(url, 4))
+    ratios = page.locator(".inspect-ratios").first
+    ratios.wait_for(state="attached", timeout=90_000)
+
+    def in_view():
+        box = ratios.bounding_box()
+        return box is not None and box["height"] > 100 and 0 <= box["y"] and box["y"] + box["height"] <= 768
+    wait_until(in_view, 60)
+    assert problems == []
+    page.close()
+
+
 def test_a_hostile_lesson_is_named_as_text_and_the_header_menu_leads_to_the_lessons(browser, served):
     url, states = served
     dialogs = []

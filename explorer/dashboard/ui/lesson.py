@@ -15,6 +15,7 @@ import json
 import panel as pn
 
 from ..lessons import LESSONS, Figure, Lesson, figure_url, lesson
+from ..projector import SCROLL_JS, figure_selector
 from .palette import ACCENT, FONT
 from .safe import literal
 
@@ -136,6 +137,8 @@ def bar_html(slug: str, index: int, presentation: bool = False) -> str:
         notice = (f'<div class="notice" tabindex="0" title="{literal(fig.notice)}"><b>Notice:</b> {literal(fig.notice)}'
                   f'{differs}</div>')
     keys = KEYS_JS.replace("PREV", _js(prev)).replace("NEXT", _js(nxt))
+    if fig is not None:  # the figure brought into view where it lies below the first screen
+        keys += SCROLL_JS.replace("SELECTOR", _js(fig.target or figure_selector(fig.query)), 1)
     # on a projector the figure's line is one line, and the notice one line on a 1024-pixel one, two on
     # a wider one (the class reads it: most notices fit in two); what does not fit is cut with an
     # ellipsis and shown whole in its tooltip, and the notice unfolds under the pointer or the focus

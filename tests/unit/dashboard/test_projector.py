@@ -59,5 +59,9 @@ def test_each_link_names_its_tabs_figure_and_inspects_several_rows_name_theirs()
     assert figure_selector("tab=Inspect&inspect.first=top-p") == ".inspect-nucleus"
     assert figure_selector("checkpoint=shakespeare&samples=5") == ".explore-samples"
     assert figure_selector("prompts=A%7CB") == ".explore-samples"
+    # a lesson figure that names a view below its tab's main figure: that view
+    assert figure_selector("tab=Inspect&inspect.t=0.5&lesson=forward-process&figure=4") == ".inspect-ratios"
+    assert figure_selector("checkpoint=patterns&lesson=sampling-strategies&figure=5") == ".quality-plot"
+    assert figure_selector("tab=Inspect&lesson=forward-process&figure=99") == ".inspect-fraction"  # no such figure
     for fig in lessons.all_figures():  # every lesson figure's link opens a figure the check knows
         assert figure_selector(fig.query).startswith(".")

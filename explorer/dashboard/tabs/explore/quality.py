@@ -81,7 +81,8 @@ class QualityView(StateView):
         self.status = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
         self.compared = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), css_classes=["quality-compared"])
         self.notice = notice("danger")
-        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, name="quality-plot")
+        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=380, name="quality-plot",
+                                      css_classes=["quality-plot"])  # a lesson link scrolls to it
         self._progress()
         self._draw()
         watch_presentation(self.state.session, widgets=(self.strategies, self.x, self.metric, self.samples,

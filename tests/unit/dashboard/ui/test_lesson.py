@@ -94,3 +94,12 @@ def test_the_menu_lists_the_five_lessons_linked_to_their_first_figures():
     hrefs = [a["href"] for t, a in tags if t == "a"]
     assert hrefs == [figure_url(item.figures[0], base="") for item in lessons.LESSONS]
     assert all(item.title in text for item in lessons.LESSONS) and "Lessons" in text
+
+
+def test_the_bar_brings_the_view_its_figure_names_into_view():
+    """A figure below its tab's main one (§4.4's training ratios) is the one the page scrolls to; others
+    are the tab's main figure (projector.figure_selector), which the page scrolls to only when it lies
+    below the first screen."""
+    assert 'const sel = ".inspect-ratios"' in view.bar_html("forward-process", 4)
+    assert 'const sel = ".model-page"' in view.bar_html("forward-process", 5)
+    assert "const sel" not in view.bar_html("forward-process", 0)  # the lesson before its first figure
