@@ -323,6 +323,28 @@ class UrlState(param.Parameterized):
                 out["figure"] = str(self.figure)
         return out
 
+    def departed(self, query: str) -> list[str]:
+        """The keys of a link's `query` (a lesson figure's, without '?') whose values the page no longer
+        shows: the checkpoint, the tab or a knob someone changed since. Keys the page does not carry, or
+        whose text reads as no value, are not counted (the link's notice named them when it opened)."""
+        from urllib.parse import parse_qsl
+
+        now, targets, out = {"checkpoint": self.state.checkpoint, "tab": self.tab}, self.targets(), []
+        for key, text in parse_qsl(query):
+            if key in now:
+                same = (now[key] or "").lower() == text.lower()
+            elif key in targets:
+                obj, name = targets[key]
+                try:
+                    same = getattr(obj, name) == parse_value(obj.param[name], text)
+                except ValueError:
+                    continue
+            else:
+                continue
+            if not same:
+                out.append(key)
+        return out
+
     def search(self) -> str:
         """`?key=value&...` for pn.state.location.search (percent-encoded: █ and spaces are safe)."""
         query = self.query()

@@ -151,20 +151,42 @@ def _js(value: str | None) -> str:
     return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def lesson_bar(url, session) -> pn.pane.HTML:
+def lesson_bar(url, session) -> pn.Column:
     """The bar of the lesson the link opened (`url`: the page's UrlState), hidden when it opened none;
-    drawn again at the session's type size when presentation mode is toggled."""
+    drawn again at the session's type size when presentation mode is toggled. Under it, once the page no
+    longer shows the figure's link (another checkpoint, tab or knob), a line says what changed and links
+    back: the bar's notice is of the figure, not of what the page shows now."""
     pane = pn.pane.HTML("", css_classes=[BAR_CLASS], stylesheets=[BAR_CSS], sizing_mode="stretch_width",
-                        visible=bool(url.lesson), margin=(0, 10, 4, 10))
+                        margin=(0, 10, 4, 10))
+    changed = pn.pane.HTML("", css_classes=["lesson-changed"], sizing_mode="stretch_width", margin=(0, 10, 4, 10),
+                           visible=False)
 
     def draw(*events):
         if url.lesson:
             pane.object = bar_html(url.lesson, url.figure, session.presentation)
             pane.styles = {"font-size": BAR_FONT[session.presentation]}
+        departed()
+
+    def departed(*events):
+        fig = figure_of(url.lesson, url.figure)
+        keys = url.departed(fig.query) if fig is not None else []
+        changed.visible = bool(keys)
+        if keys:  # its own pane: drawing the bar again would run its scripts again (and scroll)
+            back = literal(_href(fig, session.presentation))
+            changed.object = (f'<div style="font-size: {BAR_FONT[session.presentation]}; color: #555">'
+                              f"Changed since this figure's link: {literal(', '.join(keys))}; its notice is of the "
+                              f'figure. <a href="{back}">↺ Back to the figure</a></div>')
 
     draw()
     session.param.watch(draw, "presentation")
-    return pane
+    url.watch(departed)
+    return pn.Column(pane, changed, visible=bool(url.lesson), sizing_mode="stretch_width", margin=0)
+
+
+def figure_of(slug: str | None, index: int) -> Figure | None:
+    """Figure `index` of lesson `slug`; None for the lesson before its first figure, or none at all."""
+    item = next((x for x in LESSONS if x.slug == slug), None)
+    return item.figures[index - 1] if item is not None and 1 <= (index or 0) <= len(item.figures) else None
 
 
 def menu_html(presentation: bool = False) -> str:

@@ -205,3 +205,32 @@ def test_a_burst_of_changes_rewrites_the_url_once_when_the_knobs_rest(checkpoint
         callback()
     assert writes == [url.search()] and "seed=3" in writes[0]  # ...and only the last one writes
     s.close()
+
+
+def test_a_lesson_bar_says_what_changed_since_its_figures_link_and_links_back(session, monkeypatch):
+    """After another checkpoint or a knob changed, the bar's notice (of the figure) no longer describes the
+    page: a line under it names what changed and links back to the figure; undone, the line goes."""
+    from explorer.dashboard import lessons
+    from explorer.dashboard.ui.lesson import lesson_bar
+
+    fig = lessons.Figure("x", 1, "§1", "a figure", "a view", "checkpoint=tiny&steps=8&temperature=0.5",
+                         "notice this")
+    monkeypatch.setattr(lessons, "LESSONS", (lessons.Lesson("x", "A lesson", "", "", (fig,)),))
+    monkeypatch.setattr("explorer.dashboard.ui.lesson.LESSONS", lessons.LESSONS)
+    monkeypatch.setattr("explorer.dashboard.urlstate.LESSONS", lessons.LESSONS)
+    url = url_for(session)
+    url.apply({"checkpoint": "tiny", "steps": "8", "temperature": "0.5", "lesson": "x", "figure": "1"})
+    assert url.notice == "" and url.departed(fig.query) == []
+    bar = lesson_bar(url, session)
+    changed = bar.objects[1]
+    assert bar.visible and not changed.visible
+    session.steps = 12
+    session.temperature = 0.7
+    assert url.departed(fig.query) == ["steps", "temperature"] and changed.visible
+    assert "Changed since this figure's link: steps, temperature" in changed.object
+    assert 'href="?checkpoint=tiny&amp;steps=8&amp;temperature=0.5&amp;lesson=x&amp;figure=1"' in changed.object
+    session.param.update(steps=8, temperature=0.5)
+    assert not changed.visible
+    assert "tiny-ar" in session.param.checkpoint.objects
+    session.checkpoint = "tiny-ar"  # another model: its notice is of the figure's
+    assert url.departed(fig.query) == ["checkpoint"] and "checkpoint" in changed.object
