@@ -82,9 +82,9 @@ _PARTS_JS = """(sel) => { const all = []; const walk = root => { root.querySelec
 
 # A lesson link's page brings its figure into view once drawn (ui/lesson.py puts it in the lesson bar, with
 # SELECTOR the figure's): where the figure lies below the first screen (Explore's quality plot, Inspect's
-# training ratios), the lesson's reader saw another view and had to find it. It scrolls as little as brings
-# the whole figure in, again while the views above it are still filling in (for 6 s from when it is first
-# drawn), and never once the reader scrolled, clicked or pressed a key.
+# training ratios), the lesson's reader saw another view and had to find it. It brings the whole figure to
+# the middle of the window, again while the views above it are still filling in (for 6 s from when it is
+# first drawn), and never once the reader scrolled, clicked or pressed a key.
 SCROLL_JS = f"""<script>(function () {{
   const sel = SELECTOR, parts = {_PARTS_JS};
   const start = Date.now(); let touched = false, drawn = 0;
@@ -96,7 +96,9 @@ SCROLL_JS = f"""<script>(function () {{
     const found = parts(sel);
     if (found.length) {{
       const [box, fig] = found[0], r = fig.getBoundingClientRect();
-      if (r.top < 0 || r.bottom > innerHeight) box.scrollIntoView({{block: "nearest"}});
+      // centred where it fits (aligned to an edge, it ended a fraction of a pixel past it), else its top
+      if (r.top < 0 || r.bottom > innerHeight)
+        box.scrollIntoView({{block: box.getBoundingClientRect().height < innerHeight - 120 ? "center" : "start"}});
       drawn = drawn || Date.now();
       if (Date.now() - drawn > 6000) return;
     }}
