@@ -74,15 +74,17 @@ def _check_knob(name: str, knobs: set) -> None:
 
 
 def read_axes(vary: dict, model) -> dict:
-    """A diffusion sweep's axes less the knobs `model`'s process does not read (the schema's `processes`):
-    a uniform-state run accepts by the entropy bound, in no strategy's order or schedule, so its curves
-    per strategy were one curve drawn again, at as many times the model calls.
+    """A sweep's axes less the knobs `model`'s sampler does not read (the schema's `kinds` and `processes`):
+    a uniform-state run accepts by the entropy bound, in no strategy's order or schedule, and an AR model
+    writes left to right, one token a call, so their curves per strategy (or step count) were one curve
+    drawn again, at as many times the model calls.
 
     Args: vary, {knob: [values]}; model, the model swept (None: not loaded yet, every axis kept).
     Returns the axes it reads, in their order."""
     if model is None:
         return vary
-    unread = unread_by("diffusion", model_process(model), vary)
+    kind = getattr(model.config, "kind", "diffusion")
+    unread = unread_by(kind, model_process(model) if kind == "diffusion" else "masked", vary)
     return {k: v for k, v in vary.items() if k not in unread}
 
 

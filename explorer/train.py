@@ -119,6 +119,9 @@ class TrainConfig:
         for name in ("corpus", "data", "init_from"):
             if not isinstance(getattr(self, name), str) and (name == "corpus" or getattr(self, name) is not None):
                 raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}")
+        if self.corpus == "patterns" and self.data is not None:  # load_corpus would train on patterns
+            raise ValueError("corpus patterns is generated, not read: a data file would be ignored; leave it out "
+                             "(a text file trains the text corpus)")
         if self.process == "uniform" and self.kind != "diffusion":
             raise ValueError("process uniform is a diffusion process; it needs kind diffusion, not ar")
         if self.process == "uniform" and self.weighting != "elbo":

@@ -116,6 +116,9 @@ def _run(args):
     try:
         model = load_checkpoint(args.checkpoint, resolve_device(args.device), hf=hf_options(args))
         check_overrides_apply(args, model)
+        if args.no_cache and model.config.kind != "ar":  # the diffusion sampler's cache is the `cache` knob
+            raise CLIError("--no-cache: an AR model's KV cache; a diffusion model has none unless --cache asks "
+                           "for one, so leave it out")
         config = _config(args, model)
         if args.chat:
             from ..sampling.template import as_chat

@@ -132,14 +132,12 @@ def vary_from_args(args) -> dict:
 
 def read_axes(vary: dict, model, args) -> dict:
     """`vary` less the knobs the model's sampler does not read (experiments.read_axes: a uniform-state model
-    reads no strategy or schedule): a default list of one is dropped, since its cells would repeat one run;
+    reads no strategy or schedule, an AR model no step count either): a default list of one is dropped, since its cells would repeat one run;
     one given on the command line is refused, in sample's words (check_read), rather than swept as if it
     made a difference."""
     from ..experiments import read_axes as axes_read
     from .sample import check_read
 
-    if getattr(model.config, "kind", "diffusion") != "diffusion":  # the sweep itself says it needs one
-        return vary
     kept = axes_read(vary, model)
     check_read(model, {n: getattr(args, n) for n in vary if n not in kept and getattr(args, n, None) is not None})
     return kept
@@ -288,7 +286,11 @@ def run_sweep(model, judge, ar, vary, args, reference, client=None):
 
 def plot_paths(args, summary) -> list[tuple[str, str, Path]]:
     """(metric, x, file) for every requested figure; one figure keeps the --plot name as given."""
-    default = "pattern_quality" if "pattern_quality_mean" in summary else "gen_ppl"
+    from ..experiments import pick_metric
+
+    # the default: pattern quality, else gen-PPL, else what the sweep measured (no judge: no gen-PPL)
+    default = next((m for m in ("pattern_quality", "gen_ppl") if f"{m}_mean" in summary), None) \
+        or pick_metric(summary) or "tokens_per_s"
     metrics_ = parse_list(args.metric or default, str, "--metric")
     xs = parse_list(args.x, str, "--x")
     for m in metrics_:
@@ -434,6 +436,20 @@ def read_numbers(table, path: Path) -> None:
         table[name] = values.astype("Int64") if name in whole else values
 
 
+def check_nothing_to_sample(args) -> None:
+    """--from-csv samples nothing: a flag that only a run reads (what to load, a knob's list, where to run)
+    would be ignored, and the figure taken for the sweep it asked for."""
+    given = [knob.flag for knob in swept_knobs() if getattr(args, knob.name) is not None]
+    given += [flag for flag, value in (("--checkpoint", args.checkpoint), ("--judge", args.judge),
+                                       ("--data", args.data), ("--ar", args.ar), ("--length", args.length),
+                                       ("--batch-size", args.batch_size), ("--scheduler", args.scheduler),
+                                       ("--workers", args.workers), ("--no-reference", args.no_reference or None),
+                                       ("--no-pack", args.no_pack or None)) if value is not None]
+    if given:
+        raise CLIError(f"--from-csv draws a saved sweep again and samples nothing: {', '.join(given)} would be "
+                       f"ignored; leave {'it' if len(given) == 1 else 'them'} out")
+
+
 def report_saved(args) -> int:
     """--from-csv: the summary, the sweet spot and the figures of a saved per-sample table; nothing sampled."""
     import pandas as pd
@@ -447,6 +463,8 @@ def report_saved(args) -> int:
         raise CLIError(f"--from-csv {path}: {str(e).strip()}") from e  # (pandas ends some messages in a newline)
     if not {"sampler", "steps", "text"} <= set(table.columns):
         raise CLIError(f"--from-csv {path}: not a sweep's per-sample table (the CSV that --out writes)")
+    if not len(table):
+        raise CLIError(f"--from-csv {path}: the table has no samples (a header alone)")
     check_outputs(args)
     read_numbers(table, path)
     check_plot_args(args)
@@ -463,9 +481,12 @@ def main(args) -> int:
     from ..sampling.config import SamplerConfig
 
     if args.from_csv:
+        check_nothing_to_sample(args)
         return report_saved(args)
     if not args.checkpoint:
         raise CLIError("--checkpoint is required (or --from-csv TABLE, to plot a saved sweep)")
+    if args.data and args.no_reference:
+        raise CLIError("--data is read for the reference row alone, which --no-reference leaves out: drop one")
     vary = vary_from_args(args)
     check_outputs(args)
     try:  # bad knob values fail here, before any model is loaded
@@ -500,7 +521,8 @@ def sweep_and_report(args, vary, client) -> int:
         length = canvas_length(model, args.length, None)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    reference = None if args.no_reference else load_reference(model, args, length, required=False)[1]
+    # a --data given is read for the reference row alone: a file it cannot use is an error, not a note
+    reference = None if args.no_reference else load_reference(model, args, length, required=args.data is not None)[1]
     table, summary, cancelled = run_sweep(model, judge, ar, vary, args, reference, client)
     if summary is None:
         print("cancelled before the first batch finished: nothing to write", file=sys.stderr)

@@ -125,9 +125,20 @@ def test_cli_evaluate_ar_checkpoint(ckpt_dir, capsys):
     (["sweep", "--checkpoint", "txt", "--metric", "gen_ppl"], "needs an AR judge"),
     (["evaluate", "--checkpoint", "txt"], "pass --data FILE"),
     (["evaluate", "--checkpoint", "txt", "--data", "OTHER"], "is not the file this checkpoint was trained on"),
+    # a --data given is read for the reference row: a file it cannot use is an error, not a note
+    (["sweep", "--checkpoint", "txt", "--steps", "1", "--n", "1", "--judge", "none", "--data", "MISSING"],
+     "data file not found"),
+    (["sweep", "--checkpoint", "txt", "--steps", "1", "--n", "1", "--judge", "none", "--data", "OTHER"],
+     "is not the file this checkpoint was trained on"),
+    (["sweep", "--checkpoint", "txt", "--data", "OTHER", "--no-reference"], "which --no-reference leaves out"),
+    (["sweep", "--checkpoint", "ar", "--steps", "2", "--judge", "none"], "an autoregressive model's sampler does not"),
+    (["sweep", "--from-csv", "OTHER", "--steps", "1,2", "--checkpoint", "pat"],
+     "samples nothing: --steps, --checkpoint would be ignored; leave them out"),
+    (["sample", "--checkpoint", "pat", "--no-cache"], "--no-cache: an AR model's KV cache"),
 ])
 def test_cli_error_paths(ckpt_dir, capsys, argv, message):
-    argv = [str(ckpt_dir / "other.txt") if a == "OTHER" else a for a in argv]
+    argv = [str(ckpt_dir / "other.txt") if a == "OTHER" else str(ckpt_dir / "gone.txt") if a == "MISSING" else a
+            for a in argv]
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
@@ -151,7 +162,8 @@ def test_cli_sweep_writes_over_no_file_it_reads_nor_another_kind_of_file(ckpt_di
     (ckpt_dir / "saved.csv").write_text(SAVED)
     before = {p: p.read_bytes() for p in ckpt_dir.iterdir()}
     argv = [a.format(d=ckpt_dir, n=ckpt_dir.name) for a in argv]
-    assert cli_main(["sweep", "--steps", "1", "--n", "1", *argv]) == 2
+    run = [] if "--from-csv" in argv else ["--steps", "1", "--n", "1"]  # (a saved sweep samples nothing)
+    assert cli_main(["sweep", *run, *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
     assert {p: p.read_bytes() for p in ckpt_dir.iterdir()} == before
@@ -233,3 +245,29 @@ def test_a_uniform_state_sweep_drops_the_default_strategies_and_refuses_given_on
     assert cli_main(["sweep", "--checkpoint", "tiny", "--steps", "1", "--n", "1", "--no-reference",
                      "--out", str(ckpt_dir / "m.csv")]) == 0
     assert set(pd.read_csv(ckpt_dir / "m.csv")["strategy"]) == {"confidence", "random"}
+
+
+def test_an_ar_sweep_drops_the_axes_its_sampler_does_not_read(ckpt_dir):
+    """An AR model writes left to right, a token a call: its default steps x strategy axes gave 12 identical
+    rows (the same text at every step count); they are dropped, as a uniform-state model's strategies."""
+    out = ckpt_dir / "ar.csv"
+    assert cli_main(["sweep", "--checkpoint", "ar", "--n", "2", "--judge", "none", "--no-reference",
+                     "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert len(table) == 2 and set(table["sampler"]) == {"ar"}
+
+
+def test_a_plot_without_a_judge_draws_a_metric_the_sweep_measured(ckpt_dir, capsys):
+    """--plot on text without --metric drew gen-PPL, which a sweep without a judge does not measure: the
+    run ended in an error after all its sampling. It draws one the sweep has."""
+    plot = ckpt_dir / "nojudge.html"
+    assert cli_main(["sweep", "--checkpoint", "txt", "--steps", "1,2", "--n", "2", "--judge", "none",
+                     "--no-reference", "--plot", str(plot), "--plot-resources", "cdn"]) == 0
+    assert plot.is_file() and "error" not in capsys.readouterr().err
+
+
+def test_a_saved_sweep_without_samples_is_one_error(ckpt_dir, capsys):
+    header = ckpt_dir / "header.csv"
+    header.write_text("sampler,steps,text,seed\n")
+    assert cli_main(["sweep", "--from-csv", str(header)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --from-csv {header}: the table has no samples (a header alone)"
