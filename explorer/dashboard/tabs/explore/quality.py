@@ -11,6 +11,7 @@ import param
 
 from ....experiments import pick_metric
 from ...ui.base import StateView, checkbox, notice, show_notice, watch_presentation
+from ...ui.legend import legend_columns, short_stars
 from ...ui.palette import FONT
 from ...ui.safe import literal
 
@@ -18,22 +19,6 @@ log = logging.getLogger(__name__)
 
 # what an empty panel says (auto-sweep off: `serve --no-auto-sweep`, a class's server), instead of a blank
 IDLE_HINT = "not computed for these knobs yet: press Compute"
-
-
-SHORT_SWEET_SPOT = "sweet spot (90% of the best)"
-
-
-LEGEND_CHARS = 50  # label characters two legend columns hold side by side in the sidebar-width column
-
-
-def legend_columns(labels) -> int:
-    """Two legend columns where their widest labels fit side by side, else one. Bokeh fills the first
-    column, then the second: one strategy's "diffusion (confidence): tokens/s" beside the sweet spot's
-    label ran past a 1366-pixel page's column, where two strategies' shorter labels fit."""
-    shown = list(dict.fromkeys(label for label in labels if label))  # the legend merges repeated labels
-    half = (len(shown) + 1) // 2
-    widest = lambda part: max(map(len, part), default=0)  # noqa: E731
-    return 2 if widest(shown[:half]) + widest(shown[half:]) <= LEGEND_CHARS else 1
 
 
 def quality_figure(summary, metric: str, x: str, presentation: bool):
@@ -53,8 +38,7 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     # the stars' short name at every type size: the rule in words ran past the column's edge at projector
     # type, and at normal type too whenever it fell in the legend's second column (a uniform-state model's
     # one curve: "sweet spot: fewest steps reaching 90" at 1366 pixels)
-    plot = plot.map(lambda el: el.relabel(SHORT_SWEET_SPOT) if str(el.label).startswith("sweet spot") else el,
-                    [hv.Scatter])
+    plot = short_stars(plot)
     return plot.opts(
         legend_position="bottom", legend_cols=1 if presentation else legend_columns([el.label for el in plot]),
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],

@@ -30,6 +30,7 @@ from ...ui.base import (
     side_by_side,
     watch_presentation,
 )
+from ...ui.legend import legend_columns, short_stars
 from ...ui.palette import FONT
 from ...ui.safe import literal
 from .state import SweepTabState, SweepTask
@@ -215,6 +216,7 @@ class SweepTabView(pn.viewable.Viewer):
         self.summary = pn.pane.DataFrame(None, index=False, sizing_mode="stretch_width", max_height=300,
                                          stylesheets=[TABLE_CSS], css_classes=["sweep-summary"])
         self.plot_notice = notice("danger")
+        self.metric_notice = notice("info", css_classes=["sweep-metric-notice"])
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-grid-table"])
         self.temps = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-temps-table"])
         self._figures = {}
@@ -237,11 +239,13 @@ class SweepTabView(pn.viewable.Viewer):
         result = self.tab.main.result
         self.plot_notice.visible = False
         if result is None:
+            self._metric_note(None)
             self.quality_plot.object = self.speed_plot.object = self.summary.object = None
             self._figures = {}
             return
         summary = result[1]
         metric = pick_metric(summary, self.tab.metric)
+        self._metric_note(metric)
         try:
             self._figures = self._make_figures(summary, metric)
         except Exception as e:  # a notice beside the plots; the session must survive a plotting bug
@@ -252,6 +256,16 @@ class SweepTabView(pn.viewable.Viewer):
         self.speed_plot.object = self._figures.get("speed")
         self.summary.object = summary_frame(summary, metric) if metric else None
 
+    def _metric_note(self, metric: str | None) -> None:
+        """A metric asked for (the select, a link) that the sweep did not measure: the figure shows another,
+        and says so, where the select alone named the one asked for."""
+        wanted = self.tab.metric
+        other = wanted != "auto" and metric is not None and metric != wanted
+        show_notice(self.metric_notice, (
+            f"{LABELS.get(wanted, wanted)} is not measured for this model (patterns are scored by pattern "
+            f"quality; gen-PPL needs an AR judge of the same alphabet): the figure shows "
+            f"{LABELS.get(metric, metric)}") if other else "")
+
     def _make_figures(self, summary, metric) -> dict:
         """Quality without the tokens/s second axis (the speed figure stands beside it), styled as the
         Explore tab's (legend below, presentation fonts)."""
@@ -261,8 +275,11 @@ class SweepTabView(pn.viewable.Viewer):
             "legend": font["plot"]})
         figures = {}
         if metric is not None:
-            figures["quality"] = quality_speed_plot(summary, metric, x=tab.x, speed=False,
-                                                    height=380).opts(**style)
+            # the stars' short name (the section's caption states the rule), in as many legend columns as
+            # fit half a 1366-pixel page: the rule in words ran past its edge ("... the best pattern qu")
+            plot = short_stars(quality_speed_plot(summary, metric, x=tab.x, speed=False, height=380))
+            cols = 1 if tab.session.presentation else legend_columns([el.label for el in plot])
+            figures["quality"] = plot.opts(**{**style, "legend_cols": cols})
         if f"{tab.speed_metric}_mean" in summary:
             figures["speed"] = speed_plot(summary, x=tab.x, metric=tab.speed_metric, height=380).opts(**style)
         return figures
@@ -333,7 +350,7 @@ class SweepTabView(pn.viewable.Viewer):
     def __panel__(self):
         p = self.tab.param
         plots = side_by_side(self.quality_plot, self.speed_plot)
-        figure_first(self.tab.session, self.plot_notice, plots)  # projector mode: above the section's controls
+        figure_first(self.tab.session, self.plot_notice, self.metric_notice, plots)  # projector: above the controls
         self._plot_widths()
         self.tab.session.param.watch(lambda *e: self._plot_widths(), ["presentation"])
         main = pn.Column(
@@ -343,6 +360,7 @@ class SweepTabView(pn.viewable.Viewer):
                     "plotted). The cells share their model calls while sampling; each cell's speed is one of "
                     "its generations run again by itself, timed alone."),
             self._controls(), TaskBar(task=self.tab.main, session=self.tab.session), self.plot_notice,
+            self.metric_notice,
             plots, self.summary, self._downloads(), sizing_mode="stretch_width")
         inputs = [pn.widgets.TextInput.from_param(p.grid_steps, width=170),
                   pn.widgets.IntInput.from_param(p.grid_samples, width=120),

@@ -674,7 +674,8 @@ def test_the_quality_legend_names_the_stars_briefly():
     import holoviews as hv
     import pandas as pd
 
-    from explorer.dashboard.tabs.explore.quality import SHORT_SWEET_SPOT, quality_figure
+    from explorer.dashboard.tabs.explore.quality import quality_figure
+    from explorer.dashboard.ui.legend import SHORT_SWEET_SPOT
 
     hv.extension("bokeh")
     summary = pd.DataFrame({"sampler": "diffusion", "strategy": "confidence", "steps": [1, 2, 4, 8],
@@ -694,7 +695,7 @@ def test_the_quality_legend_names_the_stars_briefly():
 
 
 def test_the_quality_legend_takes_two_columns_where_they_fit():
-    from explorer.dashboard.tabs.explore.quality import legend_columns
+    from explorer.dashboard.ui.legend import legend_columns
 
     two_strategies = ["confidence", "confidence: tokens/s", "random", "random: tokens/s", "AR baseline",
                       "AR baseline: tokens/s", "held-out text", "sweet spot (90% of the best)"]

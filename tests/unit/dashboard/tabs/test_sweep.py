@@ -342,3 +342,22 @@ def test_a_uniform_state_model_is_swept_at_its_own_temperature(checkpoints):
     assert tab.temperatures == "1.0" and url.notice == ""
     tab.close()
     state.close()
+
+
+def test_a_metric_the_sweep_did_not_measure_is_named_beside_the_figure_that_shows_another(checkpoints):
+    """A link's sweep.metric=gen_ppl on a patterns model: the select showed gen_ppl over a pattern-quality
+    figure, and nothing said so."""
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Sweep", state)
+    state.load(wait=True)
+    tab.param.update(steps_grid="1,2", samples=1, strategies=["confidence"], include_ar=False)
+    assert tab.start_sweep(wait=True) and tab.main.error == ""
+    assert not view.metric_notice.visible
+    tab.metric = "gen_ppl"
+    said = view.metric_notice.object
+    assert view.metric_notice.visible and "gen-PPL (AR judge) is not measured for this model" in said
+    assert "the figure shows pattern quality" in said
+    tab.metric = "auto"
+    assert not view.metric_notice.visible
+    tab.close()
+    state.close()
