@@ -302,7 +302,10 @@ class UrlState(param.Parameterized):
         model = self.state.knobs_model()
         if obj is self.state and name in KNOBS and model is not None:
             return self._model_default(name, model)
-        return obj.param[name].default
+        chosen = obj.url_default(name) if hasattr(obj, "url_default") else None
+        # a value the tab chose for the loaded model (Compare's and Sweep's for a uniform-state model): the
+        # same model chooses it again when the link is opened, so the link need not carry it
+        return obj.param[name].default if chosen is None else chosen
 
     def query(self) -> dict[str, str]:
         """The link's query: checkpoint and seed, then every value that differs from its default."""

@@ -234,3 +234,33 @@ def test_a_lesson_bar_says_what_changed_since_its_figures_link_and_links_back(se
     assert "tiny-ar" in session.param.checkpoint.objects
     session.checkpoint = "tiny-ar"  # another model: its notice is of the figure's
     assert url.departed(fig.query) == ["checkpoint"] and "checkpoint" in changed.object
+
+
+def test_values_a_tab_chose_for_the_model_stay_out_of_the_link(checkpoints):
+    """A uniform-state model's page wrote compare.preset, compare.columns and sweep.temperatures into its
+    link though nobody set them: the tabs chose them for the model, and choose them again when the link is
+    opened. A value someone picks is written."""
+    from explorer.dashboard.tabs import build_tab
+    from tests.support.dashboard import save_twins
+
+    save_twins(checkpoints)
+    state = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    compare, _ = build_tab("Compare", state)
+    sweep, _ = build_tab("Sweep", state)
+    url = url_for(state)
+    state.load(wait=True)
+    assert compare.preset == "temperature"  # chosen for the model
+    assert not {"compare.preset", "compare.columns", "sweep.temperatures"} & set(url.query())
+    reopened = open_session(checkpoint="tiny-uniform", device="cpu", auto_run=False, sweep_auto=False)
+    compare2, _ = build_tab("Compare", reopened)
+    sweep2, _ = build_tab("Sweep", reopened)
+    UrlState(reopened, list(reopened.tabs)).apply(url.query())
+    reopened.load(wait=True)  # the link without those keys opens the same page
+    assert (compare2.preset, compare2.columns, sweep2.temperatures) == (compare.preset, compare.columns,
+                                                                         sweep.temperatures)
+    sweep.temperatures = "0.5"
+    assert compare.apply_preset("steps", start=False)
+    q = url.query()
+    assert q["sweep.temperatures"] == "0.5" and q["compare.preset"] == "steps"
+    for s in (state, reopened):
+        s.close()

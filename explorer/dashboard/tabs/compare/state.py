@@ -540,6 +540,14 @@ class CompareState(TabState):
         if not self.running and not any(self.results):
             self.start(by_itself=True)
 
+    def url_default(self, name: str):
+        """The preset and columns this tab chose for the loaded model (on_model_changed: a uniform-state
+        model's temperature preset), which the link leaves out as it leaves out a default; None: the
+        parameter's own default."""
+        if self._moved_from is None or self.preset != "temperature":
+            return None
+        return {"preset": "temperature", "columns": SEP.join(PRESETS["temperature"][1])}.get(name)
+
     def check_link_value(self, name: str, value) -> None:
         """A link's columns are read as a typed edit is (urlstate.UrlState: refused with the link's notice)."""
         if name == "columns":

@@ -396,6 +396,11 @@ class SweepTabState(TabState):
                               (self.temps, self.temps_plan)):
             self._refresh(task, planner)
 
+    def url_default(self, name: str):
+        """The Temperatures this tab chose for the loaded model (sweep_temperatures), which the link leaves
+        out as it leaves out a default; None: the parameter's own default."""
+        return self._chosen_temps if name == "temperatures" else None
+
     def on_model_changed(self) -> None:
         for task in (self.main, self.grid, self.temps):
             task.clear()
