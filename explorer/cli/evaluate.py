@@ -89,8 +89,14 @@ def print_quality(model, judge, args, reference, config) -> None:
                            judge=judge, batch_size=args.batch_size, reference=reference)
     except ValueError as e:
         raise CLIError(str(e)) from e
+    from ..sampling.uniform import DEFAULT_BOUND, model_process
+
+    # the knobs the model's sampler reads: a uniform-state one accepts by the entropy bound, in no strategy's order
+    bound = DEFAULT_BOUND if config.entropy_bound is None else config.entropy_bound
+    order = (f"entropy bound {bound:g}" if model.config.kind == "diffusion" and model_process(model) == "uniform"
+             else config.strategy)
     what = "AR sampler" if model.config.kind == "ar" else (
-        f"sampler: {config.steps} steps, {config.strategy}, temperature {config.temperature}")
+        f"sampler: {config.steps} steps, {order}, temperature {config.temperature}")
     note = "; no gen-PPL: no AR judge" if judge is None and sample_kind(model) == "text" else ""
     print(f"\nsample quality ({args.n} samples; {what}) vs held-out text of the same length (mean ± sem{note}):")
     print(format_summary(summary, []))

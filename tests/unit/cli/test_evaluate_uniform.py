@@ -34,3 +34,16 @@ def test_masked_checkpoint_keeps_the_masked_figures(capsys):
     print_likelihood(model, val)
     out = capsys.readouterr().out
     assert f"held-out NELBO: {diffusion.nelbo(model, val)['bits_per_char']:.4f} bits/char" in out
+
+
+def test_the_quality_line_names_the_knobs_a_uniform_state_sampler_reads(capsys):
+    """The line said 'confidence' for a sampler that reads no strategy: it names the entropy bound."""
+    from types import SimpleNamespace
+
+    from explorer.cli.evaluate import print_quality
+    from explorer.sampling import SamplerConfig
+
+    args = SimpleNamespace(n=1, seed=0, length=8, batch_size=1)
+    print_quality(_model("uniform"), None, args, None, SamplerConfig(steps=2, entropy_bound=5.0, temperature=0.5))
+    out = capsys.readouterr().out
+    assert "sampler: 2 steps, entropy bound 5, temperature 0.5" in out and "confidence" not in out

@@ -296,7 +296,7 @@ class InspectView(pn.viewable.Viewer):
                  ("Accuracy CSV", "inspect-accuracy.csv", accuracy_csv),
                  ("Accuracy plot PNG", "inspect-accuracy.png", lambda: plot_png(acc_figure())),
                  ("Accuracy plot HTML", "inspect-accuracy.html", lambda: plot_html(acc_figure())),
-                 ("Mask-fraction plot PNG", "inspect-fraction.png", lambda: plot_png(self.fraction_figure()))]
+                 ("Forward-process plot PNG", "inspect-fraction.png", lambda: plot_png(self.fraction_figure()))]
         return pn.FlexBox(
             *(download_button(label, name, make, session=tab.session) for label, name, make in files),
             sizing_mode="stretch_width", css_classes=["inspect-downloads"])

@@ -370,7 +370,8 @@ class SweepTabView(pn.viewable.Viewer):
         # at projector type the grid's and the comparison's inputs and tables had stayed small
         watch_presentation(self.tab.session, panes=(self.summary, self.grid, self.temps), widgets=inputs)
         grid = pn.Column(
-            section("### Quality grid\nThe same seeds at each step count (first strategy chosen above)."),
+            section("### Quality grid\nThe same seeds at each step count (first strategy chosen above; a uniform-state "
+                    "model reads none)."),
             pn.FlexBox(*inputs[:2]),
             TaskBar(task=self.tab.grid, session=self.tab.session, css="sweep-grid"), self.grid,
             sizing_mode="stretch_width")
