@@ -168,12 +168,17 @@ def check_args(args) -> None:
     if args.cookie_secret is not None and not args.cookie_secret.strip():
         raise CLIError("--cookie-secret is empty")
     from ..dashboard.checkpoints import DATA_ENV, data_files
+    from ..data.corpus import CorpusError, read_text_file
 
     # the variable's files as the flag's: a typo in either leaves Inspect without its held-out text, unsaid
     for flag, paths in (("--data", args.data or []), (DATA_ENV, data_files())):
         for path in paths:
             if not os.path.isfile(path) or not os.access(path, os.R_OK):
                 raise CLIError(f"{flag} {path}: no such readable file")
+            try:  # a file no checkpoint can be split from is never used: said now, not by a missing figure
+                read_text_file(path)
+            except CorpusError as e:
+                raise CLIError(f"{flag} {path}: {str(e).replace(str(path) + ' ', '', 1)}") from None
     try:
         resolve_device(args.device)
     except ValueError as e:

@@ -32,6 +32,7 @@ def checkpoints(tmp_path, monkeypatch):
     (["--allow-training", "--user-checkpoints", "0"], "argument --user-checkpoints: expected an integer"),
     (["--checkpoint", "../tiny"], "no checkpoint named '../tiny' in checkpoints/"),
     (["--data", "missing.txt"], "--data missing.txt: no such readable file"),
+    (["--data", "{bad}"], "is not UTF-8 text"),  # no checkpoint's held-out text can come from it
     # Bokeh checks the origins only as the server starts, with a traceback
     (["--allow-websocket-origin", ""], "--allow-websocket-origin '': expected HOST or HOST:PORT"),
     (["--allow-websocket-origin", ":5006"], "--allow-websocket-origin ':5006': expected HOST or HOST:PORT"),
@@ -43,7 +44,9 @@ def test_serve_refuses_bad_arguments_before_starting(checkpoints, tmp_path, caps
 
     users = tmp_path / "users.json"
     users.write_text('["alice", "secret"]')
-    argv = [a.format(users=users) for a in argv]
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("café au lait".encode("latin-1"))
+    argv = [a.format(users=users, bad=bad) for a in argv]
     assert main(["serve", "--no-show", "--port", "0", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
