@@ -49,7 +49,7 @@ def test_sample_and_sweep_have_its_flag_and_help(seen):
 
 
 def test_the_dashboard_has_its_parameter_slider_link_and_column(seen):
-    assert seen["in_knobs"] and seen["param"] == ["Number", [0.0, 1.0], "Nudge", f"{HELP} (0 = off)"]
+    assert seen["in_knobs"] and seen["param"] == ["StepNumber", [0.0, 1.0], "Nudge", f"{HELP} (0 = off)"]
     assert seen["config"] == 0.25  # the session's value reaches its SamplerConfig
     assert seen["link"] == [0.5, "", "0.5"]  # read from a link, and written back into it
     # the UI's one bound (0-1, narrower than the config's 0-5) holds for links and columns alike
