@@ -38,13 +38,21 @@ from .meta import (
 from ... import checkpoints
 from .state import OFF_TEXT, PRESETS, ModelState
 
+def command_html(command: str) -> str:
+    """A training command as HTML that wraps between its arguments: each argument kept whole (the browser
+    broke '--max-minutes' after its hyphens, and '--resume' between them), but one longer than a line."""
+    return " ".join(literal(arg) if len(arg) > 40 else f'<span class="arg">{literal(arg)}</span>'
+                    for arg in command.split(" "))
+
+
 PRESET_LABELS = {"patterns": "patterns (tiny model, ~1-2 min)", "shakespeare": "Shakespeare (small model, ~3 min)"}
 PAGE_CSS = """
 .meta-table { border-collapse: collapse; width: 100%; font-size: 0.92em; }
 .meta-table th { text-align: left; font-weight: 600; padding: 2px 16px 2px 0; white-space: nowrap; width: 1%;
                  vertical-align: top; color: #333; }
 .meta-table td { padding: 2px 0; overflow-wrap: anywhere; }  /* the vocabulary is one 65-character word */
-.meta-commands code { white-space: pre-wrap; word-break: break-all; font-size: 0.85em; }
+.meta-commands code { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; }
+.meta-commands .arg { white-space: nowrap; }  /* a flag or value whole (command_html) */
 h3 { font-size: 1.05em; font-weight: bold; margin: 12px 0 4px 0; }  /* as every heading (ui.base.HEADING_CSS) */
 """
 
@@ -83,7 +91,7 @@ def summary_html(meta: dict, name: str, preview: tuple | None = None) -> str:
                      f"<pre class='corpus-head pattern-examples'>{literal(rows)}</pre>")
     commands = meta.get("commands") or []
     if commands:
-        items = "".join(f"<li><code>{literal(c)}</code></li>" for c in commands)
+        items = "".join(f"<li><code>{command_html(c)}</code></li>" for c in commands)
         parts.append(f"<h3>Commands</h3><ol class='meta-commands'>{items}</ol><p class='caption'>As run. "
                      "<code>--data FILE</code> is the training text: a shipped checkpoint names the file alone "
                      "(run from the folder that holds it), or leave it out (Tiny Shakespeare is downloaded once, "

@@ -240,6 +240,7 @@ class SweepTabState(TabState):
     temp_samples = param.Integer(3, bounds=(1, 16), label="Samples each")
     note = param.String("", doc="What this model cannot do here (no AR baseline, not a diffusion model)")
     unread = param.List([], doc="The axis inputs the loaded model's run does not read (greyed in the view)")
+    no_ar = param.Boolean(False, doc="No AR checkpoint of the loaded model's alphabet: no baseline to include")
 
     URL_PARAMS = ("strategies", "schedules", "temperatures", "thresholds", "include_ar", "steps_grid", "samples",
                   "x", "metric")
@@ -411,6 +412,7 @@ class SweepTabState(TabState):
         if model is not None and self.temperatures == self._chosen_temps:
             self.temperatures = self._chosen_temps = sweep_temperatures(model, self.param.temperatures.default)
         self.unread = [name for name, knob in AXIS_INPUTS.items() if knob not in read_axes({knob: []}, model)]
+        self.no_ar = model is not None and self._judge is None
         self.refresh_all()
 
     def _note(self) -> str:

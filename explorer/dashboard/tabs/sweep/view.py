@@ -311,11 +311,12 @@ class SweepTabView(pn.viewable.Viewer):
         watch_presentation(s, widgets=w)
         axes = dict(zip(("strategies", "schedules", "thresholds"), (w[0], w[1], w[4])))
 
-        def grey(*events):  # the inputs the loaded model's run does not read
+        def grey(*events):  # the inputs the loaded model's run does not read, and a baseline there is not
             for name, widget in axes.items():
                 widget.disabled = name in self.tab.unread
+            w[6].disabled = self.tab.no_ar
         grey()
-        self.tab.param.watch(grey, ["unread"])
+        self.tab.param.watch(grey, ["unread", "no_ar"])
         # rows that wrap: at projector type they ran past a 1024-pixel window's edge
         return pn.Column(
             pn.FlexBox(_labelled("Strategies", w[0], s), _labelled("Schedules", w[1], s)),

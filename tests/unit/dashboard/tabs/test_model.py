@@ -398,3 +398,18 @@ def test_each_training_sequence_shows_its_own_period():
     assert "period 2–6" not in page
     for row in pattern_examples(meta):
         assert f"{row}  period {smallest_period(row)}" in page
+
+
+def test_a_training_command_wraps_between_its_arguments_and_reads_as_typed():
+    """The browser broke '--max-minutes' after its hyphens: each argument is kept whole, but one longer than
+    a line; the text is the command as run, escaped (a recorded path is outside text)."""
+    import re
+
+    from explorer.dashboard.tabs.model.view import command_html
+
+    command = "python run.py train --max-minutes 201 --data <b>x</b>.txt " + "a" * 50
+    html = command_html(command)
+    assert html.count('<span class="arg">') == 7 and "a" * 50 + "</span>" not in html
+    assert "<b>" not in html and "&lt;b&gt;x&lt;/b&gt;.txt" in html
+    text = re.sub(r"<[^>]+>", "", html).replace("&lt;", "<").replace("&gt;", ">")
+    assert text == command

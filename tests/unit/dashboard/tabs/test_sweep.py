@@ -361,3 +361,20 @@ def test_a_metric_the_sweep_did_not_measure_is_named_beside_the_figure_that_show
     assert not view.metric_notice.visible
     tab.close()
     state.close()
+
+
+def test_the_ar_baseline_box_is_greyed_where_there_is_no_ar_checkpoint(checkpoints, monkeypatch):
+    """It stayed ticked and live under the notice 'no AR baseline'."""
+    from explorer.dashboard import checkpoints as listing
+
+    state = open_session(checkpoint="tiny", device="cpu", auto_run=False, sweep_auto=False)
+    tab, view = build_tab("Sweep", state)
+    state.load(wait=True)
+    layout = view.__panel__()
+    box = [w for w in layout.select(pn.widgets.CheckBoxGroup) if w.options == ["AR baseline"]]
+    assert len(box) == 1 and not tab.no_ar and not box[0].disabled  # tiny-ar has the alphabet
+    monkeypatch.setattr(listing, "find_judge", lambda model, names: None)
+    tab.on_model_changed()  # as a model of another alphabet would
+    assert tab.no_ar and box[0].disabled
+    tab.close()
+    state.close()
