@@ -469,6 +469,8 @@ def report_saved(args) -> int:
     read_numbers(table, path)
     check_plot_args(args)
     summary = aggregate(table)  # its knobs inferred from the table's columns
+    if args.plot:  # a metric the saved sweep lacks: said before the table, not under it
+        plot_paths(args, summary)
     print(format_summary(summary, summary.attrs["knobs"]))
     if table["steps"].nunique() > 1:
         print_sweet_spot(summary, args)

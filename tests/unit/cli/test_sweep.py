@@ -80,6 +80,10 @@ def test_cli_sweep_from_csv_plots_a_saved_sweep_without_sampling(ckpt_dir, capsy
                        (["--steps", "1,2"], "--checkpoint is required")):
         assert cli_main(["sweep", *argv]) == 2
         assert says in capsys.readouterr().err
+    # a metric the saved sweep lacks: the one error line, not the whole table above it
+    assert cli_main(["sweep", "--from-csv", str(saved), "--plot", str(ckpt_dir / "x.html"), "--metric", "gen_ppl"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: --metric gen_ppl: not in this sweep")
 
 
 def test_cli_evaluate_patterns_and_text(ckpt_dir, capsys):
