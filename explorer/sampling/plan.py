@@ -179,6 +179,7 @@ def plan_run(model, config: SamplerConfig, *, length: int | None = None, templat
     if model_process(model) == "uniform":
         return _uniform_plan(model, config, canvas)
     _check_eos(model, config)
+    _check_guidance(config, canvas)
     blocks = plan_blocks(canvas.fixed, config.block_length)
     if config.adaptive:
         n = canvas.n_generate
@@ -217,6 +218,14 @@ def _check_eos(model, config: SamplerConfig) -> None:
     if config.suppress_eos != "off" and not getattr(getattr(model, "tokenizer", None), "eos_ids", None):
         raise ValueError(f"suppress_eos={config.suppress_eos} acts on end-of-sequence tokens, and this model's "
                          "tokenizer has none: leave it off")
+
+
+def _check_guidance(config: SamplerConfig, canvas) -> None:
+    """Classifier-free guidance pushes away from the prediction without the prompt: a canvas with no
+    fixed text has none to remove, and would run as if it were off, so it is refused, not ignored."""
+    if config.cfg_scale > 0 and not np.asarray(canvas.fixed).any():
+        raise ValueError(f"cfg_scale={config.cfg_scale:g} guides by the prompt, and this canvas has no fixed "
+                         "text: give a prompt or template, or leave it at 0")
 
 
 def _check_canvas(model, canvas, kind: str) -> None:

@@ -55,8 +55,9 @@ def test_classifier_free_guidance_follows_llada_formula():
     assert model.rows == [2] and guided.nfe == 2  # one call on canvas + unconditional canvas; 2 evaluations
     p = torch.softmax(torch.tensor([1.0, 1.8, 0.0, 0.0]), 0)[1]
     assert guided.commit_confidence[0, 1] == pytest.approx(float(p), abs=1e-6)
-    blank = sample(model, SamplerConfig(steps=1, temperature=0, cfg_scale=1.0), length=2)
-    assert blank.nfe == 1  # no prompt: the unconditional pass would equal the conditional one
+    # no prompt: the unconditional pass would equal the conditional one, a run without the knob: refused
+    with pytest.raises(ValueError, match="cfg_scale=1 guides by the prompt, and this canvas has no fixed text"):
+        sample(model, SamplerConfig(steps=1, temperature=0, cfg_scale=1.0), length=2)
 
 
 def test_eos_never_proposed_with_logit_suppression():
