@@ -7,6 +7,7 @@ imported inside the functions.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -387,8 +388,21 @@ def save_plot(obj, path: str | Path, resources: str = "inline") -> Path:
     from bokeh.resources import CDN, INLINE
 
     html = file_html(render_bokeh(obj), INLINE if resources == "inline" else CDN, path.stem)
-    path.write_text(html, encoding="utf-8")
+    path.write_text(standalone_html(html), encoding="utf-8")
     return path
+
+
+# A script a served page loads from its server (Panel adds its ES-module shim to every bokeh page once
+# imported, by a path relative to the server); a standalone file has no server: the browser reported the
+# file missing, and nothing in a plain bokeh figure needs it
+_SERVER_SCRIPT = re.compile(r'<script[^>]*\ssrc="static/[^"]*"[^>]*>\s*</script>\n?')
+
+
+def standalone_html(html: str) -> str:
+    """`html` (bokeh's file_html) without the scripts it would load from a server's static/ path.
+
+    Args: html, a standalone page. Returns the page, every such <script src="static/..."> removed."""
+    return _SERVER_SCRIPT.sub("", html)
 
 
 # Chromium builds by preference. Debian's headless shell (chromium-headless-shell) is Chromium's automation

@@ -147,11 +147,14 @@ def _bokeh_model(obj):
 
 
 def plot_html(obj, title: str = "mdlm-explorer") -> str:
-    """A standalone HTML page of a HoloViews or bokeh figure, BokehJS inlined (~3 MB): opens offline."""
+    """A standalone HTML page of a HoloViews or bokeh figure, BokehJS inlined (~1.3 MB): opens offline,
+    loading nothing (plots.standalone_html)."""
     from bokeh.embed import file_html
     from bokeh.resources import INLINE
 
-    return file_html(_bokeh_model(obj), INLINE, title)
+    from ..plots import standalone_html
+
+    return standalone_html(file_html(_bokeh_model(obj), INLINE, title))
 
 
 def plot_png(obj, timeout_ms: int = 30_000) -> bytes:

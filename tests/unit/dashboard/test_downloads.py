@@ -86,10 +86,19 @@ def _curve():
     return _hv().Curve(([1, 2, 3], [3, 1, 2]), "steps", "quality").opts(title="a test curve")
 
 
-def test_plot_html_is_standalone():
+def test_plot_html_is_standalone(tmp_path):
+    """Every script inlined: Panel, once imported, adds its ES-module shim to bokeh's pages by a path
+    relative to a server (static/extensions/...), which a downloaded file opened from disk reported missing."""
+    import re
+
+    from explorer.plots import save_plot
+
     html = downloads.plot_html(_curve())
     assert "<html" in html.lower() and "a test curve" in html
     assert "cdn.bokeh.org" not in html and "Bokeh.embed" in html  # inline: opens offline
+    saved = save_plot(_curve(), tmp_path / "curve.html").read_text()  # the CLI's --plot
+    for page in (html, saved):
+        assert re.findall(r"<script[^>]*\ssrc=", page) == [] and "es-module-shims.min.js" not in page
 
 
 def test_figures_never_land_in_the_document_another_thread_is_serving(tmp_path):
