@@ -204,7 +204,7 @@ class LoginHandler(BasicLoginHandler):
         self.set_header("Retry-After", str(math.ceil(wait)))
         # the template escapes the message (basic_login.html: errormessage|escape)
         self.write(self._login_template.render(login_endpoint=self._login_endpoint, errormessage=message,
-                                               PANEL_CDN=CDN_DIST))
+                                               PANEL_CDN=CDN_DIST))  # (LocalAssets puts the server's own)
 
 
 class LogoutHandler(PanelLogoutHandler):
@@ -218,6 +218,18 @@ class LogoutHandler(PanelLogoutHandler):
             self.provider.store.close_session(token)
         self.clear_cookie(SESSION_COOKIE, path=config.cookie_path)
         super().get()
+
+
+class LocalAssets:
+    """Panel's login or logout template, its logo and icon linked from this server's copy of Panel's files
+    (/static/extensions/panel/, served before the login) instead of Panel's CDN: offline, the page showed a
+    broken image and the browser reported two failed requests."""
+
+    def __init__(self, template):
+        self.template = template
+
+    def render(self, **values) -> str:
+        return self.template.render(**{**values, "PANEL_CDN": f"{state.base_url}static/extensions/panel/"})
 
 
 class LoginProvider(BasicAuthProvider):
@@ -245,12 +257,12 @@ class LoginProvider(BasicAuthProvider):
     @property
     def login_handler(self):
         return type("LoginHandler", (LoginHandler,), {"provider": self, "_login_endpoint": self._login_endpoint,
-                                                      "_login_template": self._login_template})
+                                                      "_login_template": LocalAssets(self._login_template)})
 
     @property
     def logout_handler(self):
         return type("LogoutHandler", (LogoutHandler,), {"provider": self, "_login_endpoint": self._login_endpoint,
-                                                        "_logout_template": self._logout_template})
+                                                        "_logout_template": LocalAssets(self._logout_template)})
 
 
 def served_module(name: str) -> bool:
