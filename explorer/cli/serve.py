@@ -249,6 +249,14 @@ def check_num_procs(args) -> None:
         raise CLIError("--num-procs needs a fixed --port (the processes share one port); got --port 0")
 
 
+def looks_like_a_file(value: str) -> bool:
+    """A path (a separator, ~ or a leading dot) or a name with an extension of up to 5 letters or digits:
+    users.jsn, users.JSON and users.txt were taken for passwords."""
+    import re
+
+    return bool(re.search(r"[/\\]|^[~.]", value) or re.fullmatch(r"\S+\.[A-Za-z0-9]{1,5}", value))
+
+
 def check_basic_auth(value: str) -> None:
     """Panel takes a password, or the path of a JSON file of users; a mistyped file name would
     silently become the password, so a value that looks like a file must be one."""
@@ -259,8 +267,9 @@ def check_basic_auth(value: str) -> None:
         raise CLIError("--basic-auth is empty; give a password or a JSON file of users")
     path = Path(value)
     if not path.is_file():
-        if value.endswith(".json") or "/" in value:
-            raise CLIError(f"--basic-auth: no file {value!r} (a JSON file of {{\"user\": \"password\"}})")
+        if looks_like_a_file(value):
+            raise CLIError(f"--basic-auth: no file {value!r} (a JSON file of {{\"user\": \"password\"}}); a "
+                           "shared password may not look like a file name (NAME.EXT or a path)")
         return  # a shared password
     try:
         users = json.loads(path.read_text(encoding="utf-8"))

@@ -26,6 +26,10 @@ def checkpoints(tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv, needle", [
     (["--basic-auth", ""], "--basic-auth is empty"),
     (["--basic-auth", "missing-users.json"], "--basic-auth: no file 'missing-users.json'"),
+    # a mistyped users file never becomes the shared password
+    (["--basic-auth", "users.jsn"], "--basic-auth: no file 'users.jsn'"),
+    (["--basic-auth", "users.JSON"], "--basic-auth: no file 'users.JSON'"),
+    (["--basic-auth", "users.txt"], "a shared password may not look like a file name"),
     (["--basic-auth", "{users}"], "must hold a JSON object of user names"),
     (["--cookie-secret", " "], "--cookie-secret is empty"),
     (["--num-threads", "-2"], "--num-threads must be >= 0, got -2"),
