@@ -7,6 +7,9 @@ from __future__ import annotations
 # pattern quality", explorer.plots.sweet_spot_rule) ran past a 1366-pixel page's columns; the tabs' captions
 # state the rule
 SHORT_SWEET_SPOT = "sweet spot (90% of the best)"
+# A legend under the plot: bokeh leaves no room for the legend's own bottom margin there, so its last row
+# was cut at the figure's edge (a PNG download showed it); without the margin it fits whole
+BELOW = {"legend_position": "bottom", "legend_opts": {"margin": 0}}
 LEGEND_CHARS = 50  # label characters two legend columns hold side by side in a 420-pixel plot
 
 

@@ -65,12 +65,15 @@ class DownloadsView(StateView):
 
     def _quality_plot(self):
         from ....plots import quality_speed_plot
+        from ...ui.legend import short_stars
 
         summary = self._sweep()[1]
         metric = pick_metric(summary, self.state.sweep_metric)
         if metric is None:
             raise ValueError("the sweep measured no quality metric")
-        return quality_speed_plot(summary, metric, x=self.state.sweep_x, width=900, height=480)
+        # the stars' short name: the rule in words made the legend at the right half the figure's width,
+        # squeezing the curves into a third (below the plot, bokeh cut the legend's last row)
+        return short_stars(quality_speed_plot(summary, metric, x=self.state.sweep_x, width=1000, height=480))
 
     @param.depends("state.trajectory", watch=True)
     def _available(self):

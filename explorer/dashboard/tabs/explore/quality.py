@@ -11,7 +11,7 @@ import param
 
 from ....experiments import pick_metric
 from ...ui.base import StateView, checkbox, notice, show_notice, watch_presentation
-from ...ui.legend import legend_columns, short_stars
+from ...ui.legend import BELOW, legend_columns, short_stars
 from ...ui.palette import FONT
 from ...ui.safe import literal
 
@@ -40,7 +40,7 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     # one curve: "sweet spot: fewest steps reaching 90" at 1366 pixels)
     plot = short_stars(plot)
     return plot.opts(
-        legend_position="bottom", legend_cols=1 if presentation else legend_columns([el.label for el in plot]),
+        **BELOW, legend_cols=1 if presentation else legend_columns([el.label for el in plot]),
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],
                   "yticks": font["plot"], "legend": font["plot"]})
 

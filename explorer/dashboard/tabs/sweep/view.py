@@ -30,7 +30,7 @@ from ...ui.base import (
     side_by_side,
     watch_presentation,
 )
-from ...ui.legend import legend_columns, short_stars
+from ...ui.legend import BELOW, legend_columns, short_stars
 from ...ui.palette import FONT
 from ...ui.safe import literal
 from .state import SweepTabState, SweepTask
@@ -270,7 +270,7 @@ class SweepTabView(pn.viewable.Viewer):
         """Quality without the tokens/s second axis (the speed figure stands beside it), styled as the
         Explore tab's (legend below, presentation fonts)."""
         tab, font = self.tab, FONT[self.tab.session.presentation]
-        style = dict(legend_position="bottom", legend_cols=2, fontsize={
+        style = dict(**BELOW, legend_cols=2, fontsize={
             "title": font["title"], "labels": font["plot"], "xticks": font["plot"], "yticks": font["plot"],
             "legend": font["plot"]})
         figures = {}
