@@ -87,10 +87,11 @@ def differences_html(text: str, texts: list, index: int, fixed: np.ndarray, runn
         diff = differing(texts)[index]
         n, L = int(diff.sum()), len(diff)
         if n <= L / 2:
-            caption, marked, mark = f"{n} of {L} positions differ from the other column(s) (highlighted)", diff, "d"
+            # short (the legend above says how each is marked): five columns side by side on a projector
+            # wrapped a sentence to seven lines, pushing the texts below the first screen
+            caption, marked, mark = f"{n} of {L} positions differ (highlighted)", diff, "d"
         else:
-            caption = (f"{n} of {L} positions differ from the other column(s); the {L - n} that agree with "
-                       "all of them are marked")
+            caption = f"{n} of {L} positions differ · {L - n} agree (marked)"
             marked, mark = ~diff, "s"
     return f'<p class="caption">{caption}</p>' + differences_spans(text, marked, fixed, mark)
 
@@ -248,6 +249,8 @@ class CompareView(pn.viewable.Viewer):
         self._toolbar()
         self.status = pn.pane.HTML("", css_classes=["compare-status"], margin=(5, 10))
         self.info = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
+        self.stale = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), visible=False,
+                                  css_classes=["compare-stale"])
         self.notice = notice("danger", css_classes=["compare-notice"])
         self.x_range = Range1d(-0.5, 255.5)  # shared: pan and zoom move every heatmap together
         self.columns = [ColumnView(self.x_range, tab=t, index=i) for i in range(MAX_COLUMNS)]
@@ -266,7 +269,7 @@ class CompareView(pn.viewable.Viewer):
             draw()
         cols = self.columns
         watch_presentation(t.session, figures=[c.figure for c in cols],
-                           panes=[self.status, self.info, self.legend, *(c.title for c in cols)],
+                           panes=[self.status, self.info, self.stale, self.legend, *(c.title for c in cols)],
                            text_panes=[pane for c in cols for pane in (c.text, c.metrics)],
                            # the toolbar and the column editors: at projector type they had stayed small
                            widgets=[*self.preset_buttons.values(), self.run, self.stop, self.add,
@@ -311,10 +314,11 @@ class CompareView(pn.viewable.Viewer):
         show_notice(self.notice, notice)
         self.status.object = literal(task.status)
         self.stop.disabled = not task.running
-        info = f"<small>Same seed and template in every column: {literal(t.base_info)}</small>" if t.base_info else ""
-        # above the earlier comparison's line: the line is the run's, the knobs and columns shown are newer
-        stale = f'<div class="compare-stale"><b>{literal(t.stale)}</b></div>' if t.stale else ""
-        self.info.object = stale + info
+        self.info.object = f"<small>Same seed and template in every column: {literal(t.base_info)}</small>" \
+            if t.base_info else ""
+        # the info line is the run's; the knobs and columns shown are newer
+        self.stale.object = f"<b>{literal(t.stale)}</b>" if t.stale else ""
+        self.stale.visible = bool(t.stale)
 
     def _results_changed(self, *events):
         # through the dispatcher: a run starts inside a click's event, which Panel may process without
@@ -359,10 +363,12 @@ class CompareView(pn.viewable.Viewer):
     def __panel__(self):
         # side by side, each a 1/n share (column_styles); wrapped only where a column would be under 150 px
         columns = side_by_side(*self.columns)
-        figure_first(self.tab.session, self.notice, columns)  # projector mode: the heatmaps and texts first
-        return pn.Column(
-            # wraps instead of cutting the status off (projector type, narrow windows)
-            pn.FlexBox(self.presets, self.run, self.stop, self.add, self.status, sizing_mode="stretch_width",
-                       align_items="center"),
-            self.notice, self.info, self.legend, columns, sizing_mode="stretch_width",
-            css_classes=["compare-view"])
+        # wraps instead of cutting the status off (projector type, narrow windows)
+        actions = pn.FlexBox(self.run, self.stop, self.add, self.status, sizing_mode="stretch_width",
+                             align_items="center")
+        # projector mode: Run, the notice and the stale line above the heatmaps and texts, the rest after
+        # (a notice that said "press Run", or that the columns drawn are out of date, sat above a Run button
+        # and a line below the first screen)
+        figure_first(self.tab.session, actions, self.notice, self.stale, columns)
+        return pn.Column(self.presets, actions, self.notice, self.stale, self.info, self.legend, columns,
+                         sizing_mode="stretch_width", css_classes=["compare-view"])

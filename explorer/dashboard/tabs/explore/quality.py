@@ -21,6 +21,14 @@ log = logging.getLogger(__name__)
 IDLE_HINT = "not computed for these knobs yet: press Compute"
 
 
+def x_axis_type(size: str):
+    """A bokeh hook: the x axis's tick labels and title at `size`."""
+    def hook(plot, element):
+        for axis in plot.state.xaxis:
+            axis.major_label_text_font_size = axis.axis_label_text_font_size = size
+    return hook
+
+
 def quality_figure(summary, metric: str, x: str, presentation: bool):
     """The shared quality-vs-steps figure (sweet spots starred by explorer.plots), styled for the
     dashboard: stretched to the column, legend below, hover on every curve, the presentation fonts."""
@@ -39,6 +47,9 @@ def quality_figure(summary, metric: str, x: str, presentation: bool):
     # type, and at normal type too whenever it fell in the legend's second column (a uniform-state model's
     # one curve: "sweet spot: fewest steps reaching 90" at 1366 pixels)
     plot = short_stars(plot)
+    # HoloViews leaves the x axis at its default type under a second y axis (multi_y): set here, after the
+    # plot's own hooks (its ticks), so a projector's x axis reads as its y axes do
+    plot = plot.opts(hooks=[*plot.opts.get().kwargs.get("hooks", []), x_axis_type(font["plot"])])
     return plot.opts(
         **BELOW, legend_cols=1 if presentation else legend_columns([el.label for el in plot]),
         fontsize={"title": font["title"], "labels": font["plot"], "xticks": font["plot"],

@@ -141,8 +141,9 @@ class AccuracyPlot(_Plot):
     def words(self, noised: bool) -> None:
         """A masked process's words, or (`noised`) a uniform-state one's: accuracy where the noise changed
         a character."""
-        # short: at projector type a longer title ran past a 1366-pixel page's half ("(validation")
-        self.figure.title.text = ("Accuracy at changed characters (validation)" if noised
+        # short: at projector type a longer title ran past a 1366-pixel page's half ("(validation"), and this
+        # one past a 1024-pixel page's ("(validati"); the section's heading says the text is held out
+        self.figure.title.text = ("Accuracy at changed characters" if noised
                                   else "Accuracy vs masking ratio (validation)")
         self.figure.xaxis.axis_label = "noise level t" if noised else "masking ratio t"
         # its accuracy is low at every t (a changed character is not flagged): the top right is clear

@@ -220,7 +220,7 @@ class SweepTabView(pn.viewable.Viewer):
         self.grid = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-grid-table"])
         self.temps = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["sweep-temps-table"])
         self._figures = {}
-        tab.param.watch(lambda *e: self._note(), ["note"])
+        tab.param.watch(lambda *e: self._note(), ["note", "no_ar"])
         tab.param.watch(lambda *e: self._draw_main(), ["x", "metric", "speed_metric"])
         tab.param.watch(lambda *e: (self._draw_grid(), self._draw_temps()), ["metric"])
         tab.session.param.watch(lambda *e: self._draw_main(), ["presentation"])
@@ -233,6 +233,8 @@ class SweepTabView(pn.viewable.Viewer):
         self._draw_temps()
 
     def _note(self):
+        # a missing baseline alone is information (its box is greyed); text scored without gen-PPL, a warning
+        self.note.alert_type = "info" if self.tab.no_ar and "gen-PPL" not in self.tab.note else "warning"
         show_notice(self.note, self.tab.note)
 
     def _draw_main(self):

@@ -689,6 +689,12 @@ def test_the_quality_legend_names_the_stars_briefly():
     for presentation in (False, True):
         labels, _, _ = legend(presentation)
         assert SHORT_SWEET_SPOT in labels and max(map(len, labels)) <= 35
+    # the x axis at the projector's type too (under the tokens/s axis HoloViews left it at its default)
+    from explorer.dashboard.ui.palette import FONT
+
+    fig = hv.render(quality_figure(summary, "pattern_quality", "steps", True))
+    assert {(a.major_label_text_font_size, a.axis_label_text_font_size) for a in fig.xaxis} == {(FONT[True]["plot"],) * 2}
+    assert type(fig.xaxis[0].ticker).__name__ == "FixedTicker"  # the plot's own hooks kept: a tick at every step
     # one strategy: "diffusion (confidence): tokens/s" beside the stars ran past the column: one column of them
     labels, _, cols = legend(False)
     assert "diffusion (confidence): tokens/s" in labels and cols == 1

@@ -376,5 +376,7 @@ def test_the_ar_baseline_box_is_greyed_where_there_is_no_ar_checkpoint(checkpoin
     monkeypatch.setattr(listing, "find_judge", lambda model, names: None)
     tab.on_model_changed()  # as a model of another alphabet would
     assert tab.no_ar and box[0].disabled
+    # its note is information, not a warning: nothing else is missing for a patterns model
+    assert "no AR baseline" in view.note.object and view.note.alert_type == "info"
     tab.close()
     state.close()
