@@ -339,8 +339,14 @@ class SweepTabView(pn.viewable.Viewer):
                  ("Speed HTML", "sweep_speed.html", figure("speed", plot_html)),
                  ("Speed PNG", "sweep_speed.png", figure("speed", plot_png))]
         s = self.tab.session
-        return pn.FlexBox(*(download_button(label, name, make, session=s) for label, name, make in files),
-                          css_classes=["sweep-downloads"])
+        buttons = [download_button(label, name, make, session=s) for label, name, make in files]
+
+        def ready(*events):  # as Explore's: lit once there is a sweep to download, not "nothing yet" on a click
+            for button in buttons:
+                button.disabled = self.tab.main.result is None
+        ready()
+        self.tab.main.param.watch(ready, "result")
+        return pn.FlexBox(*buttons, css_classes=["sweep-downloads"])
 
     def _plot_widths(self) -> None:
         """At projector type each plot takes the whole width, one under the other: side by side, the quality

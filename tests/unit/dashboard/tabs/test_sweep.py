@@ -67,7 +67,9 @@ def test_sweep_runs_with_ar_baseline_and_draws(tab):
 def test_downloads_give_the_table_summary_and_figures(tab):
     buttons = {b.filename: b for b in tab.view._downloads()}
     assert buttons["sweep_table.csv"].handler.produce() == (None, "nothing to download yet")
+    assert all(b.disabled for b in buttons.values())  # greyed until there is a sweep, as Explore's
     tab.start_sweep(wait=True)
+    assert not any(b.disabled for b in buttons.values())
     csv, why = buttons["sweep_table.csv"].handler.produce()
     assert why == "" and csv.decode().splitlines()[0].startswith("sampler,") and len(csv.decode().splitlines()) == 15
     summary, _ = buttons["sweep_summary.csv"].handler.produce()
