@@ -89,12 +89,11 @@ def print_quality(model, judge, args, reference, config) -> None:
                            judge=judge, batch_size=args.batch_size, reference=reference)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    from ..sampling.uniform import DEFAULT_BOUND, model_process
+    from ..sampling.uniform import entropy_bound, model_process
 
     # the knobs the model's sampler reads: a uniform-state one accepts by the entropy bound, in no strategy's order
-    bound = DEFAULT_BOUND if config.entropy_bound is None else config.entropy_bound
-    order = (f"entropy bound {bound:g}" if model.config.kind == "diffusion" and model_process(model) == "uniform"
-             else config.strategy)
+    uniform = model.config.kind == "diffusion" and model_process(model) == "uniform"
+    order = f"entropy bound {entropy_bound(config):g}" if uniform else config.strategy
     what = "AR sampler" if model.config.kind == "ar" else (
         f"sampler: {config.steps} steps, {order}, temperature {config.temperature}")
     note = "; no gen-PPL: no AR judge" if judge is None and sample_kind(model) == "text" else ""

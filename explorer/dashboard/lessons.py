@@ -481,6 +481,14 @@ def lesson(slug: str) -> Lesson:
     raise ValueError(f"{slug!r} is not a lesson (one of: {', '.join(item.slug for item in LESSONS)})")
 
 
+def find_figure(slug: str | None, index) -> Figure | None:
+    """Figure `index` (1-based; an int or a link's digits) of lesson `slug`; None for the lesson before its
+    first figure, an index out of range, or no such lesson (a link's values, checked, not trusted)."""
+    item = next((x for x in LESSONS if x.slug == slug), None)
+    n = int(index) if isinstance(index, int) or (isinstance(index, str) and index.isdigit()) else 0
+    return item.figures[n - 1] if item is not None and 1 <= n <= len(item.figures) else None
+
+
 def all_figures() -> list[Figure]:
     """Every figure of every lesson, in the lessons' order."""
     return [fig for item in LESSONS for fig in item.figures]

@@ -46,13 +46,10 @@ def figure_selector(query: str) -> str:
 def lesson_target(q: dict) -> str:
     """The view a lesson figure's link names (lessons.Figure.target), from the link's `lesson` and `figure`
     keys; '' when it names none, or names its tab's main figure."""
-    from .lessons import LESSONS
+    from .lessons import find_figure
 
-    slug, index = q.get("lesson"), q.get("figure", "")
-    for item in LESSONS:
-        if item.slug == slug and index.isdigit() and 1 <= int(index) <= len(item.figures):
-            return item.figures[int(index) - 1].target
-    return ""
+    fig = find_figure(q.get("lesson"), q.get("figure", ""))
+    return fig.target if fig is not None else ""
 
 
 def demand(fig) -> tuple[int, int, int]:

@@ -66,6 +66,11 @@ def model_process(model) -> str:
     return process or "masked"
 
 
+def entropy_bound(config) -> float:
+    """The entropy bound a uniform-state run accepts by: the config's, else DEFAULT_BOUND."""
+    return DEFAULT_BOUND if config.entropy_bound is None else config.entropy_bound
+
+
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     """(..., ) entropy in nats of softmax(logits) (..., V): torch.distributions.Categorical's, as
     DiffusionGemma computes it (the same sums, so the same accepted set)."""
@@ -242,7 +247,7 @@ def _run_block(model, config, x, idx, steps: int, generator, cache, clock, state
     start = x[:, idx]  # (B, Lb)
     blk = _Block(cur=start, draft=start, done=torch.zeros(B, dtype=torch.bool, device=device))
     n_noise = torch.full((B,), Lb, device=device)
-    bound = DEFAULT_BOUND if config.entropy_bound is None else config.entropy_bound
+    bound = entropy_bound(config)
     for s in range(steps):
         began = clock()
         temperature = block_temperature(config, s, steps)

@@ -14,7 +14,7 @@ import json
 
 import panel as pn
 
-from ..lessons import LESSONS, Figure, Lesson, figure_url, lesson
+from ..lessons import LESSONS, Figure, Lesson, figure_url, find_figure, lesson
 from ..projector import SCROLL_JS, figure_selector
 from .palette import ACCENT, FONT
 from .safe import literal
@@ -168,7 +168,7 @@ def lesson_bar(url, session) -> pn.Column:
         departed()
 
     def departed(*events):
-        fig = figure_of(url.lesson, url.figure)
+        fig = find_figure(url.lesson, url.figure)
         keys = url.departed(fig.query) if fig is not None else []
         changed.visible = bool(keys)
         if keys:  # its own pane: drawing the bar again would run its scripts again (and scroll)
@@ -181,12 +181,6 @@ def lesson_bar(url, session) -> pn.Column:
     session.param.watch(draw, "presentation")
     url.watch(departed)
     return pn.Column(pane, changed, visible=bool(url.lesson), sizing_mode="stretch_width", margin=0)
-
-
-def figure_of(slug: str | None, index: int) -> Figure | None:
-    """Figure `index` of lesson `slug`; None for the lesson before its first figure, or none at all."""
-    item = next((x for x in LESSONS if x.slug == slug), None)
-    return item.figures[index - 1] if item is not None and 1 <= (index or 0) <= len(item.figures) else None
 
 
 def menu_html(presentation: bool = False) -> str:

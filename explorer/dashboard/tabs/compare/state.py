@@ -431,9 +431,10 @@ class CompareState(TabState):
 
     @param.depends("preset", watch=True)
     def _preset_chosen(self):
-        if not self._quiet:
-            self._moved_from = None  # someone chose: a model change keeps their choice
-        if not self._quiet and self.preset in PRESETS:
+        if self._quiet:
+            return
+        self._moved_from = None  # someone chose: a model change keeps their choice
+        if self.preset in PRESETS:
             self.apply_preset(self.preset, start=self.session.model is not None)
 
     def _columns_set(self, event):
